@@ -1,0 +1,175 @@
+//! Explicit solver limits ([`Budget`]) and the statistics every solver returns ([`SolveStats`]).
+
+use std::time::{Duration, Instant};
+
+/// Limits a solver must respect. `None` means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budget {
+    /// Wall-clock limit.
+    pub time: Option<Duration>,
+    /// Limit on search nodes / iterations (solver-specific unit, documented by each solver).
+    pub nodes: Option<u64>,
+}
+
+impl Budget {
+    /// No limits.
+    pub const UNLIMITED: Budget = Budget {
+        time: None,
+        nodes: None,
+    };
+
+    /// A budget limited by wall-clock time only.
+    pub fn with_time(time: Duration) -> Self {
+        Budget {
+            time: Some(time),
+            nodes: None,
+        }
+    }
+
+    /// Starts a clock that answers whether this budget is spent.
+    pub fn start(&self) -> BudgetClock {
+        BudgetClock {
+            started: Instant::now(),
+            budget: *self,
+            nodes: 0,
+        }
+    }
+}
+
+/// A running budget: counts nodes and compares elapsed time against the limit.
+#[derive(Debug, Clone)]
+pub struct BudgetClock {
+    started: Instant,
+    budget: Budget,
+    nodes: u64,
+}
+
+impl BudgetClock {
+    /// Time since [`Budget::start`].
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Counts one search node / iteration; returns the reason to stop if a limit is reached.
+    pub fn tick(&mut self) -> Option<SolveStatus> {
+        self.nodes += 1;
+        self.exhausted()
+    }
+
+    /// Nodes counted so far.
+    pub fn nodes(&self) -> u64 {
+        self.nodes
+    }
+
+    /// The reason to stop, if any limit is reached now.
+    pub fn exhausted(&self) -> Option<SolveStatus> {
+        if let Some(n) = self.budget.nodes {
+            if self.nodes >= n {
+                return Some(SolveStatus::NodeLimit);
+            }
+        }
+        if let Some(t) = self.budget.time {
+            if self.started.elapsed() >= t {
+                return Some(SolveStatus::TimeLimit);
+            }
+        }
+        None
+    }
+}
+
+/// Why a solver stopped / how good its answer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SolveStatus {
+    /// Proven optimal (objective equals the lower bound).
+    Optimal,
+    /// A heuristic answer; no optimality claim beyond the reported gap.
+    Heuristic,
+    /// Stopped by the time limit with the best answer found.
+    TimeLimit,
+    /// Stopped by the node limit with the best answer found.
+    NodeLimit,
+    /// Proven infeasible (e.g. cannot fit a capacity).
+    Infeasible,
+}
+
+impl SolveStatus {
+    /// Stable lower-case name used in JSON and CLI output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SolveStatus::Optimal => "optimal",
+            SolveStatus::Heuristic => "heuristic",
+            SolveStatus::TimeLimit => "time_limit",
+            SolveStatus::NodeLimit => "node_limit",
+            SolveStatus::Infeasible => "infeasible",
+        }
+    }
+}
+
+impl std::fmt::Display for SolveStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Statistics every solver returns with its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolveStats {
+    /// Outcome kind.
+    pub status: SolveStatus,
+    /// Wall-clock time spent.
+    pub elapsed: Duration,
+    /// Objective of the returned answer (bytes, e.g. a peak).
+    pub objective: u64,
+    /// Best proven lower bound on the objective (bytes).
+    pub lower_bound: u64,
+}
+
+impl SolveStats {
+    /// Relative gap `(objective - lower_bound) / objective`, 0 when the objective is 0.
+    pub fn gap(&self) -> f64 {
+        if self.objective == 0 {
+            0.0
+        } else {
+            self.objective.saturating_sub(self.lower_bound) as f64 / self.objective as f64
+        }
+    }
+
+    /// Stats of a heuristic answer; reported as optimal when it meets the bound.
+    pub fn heuristic(objective: u64, lower_bound: u64, elapsed: Duration) -> Self {
+        SolveStats {
+            status: if objective <= lower_bound {
+                SolveStatus::Optimal
+            } else {
+                SolveStatus::Heuristic
+            },
+            elapsed,
+            objective,
+            lower_bound,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_budget_stops_after_the_given_number_of_ticks() {
+        let mut c = Budget {
+            time: None,
+            nodes: Some(3),
+        }
+        .start();
+        assert_eq!(c.tick(), None);
+        assert_eq!(c.tick(), None);
+        assert_eq!(c.tick(), Some(SolveStatus::NodeLimit));
+    }
+
+    #[test]
+    fn gap_is_relative_to_the_objective() {
+        let s = SolveStats::heuristic(200, 150, Duration::ZERO);
+        assert_eq!(s.status, SolveStatus::Heuristic);
+        assert!((s.gap() - 0.25).abs() < 1e-12);
+        assert_eq!(SolveStats::heuristic(150, 150, Duration::ZERO).status, SolveStatus::Optimal);
+    }
+}

@@ -1,0 +1,190 @@
+//! The minimalloc buffer CSV (FORMATS.md §3): header `id,lower,upper,size` with optional
+//! `alignment` and `offset` columns, in any column order; lifetimes are half-open
+//! `[lower, upper)`. Reading reports the line and column of every error.
+
+use crate::problem::{Buffer, Lifetime, Placement, PlacementProblem};
+use std::fmt::Write as _;
+use thiserror::Error;
+
+/// A parsed buffer CSV: ids (kept as text, in file order), the problem, and the offsets if the
+/// file carried an `offset` column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufferCsv {
+    /// The `id` of each buffer, by index.
+    pub ids: Vec<String>,
+    /// Buffers by index (capacity unset).
+    pub problem: PlacementProblem,
+    /// Offsets when the file had an `offset` column.
+    pub offsets: Option<Placement>,
+}
+
+/// An error in a buffer CSV.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum CsvError {
+    /// The file is empty.
+    #[error("buffer CSV is empty: expected a header `id,lower,upper,size`")]
+    Empty,
+    /// A required column is missing from the header.
+    #[error("header lacks column `{0}` (need id, lower, upper, size)")]
+    MissingColumn(&'static str),
+    /// A header names a column twice.
+    #[error("header names column `{0}` twice")]
+    DuplicateColumn(String),
+    /// A row has the wrong number of fields.
+    #[error("line {line}: expected {expected} fields, found {found}")]
+    FieldCount {
+        /// 1-based line number.
+        line: usize,
+        /// Fields in the header.
+        expected: usize,
+        /// Fields in the row.
+        found: usize,
+    },
+    /// A field is not a non-negative integer.
+    #[error("line {line}, column `{column}`: `{value}` is not a non-negative integer")]
+    NotInteger {
+        /// 1-based line number.
+        line: usize,
+        /// Column name.
+        column: String,
+        /// The text found.
+        value: String,
+    },
+    /// A row breaks a rule (size 0, empty lifetime, bad alignment, duplicate id).
+    #[error("line {line} (buffer `{id}`): {rule}")]
+    Rule {
+        /// 1-based line number.
+        line: usize,
+        /// The buffer id.
+        id: String,
+        /// The rule broken.
+        rule: String,
+    },
+}
+
+/// Parses a buffer CSV. `default_alignment` applies when the file has no `alignment` column.
+pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty());
+    let (_, header) = lines.next().ok_or(CsvError::Empty)?;
+    let cols: Vec<String> = header.split(',').map(|c| c.trim().to_ascii_lowercase()).collect();
+    for (i, c) in cols.iter().enumerate() {
+        if cols[..i].contains(c) {
+            return Err(CsvError::DuplicateColumn(c.clone()));
+        }
+    }
+    let find = |name: &str| cols.iter().position(|c| c == name);
+    let need = |name: &'static str| find(name).ok_or(CsvError::MissingColumn(name));
+    let (c_id, c_lo, c_hi, c_size) = (need("id")?, need("lower")?, need("upper")?, need("size")?);
+    let (c_align, c_off) = (find("alignment"), find("offset"));
+    let mut ids = Vec::new();
+    let mut buffers = Vec::new();
+    let mut offsets = Vec::new();
+    let mut seen = std::collections::BTreeMap::new();
+    for (line, row) in lines {
+        let fields: Vec<&str> = row.split(',').map(str::trim).collect();
+        if fields.len() != cols.len() {
+            return Err(CsvError::FieldCount {
+                line,
+                expected: cols.len(),
+                found: fields.len(),
+            });
+        }
+        let num = |c: usize| -> Result<u64, CsvError> {
+            fields[c].parse::<u64>().map_err(|_| CsvError::NotInteger {
+                line,
+                column: cols[c].clone(),
+                value: fields[c].to_string(),
+            })
+        };
+        let id = fields[c_id].to_string();
+        let rule = |rule: String| CsvError::Rule {
+            line,
+            id: id.clone(),
+            rule,
+        };
+        let (lo, hi, size) = (num(c_lo)?, num(c_hi)?, num(c_size)?);
+        let alignment = match c_align {
+            Some(c) => num(c)?,
+            None => default_alignment,
+        };
+        if size == 0 {
+            return Err(rule("size must be > 0".into()));
+        }
+        if hi <= lo {
+            return Err(rule(format!("lifetime [{lo}, {hi}) is empty (need lower < upper)")));
+        }
+        if !alignment.is_power_of_two() {
+            return Err(rule(format!("alignment {alignment} is not a power of two")));
+        }
+        if let Some(first) = seen.insert(id.clone(), line) {
+            return Err(rule(format!("id already used on line {first}")));
+        }
+        if let Some(c) = c_off {
+            offsets.push(num(c)?);
+        }
+        ids.push(id);
+        buffers.push(Buffer {
+            lifetime: Lifetime::new(lo, hi),
+            size,
+            alignment,
+        });
+    }
+    Ok(BufferCsv {
+        ids,
+        problem: PlacementProblem::new(buffers),
+        offsets: c_off.map(|_| Placement { offsets }),
+    })
+}
+
+/// Writes `id,lower,upper,size[,alignment],offset` rows (alignment only when some buffer
+/// needs more than 1).
+pub fn write(ids: &[String], problem: &PlacementProblem, placement: &Placement) -> String {
+    let with_align = problem.buffers.iter().any(|b| b.alignment > 1);
+    let mut out = String::from(if with_align {
+        "id,lower,upper,size,alignment,offset\n"
+    } else {
+        "id,lower,upper,size,offset\n"
+    });
+    for ((id, b), off) in ids.iter().zip(&problem.buffers).zip(&placement.offsets) {
+        let _ = write!(out, "{id},{},{},{}", b.lifetime.start, b.lifetime.end, b.size);
+        if with_align {
+            let _ = write!(out, ",{}", b.alignment);
+        }
+        let _ = writeln!(out, ",{off}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_columns_in_any_order_and_round_trips() {
+        let csv = parse("size,id,upper,lower\n10,a,3,0\n20,b,5,2\n", 1).unwrap();
+        assert_eq!(csv.ids, vec!["a", "b"]);
+        assert_eq!(csv.problem.buffers[1].lifetime, Lifetime::new(2, 5));
+        let text = write(&csv.ids, &csv.problem, &Placement { offsets: vec![0, 10] });
+        let back = parse(&text, 1).unwrap();
+        assert_eq!(back.problem, csv.problem);
+        assert_eq!(back.offsets, Some(Placement { offsets: vec![0, 10] }));
+    }
+
+    #[test]
+    fn reports_the_line_and_column_of_a_bad_number() {
+        let err = parse("id,lower,upper,size\n0,0,1,8\n1,0,x,8\n", 1).unwrap_err();
+        assert_eq!(err.to_string(), "line 3, column `upper`: `x` is not a non-negative integer");
+    }
+
+    #[test]
+    fn rejects_empty_lifetimes_zero_sizes_and_duplicate_ids() {
+        assert!(parse("id,lower,upper,size\n7,3,3,8\n", 1).unwrap_err().to_string().contains("buffer `7`"));
+        assert!(parse("id,lower,upper,size\n7,0,3,0\n", 1).unwrap_err().to_string().contains("size"));
+        assert!(parse("id,lower,upper,size\n7,0,3,1\n7,0,3,1\n", 1).unwrap_err().to_string().contains("line 2"));
+        assert_eq!(parse("id,lower,size\n", 1).unwrap_err(), CsvError::MissingColumn("upper"));
+    }
+}

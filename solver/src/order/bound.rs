@@ -1,0 +1,340 @@
+//! A LOAD lower bound that holds for every topological order (no spill, no recompute).
+//!
+//! Idea (the order-independent bound of memory-aware scheduling, cf. OLLA / MODeL, and
+//! `shared/tools/order_lower_bound.py`): whatever the order, when node `v` runs every value
+//! produced by `v` or an ancestor of `v` (graph inputs: always) and read by `v` or a descendant
+//! of `v` (graph outputs: always; an unread output counts at its producer) is reserved, and so is
+//! `v`'s workspace. The bound is the maximum over `v` of those bytes. Two cheap facts are added:
+//! the first step of any order runs a source node while every reserved graph input is live, and
+//! the last step runs a sink while every graph output is live.
+//!
+//! With in-place merging on, an output shares its donor's bytes only at the step where the donor
+//! dies (the donor's last reader, which produces the output), so at node `v` the bound subtracts
+//! the size of each of `v`'s outputs named in an in-place pair that could merge (its size and
+//! alignment fit the largest buffer the donor could belong to). A malformed pair whose output is
+//! not produced by the pair's node could hide that value anywhere, so such a value is left out.
+//!
+//! Complexity: ancestor and descendant sets are bitsets over a Kahn topological order, built in
+//! blocks of at most [`BLOCK_BYTES`] so memory stays bounded: time
+//! `O((n + e + Σ readers) · n / 64)` word operations plus one addition per (node, live value)
+//! pair. Past [`MAX_WORK`] word operations (about n > 30,000 on DNN graphs) it falls back to an
+//! `O(n + e)` bound: per node, the values it reads or writes plus the graph inputs live to the
+//! end (and the first/last-step facts). No recursion.
+
+use super::{LifetimeOptions, OrderProblem};
+
+/// Word operations above which the exact bitset bound is replaced by the linear fallback.
+pub const MAX_WORK: u128 = 1 << 28;
+
+/// Memory budget of one block of ancestor + descendant bitsets.
+pub const BLOCK_BYTES: usize = 64 << 20;
+
+/// A LOAD lower bound valid for every topological order of `problem` (0 if it has a cycle).
+pub fn order_lower_bound(problem: &OrderProblem, opts: &LifetimeOptions) -> u64 {
+    let n = problem.nodes.len();
+    let facts = Facts::new(problem, opts);
+    let ends = facts.first_and_last_steps(problem);
+    if n == 0 {
+        return ends;
+    }
+    let Ok(topo) = problem.listed_topological_order() else {
+        return 0;
+    };
+    let words = n.div_ceil(64) as u128;
+    let edges: usize = problem.nodes.iter().map(|v| v.inputs.len()).sum::<usize>()
+        + problem.values.iter().map(|t| 1 + t.consumers.len()).sum::<usize>();
+    let work = (n + edges) as u128 * words;
+    let per_node = if work <= MAX_WORK {
+        exact_bound(problem, &topo, &facts)
+    } else {
+        local_bound(problem, &facts)
+    };
+    per_node.max(ends)
+}
+
+/// What the in-place rules allow, computed once: values left out and per-node savings.
+struct Facts {
+    /// Values never counted (named as the output of an in-place pair on a node that does not
+    /// produce them).
+    excluded: Vec<bool>,
+    /// Bytes that in-place merging may save at each node.
+    saving: Vec<u64>,
+}
+
+impl Facts {
+    fn new(problem: &OrderProblem, opts: &LifetimeOptions) -> Self {
+        let (n, m) = (problem.nodes.len(), problem.values.len());
+        let mut facts = Facts {
+            excluded: vec![false; m],
+            saving: vec![0; n],
+        };
+        if !opts.inplace {
+            return facts;
+        }
+        // Largest size / alignment of any buffer a value could end up in (over-approximated
+        // independently), propagated along in-place pairs in topological order.
+        let mut max_size: Vec<u64> = problem.values.iter().map(|t| t.size).collect();
+        let mut max_align: Vec<u64> = problem.values.iter().map(|t| t.alignment).collect();
+        let order = problem
+            .listed_topological_order()
+            .unwrap_or_else(|_| (0..n).collect());
+        let mut done = vec![false; n];
+        let mut stamp = vec![usize::MAX; m];
+        for &v in &order {
+            for &(out, inp) in &problem.nodes[v].inplace {
+                if out >= m || inp >= m || out == inp || problem.values[inp].live_at_end {
+                    continue;
+                }
+                if problem.values[out].producer != Some(v) {
+                    facts.excluded[out] = true;
+                    continue;
+                }
+                // A donor whose producer is not handled yet may sit in any buffer.
+                let settled = match problem.values[inp].producer {
+                    None => true,
+                    Some(p) => p == v || done[p],
+                };
+                let (cap_size, cap_align) = if settled {
+                    (max_size[inp], max_align[inp])
+                } else {
+                    (u64::MAX, u64::MAX)
+                };
+                let (ov_size, ov_align) = (problem.values[out].size, problem.values[out].alignment);
+                if ov_size <= cap_size && ov_align <= cap_align {
+                    if stamp[out] != v {
+                        stamp[out] = v;
+                        facts.saving[v] = facts.saving[v].saturating_add(ov_size);
+                    }
+                    max_size[out] = max_size[out].max(cap_size);
+                    max_align[out] = max_align[out].max(cap_align);
+                }
+            }
+            done[v] = true;
+        }
+        facts
+    }
+
+    /// Whether value `t` holds bytes that the bound may count.
+    fn counts(&self, problem: &OrderProblem, t: usize) -> bool {
+        let val = &problem.values[t];
+        !self.excluded[t] && (val.producer.is_some() || val.live_at_end || !val.consumers.is_empty())
+    }
+
+    /// Bytes surely live at the first step (every reserved graph input plus a source node's
+    /// outputs and workspace) and at the last step (every graph output plus a sink node's
+    /// inputs, outputs and workspace); the larger of the two. Minimised over sources / sinks.
+    fn first_and_last_steps(&self, problem: &OrderProblem) -> u64 {
+        let n = problem.nodes.len();
+        let mut inputs = 0u64;
+        let mut outputs = 0u64;
+        for (t, val) in problem.values.iter().enumerate() {
+            if !self.counts(problem, t) {
+                continue;
+            }
+            if val.producer.is_none() {
+                inputs = inputs.saturating_add(val.size);
+            }
+            if val.live_at_end {
+                outputs = outputs.saturating_add(val.size);
+            }
+        }
+        if n == 0 {
+            return inputs.max(outputs);
+        }
+        // Per node: bytes of the counted values it reads (not live to the end) and of those it
+        // produces (all, and those not live to the end).
+        let mut reads = vec![0u64; n];
+        let mut writes = vec![0u64; n];
+        let mut writes_dying = vec![0u64; n];
+        for (t, val) in problem.values.iter().enumerate() {
+            if !self.counts(problem, t) {
+                continue;
+            }
+            if !val.live_at_end {
+                for &c in val.consumers.iter().filter(|&&c| c < n) {
+                    reads[c] = reads[c].saturating_add(val.size);
+                }
+            }
+            if let Some(p) = val.producer.filter(|&p| p < n) {
+                writes[p] = writes[p].saturating_add(val.size);
+                if !val.live_at_end {
+                    writes_dying[p] = writes_dying[p].saturating_add(val.size);
+                }
+            }
+        }
+        let preds = problem.predecessors();
+        let mut has_succ = vec![false; n];
+        for &p in preds.iter().flatten() {
+            has_succ[p] = true;
+        }
+        let mut first = u64::MAX;
+        let mut last = u64::MAX;
+        for (v, node) in problem.nodes.iter().enumerate() {
+            if preds[v].is_empty() {
+                let here = inputs
+                    .saturating_add(writes[v])
+                    .saturating_add(node.workspace)
+                    .saturating_sub(self.saving[v]);
+                first = first.min(here);
+            }
+            if !has_succ[v] {
+                let here = outputs
+                    .saturating_add(reads[v])
+                    .saturating_add(writes_dying[v])
+                    .saturating_add(node.workspace)
+                    .saturating_sub(self.saving[v]);
+                last = last.min(here);
+            }
+        }
+        let first = if first == u64::MAX { 0 } else { first };
+        let last = if last == u64::MAX { 0 } else { last };
+        first.max(last)
+    }
+}
+
+/// ORs row `src` of `rows` (rows of `stride` words, first `w` used) into row `dst`.
+fn or_row(rows: &mut [u64], stride: usize, w: usize, dst: usize, src: usize) {
+    if dst == src {
+        return;
+    }
+    let (d, s) = if dst < src {
+        let (head, tail) = rows.split_at_mut(src * stride);
+        (&mut head[dst * stride..dst * stride + w], &tail[..w])
+    } else {
+        let (head, tail) = rows.split_at_mut(dst * stride);
+        (&mut tail[..w], &head[src * stride..src * stride + w])
+    };
+    for (x, y) in d.iter_mut().zip(s) {
+        *x |= *y;
+    }
+}
+
+/// The ancestor/descendant bound, max over nodes, computed block by block of node indices.
+fn exact_bound(problem: &OrderProblem, topo: &[usize], facts: &Facts) -> u64 {
+    let n = problem.nodes.len();
+    let preds = problem.predecessors();
+    let succ = problem.successors();
+    let mut load = vec![0u64; n];
+    let total_words = n.div_ceil(64);
+    let stride = (BLOCK_BYTES / 16 / n.max(1)).clamp(1, total_words);
+    let mut anc = vec![0u64; n * stride];
+    let mut desc = vec![0u64; n * stride];
+    let mut read = vec![0u64; stride];
+    let mut first_word = 0;
+    while first_word < total_words {
+        let w = stride.min(total_words - first_word);
+        let lo = first_word * 64;
+        let hi = ((first_word + w) * 64).min(n);
+        let bit = |v: usize| -> Option<(usize, u64)> {
+            (lo <= v && v < hi).then(|| ((v - lo) / 64, 1u64 << ((v - lo) % 64)))
+        };
+        // Ancestors (incl. self) restricted to [lo, hi), in topological order; descendants in
+        // reverse topological order.
+        for &v in topo {
+            anc[v * stride..v * stride + w].fill(0);
+            for &p in &preds[v] {
+                or_row(&mut anc, stride, w, v, p);
+            }
+            if let Some((i, b)) = bit(v) {
+                anc[v * stride + i] |= b;
+            }
+        }
+        for &v in topo.iter().rev() {
+            desc[v * stride..v * stride + w].fill(0);
+            for &s in &succ[v] {
+                or_row(&mut desc, stride, w, v, s);
+            }
+            if let Some((i, b)) = bit(v) {
+                desc[v * stride + i] |= b;
+            }
+        }
+        let full_mask = |i: usize| -> u64 {
+            let live = hi.saturating_sub(lo + i * 64).min(64);
+            if live == 64 {
+                u64::MAX
+            } else {
+                (1u64 << live) - 1
+            }
+        };
+        for (t, val) in problem.values.iter().enumerate() {
+            if !facts.counts(problem, t) {
+                continue;
+            }
+            // Read mask: nodes at or before which some reader still comes.
+            if val.live_at_end {
+                for (i, r) in read[..w].iter_mut().enumerate() {
+                    *r = full_mask(i);
+                }
+            } else {
+                read[..w].fill(0);
+                for &c in &val.consumers {
+                    if c < n {
+                        for (r, a) in read[..w].iter_mut().zip(&anc[c * stride..c * stride + w]) {
+                            *r |= *a;
+                        }
+                    }
+                }
+                if let Some((i, b)) = val.producer.and_then(bit) {
+                    read[i] |= b;
+                }
+            }
+            // Born mask: nodes at which it has surely been produced.
+            for (i, &r) in read[..w].iter().enumerate() {
+                let born = match val.producer {
+                    None => full_mask(i),
+                    Some(p) if p < n => desc[p * stride + i],
+                    Some(_) => 0,
+                };
+                let mut s = born & r;
+                while s != 0 {
+                    let v = lo + i * 64 + s.trailing_zeros() as usize;
+                    load[v] = load[v].saturating_add(val.size);
+                    s &= s - 1;
+                }
+            }
+        }
+        first_word += w;
+    }
+    finish(problem, facts, load)
+}
+
+/// The linear fallback for very large graphs, `O(n + e)`: at node `v`, the values it reads and
+/// writes and every graph input that stays live to the end are surely reserved together (plus
+/// its workspace, minus in-place savings). Weaker than the ancestor/descendant bound (it ignores
+/// values that merely pass over `v`) but valid for every order.
+fn local_bound(problem: &OrderProblem, facts: &Facts) -> u64 {
+    let n = problem.nodes.len();
+    let mut load = vec![0u64; n];
+    let mut always = 0u64;
+    for (t, val) in problem.values.iter().enumerate() {
+        if !facts.counts(problem, t) {
+            continue;
+        }
+        if val.producer.is_none() && val.live_at_end {
+            always = always.saturating_add(val.size);
+            continue;
+        }
+        for &c in &val.consumers {
+            if c < n {
+                load[c] = load[c].saturating_add(val.size);
+            }
+        }
+        if let Some(p) = val.producer.filter(|&p| p < n) {
+            load[p] = load[p].saturating_add(val.size);
+        }
+    }
+    for l in &mut load {
+        *l = l.saturating_add(always);
+    }
+    finish(problem, facts, load)
+}
+
+/// Adds workspaces, subtracts in-place savings and takes the maximum over nodes.
+fn finish(problem: &OrderProblem, facts: &Facts, load: Vec<u64>) -> u64 {
+    load.into_iter()
+        .zip(&problem.nodes)
+        .zip(&facts.saving)
+        .map(|((l, node), &s)| l.saturating_add(node.workspace).saturating_sub(s))
+        .max()
+        .unwrap_or(0)
+}

@@ -1,0 +1,99 @@
+//! Heuristic placement: each algorithm in its own file behind the [`Placer`] trait, and a
+//! [`portfolio`] that runs every registered placer and keeps the lowest peak (ties go to the
+//! earlier registry entry, so the result is deterministic).
+
+pub mod fit;
+pub mod greedy_by_size;
+
+use crate::budget::{Budget, SolveStats};
+use crate::problem::{Placement, PlacementError, PlacementProblem};
+use std::time::{Duration, Instant};
+
+/// A placement algorithm.
+pub trait Placer: Send + Sync {
+    /// Stable short name (used in CLI, plan stats and benchmarks).
+    fn name(&self) -> &'static str;
+
+    /// Places every buffer; the returned placement must pass [`PlacementProblem::check`]
+    /// when the capacity is ignored. Heuristics place regardless of `problem.capacity` and
+    /// report the peak they reach. Must be deterministic for the same input.
+    fn place(&self, problem: &PlacementProblem, budget: &Budget) -> Result<Placement, PlacementError>;
+}
+
+/// Every heuristic placer, in portfolio order (earlier wins ties).
+pub fn registry() -> Vec<Box<dyn Placer>> {
+    vec![Box::new(greedy_by_size::GreedyBySize)]
+}
+
+/// Looks a placer up by name.
+pub fn by_name(name: &str) -> Option<Box<dyn Placer>> {
+    registry().into_iter().find(|p| p.name() == name)
+}
+
+/// One portfolio member's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberResult {
+    /// Placer name.
+    pub name: &'static str,
+    /// Its peak in bytes.
+    pub peak: u64,
+    /// Time it took.
+    pub elapsed: Duration,
+}
+
+/// The best placement of a portfolio run, with every member's figures.
+#[derive(Debug, Clone)]
+pub struct PortfolioResult {
+    /// The lowest-peak placement.
+    pub placement: Placement,
+    /// Name of the placer that produced it.
+    pub method: &'static str,
+    /// Per-member figures, in registry order.
+    pub members: Vec<MemberResult>,
+    /// Stats of the chosen placement (objective = peak, lower bound = LOAD).
+    pub stats: SolveStats,
+}
+
+/// Runs `placers` on `problem` and keeps the lowest peak. Each member's placement is checked
+/// with [`PlacementProblem::check`] (capacity ignored); a member whose placement fails the
+/// check is an internal error and is returned as such.
+pub fn run_portfolio(
+    placers: &[Box<dyn Placer>],
+    problem: &PlacementProblem,
+    budget: &Budget,
+) -> Result<PortfolioResult, PlacementError> {
+    problem.validate()?;
+    let started = Instant::now();
+    let uncapped = PlacementProblem {
+        buffers: problem.buffers.clone(),
+        capacity: None,
+    };
+    let load = problem.load();
+    let mut best: Option<(u64, Placement, &'static str)> = None;
+    let mut members = Vec::with_capacity(placers.len());
+    for placer in placers {
+        let t0 = Instant::now();
+        let placement = placer.place(problem, budget)?;
+        let peak = uncapped.check(&placement)?;
+        members.push(MemberResult {
+            name: placer.name(),
+            peak,
+            elapsed: t0.elapsed(),
+        });
+        if best.as_ref().is_none_or(|(b, _, _)| peak < *b) {
+            best = Some((peak, placement, placer.name()));
+        }
+    }
+    let (peak, placement, method) = best.unwrap_or((0, Placement::default(), "none"));
+    Ok(PortfolioResult {
+        placement,
+        method,
+        members,
+        stats: SolveStats::heuristic(peak, load, started.elapsed()),
+    })
+}
+
+/// Runs the whole [`registry`] (see [`run_portfolio`]).
+pub fn portfolio(problem: &PlacementProblem, budget: &Budget) -> Result<PortfolioResult, PlacementError> {
+    run_portfolio(&registry(), problem, budget)
+}

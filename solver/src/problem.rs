@@ -1,0 +1,325 @@
+//! The placement problem (dynamic storage allocation): buffers with lifetimes and sizes, to be
+//! given byte offsets so that buffers alive at the same step never share bytes.
+//!
+//! Also holds LOAD (max over steps of live bytes: a lower bound of every placement) and an
+//! independent checker of a placement, `O(n log n)` by a sweep over lifetime events.
+
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// Rounds `x` up to a multiple of `align` (a power of two, ≥ 1); `None` on overflow.
+pub fn align_up(x: u64, align: u64) -> Option<u64> {
+    debug_assert!(align.is_power_of_two());
+    let mask = align - 1;
+    x.checked_add(mask).map(|v| v & !mask)
+}
+
+/// Half-open step interval `[start, end)` during which a buffer is reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Lifetime {
+    /// First step at which the buffer is reserved.
+    pub start: u64,
+    /// First step at which it is no longer reserved (`end > start`).
+    pub end: u64,
+}
+
+impl Lifetime {
+    /// Creates `[start, end)`.
+    pub fn new(start: u64, end: u64) -> Self {
+        Lifetime { start, end }
+    }
+
+    /// Whether two lifetimes share at least one step.
+    pub fn overlaps(&self, other: &Lifetime) -> bool {
+        self.start < other.end && other.start < self.end
+    }
+
+    /// Number of steps covered.
+    pub fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// Whether the lifetime covers no step.
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// One buffer to place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Buffer {
+    /// Steps during which it is reserved.
+    pub lifetime: Lifetime,
+    /// Size in bytes (> 0).
+    pub size: u64,
+    /// Required offset alignment in bytes (a power of two).
+    pub alignment: u64,
+}
+
+/// A placement problem: buffers (indexed `0..n`) and an optional capacity in bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlacementProblem {
+    /// The buffers; a placement gives one offset per buffer, by index.
+    pub buffers: Vec<Buffer>,
+    /// Arena size the placement must fit in, if any.
+    pub capacity: Option<u64>,
+}
+
+/// Offsets (bytes) for the buffers of a [`PlacementProblem`], by buffer index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// `offsets[i]` is where buffer `i` starts.
+    pub offsets: Vec<u64>,
+}
+
+/// What is wrong with a problem or a placement.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum PlacementError {
+    /// A buffer has size 0.
+    #[error("buffer {index}: size must be > 0")]
+    ZeroSize {
+        /// Buffer index.
+        index: usize,
+    },
+    /// A buffer's alignment is not a power of two.
+    #[error("buffer {index}: alignment {alignment} is not a power of two")]
+    BadAlignment {
+        /// Buffer index.
+        index: usize,
+        /// The offending alignment.
+        alignment: u64,
+    },
+    /// A buffer's lifetime is empty.
+    #[error("buffer {index}: lifetime [{start}, {end}) is empty")]
+    EmptyLifetime {
+        /// Buffer index.
+        index: usize,
+        /// Lifetime start.
+        start: u64,
+        /// Lifetime end.
+        end: u64,
+    },
+    /// The number of offsets differs from the number of buffers.
+    #[error("placement has {got} offsets for {expected} buffers")]
+    WrongLength {
+        /// Buffers in the problem.
+        expected: usize,
+        /// Offsets in the placement.
+        got: usize,
+    },
+    /// An offset is not a multiple of the buffer's alignment.
+    #[error("buffer {index}: offset {offset} is not a multiple of its alignment {alignment}")]
+    Misaligned {
+        /// Buffer index.
+        index: usize,
+        /// Its offset.
+        offset: u64,
+        /// Its alignment.
+        alignment: u64,
+    },
+    /// Two buffers alive at the same step share bytes.
+    #[error("buffers {a} and {b} are alive together and overlap in memory")]
+    Overlap {
+        /// One buffer index.
+        a: usize,
+        /// The other buffer index.
+        b: usize,
+    },
+    /// `offset + size` does not fit in u64.
+    #[error("buffer {index}: offset + size overflows u64")]
+    Overflow {
+        /// Buffer index.
+        index: usize,
+    },
+    /// The placement needs more bytes than the capacity.
+    #[error("placement needs {peak} bytes, over the capacity of {capacity}")]
+    OverCapacity {
+        /// Bytes needed.
+        peak: u64,
+        /// The capacity.
+        capacity: u64,
+    },
+}
+
+impl PlacementProblem {
+    /// A problem without capacity.
+    pub fn new(buffers: Vec<Buffer>) -> Self {
+        PlacementProblem {
+            buffers,
+            capacity: None,
+        }
+    }
+
+    /// Checks every buffer: size > 0, power-of-two alignment, non-empty lifetime.
+    pub fn validate(&self) -> Result<(), PlacementError> {
+        for (index, b) in self.buffers.iter().enumerate() {
+            if b.size == 0 {
+                return Err(PlacementError::ZeroSize { index });
+            }
+            if !b.alignment.is_power_of_two() {
+                return Err(PlacementError::BadAlignment {
+                    index,
+                    alignment: b.alignment,
+                });
+            }
+            if b.lifetime.is_empty() {
+                return Err(PlacementError::EmptyLifetime {
+                    index,
+                    start: b.lifetime.start,
+                    end: b.lifetime.end,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// LOAD: the maximum over steps of the summed sizes of live buffers. Every placement's peak
+    /// is at least this. Saturates at `u64::MAX` instead of wrapping.
+    pub fn load(&self) -> u64 {
+        let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(self.buffers.len() * 2);
+        for b in &self.buffers {
+            events.push((b.lifetime.start, true, b.size));
+            events.push((b.lifetime.end, false, b.size));
+        }
+        // Ends before starts at the same step: `[a, b)` and `[b, c)` do not overlap.
+        events.sort_unstable_by_key(|&(t, is_start, _)| (t, is_start));
+        let (mut cur, mut best) = (0u64, 0u64);
+        for (_, is_start, s) in events {
+            if is_start {
+                cur = cur.saturating_add(s);
+                best = best.max(cur);
+            } else {
+                cur = cur.saturating_sub(s);
+            }
+        }
+        best
+    }
+
+    /// The number of steps spanned: one past the largest lifetime end (0 when empty).
+    pub fn horizon(&self) -> u64 {
+        self.buffers.iter().map(|b| b.lifetime.end).max().unwrap_or(0)
+    }
+
+    /// Checks a placement and returns its peak (max `offset + size`, 0 when empty).
+    ///
+    /// Verifies length, alignment, overflow, pairwise disjointness of buffers alive together
+    /// (a sweep over lifetimes with an ordered map of live byte ranges), and the capacity.
+    pub fn check(&self, placement: &Placement) -> Result<u64, PlacementError> {
+        if placement.offsets.len() != self.buffers.len() {
+            return Err(PlacementError::WrongLength {
+                expected: self.buffers.len(),
+                got: placement.offsets.len(),
+            });
+        }
+        let mut peak = 0u64;
+        for (index, (b, &off)) in self.buffers.iter().zip(&placement.offsets).enumerate() {
+            if b.alignment == 0 || off % b.alignment != 0 {
+                return Err(PlacementError::Misaligned {
+                    index,
+                    offset: off,
+                    alignment: b.alignment,
+                });
+            }
+            let end = off
+                .checked_add(b.size)
+                .ok_or(PlacementError::Overflow { index })?;
+            peak = peak.max(end);
+        }
+        let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(self.buffers.len() * 2);
+        for (i, b) in self.buffers.iter().enumerate() {
+            events.push((b.lifetime.start, true, i));
+            events.push((b.lifetime.end, false, i));
+        }
+        events.sort_unstable_by_key(|&(t, is_start, i)| (t, is_start, i));
+        // Live byte ranges keyed by (offset, buffer) -> end; disjoint at all times.
+        let mut live: BTreeMap<(u64, usize), u64> = BTreeMap::new();
+        for (_, is_start, i) in events {
+            let off = placement.offsets[i];
+            let b = &self.buffers[i];
+            if !is_start {
+                live.remove(&(off, i));
+                continue;
+            }
+            let end = off + b.size;
+            // The nearest range starting at or before `off`, and the nearest after it.
+            if let Some((&(_, j), &jend)) = live.range(..=(off, usize::MAX)).next_back() {
+                if jend > off {
+                    return Err(PlacementError::Overlap { a: j.min(i), b: j.max(i) });
+                }
+            }
+            if let Some((&(joff, j), _)) = live.range((off, usize::MAX)..).next() {
+                if joff < end {
+                    return Err(PlacementError::Overlap { a: j.min(i), b: j.max(i) });
+                }
+            }
+            live.insert((off, i), end);
+        }
+        if let Some(capacity) = self.capacity {
+            if peak > capacity {
+                return Err(PlacementError::OverCapacity { peak, capacity });
+            }
+        }
+        Ok(peak)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(start: u64, end: u64, size: u64) -> Buffer {
+        Buffer {
+            lifetime: Lifetime::new(start, end),
+            size,
+            alignment: 1,
+        }
+    }
+
+    #[test]
+    fn load_counts_buffers_that_touch_end_to_start_as_disjoint() {
+        let p = PlacementProblem::new(vec![buf(0, 2, 10), buf(2, 4, 20), buf(1, 3, 5)]);
+        assert_eq!(p.load(), 25);
+    }
+
+    #[test]
+    fn checker_accepts_reuse_across_disjoint_lifetimes() {
+        let p = PlacementProblem::new(vec![buf(0, 2, 10), buf(2, 4, 10)]);
+        let peak = p.check(&Placement { offsets: vec![0, 0] }).unwrap();
+        assert_eq!(peak, 10);
+    }
+
+    #[test]
+    fn checker_rejects_overlap_of_live_buffers_and_names_both() {
+        let p = PlacementProblem::new(vec![buf(0, 3, 10), buf(2, 4, 10), buf(5, 6, 1)]);
+        assert_eq!(
+            p.check(&Placement { offsets: vec![0, 5, 0] }),
+            Err(PlacementError::Overlap { a: 0, b: 1 })
+        );
+    }
+
+    #[test]
+    fn checker_rejects_misalignment_and_capacity_excess() {
+        let mut p = PlacementProblem::new(vec![Buffer {
+            lifetime: Lifetime::new(0, 1),
+            size: 8,
+            alignment: 4,
+        }]);
+        assert!(matches!(
+            p.check(&Placement { offsets: vec![2] }),
+            Err(PlacementError::Misaligned { index: 0, .. })
+        ));
+        p.capacity = Some(10);
+        assert!(matches!(
+            p.check(&Placement { offsets: vec![4] }),
+            Err(PlacementError::OverCapacity { peak: 12, capacity: 10 })
+        ));
+    }
+
+    #[test]
+    fn align_up_rounds_and_reports_overflow() {
+        assert_eq!(align_up(0, 256), Some(0));
+        assert_eq!(align_up(1, 256), Some(256));
+        assert_eq!(align_up(256, 256), Some(256));
+        assert_eq!(align_up(u64::MAX, 2), None);
+    }
+}

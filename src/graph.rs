@@ -1,0 +1,607 @@
+//! The graph model (memplan-graph/1, FORMATS.md §1): tensors and ops with newtype ids, parsed
+//! from JSON and checked against every rule of the format. All checks are iterative (a
+//! 1,000,000-op chain parses and validates without deep recursion) and all byte arithmetic is
+//! checked.
+
+use memplan_solver::order::{Node, OrderError, OrderProblem, Value};
+use serde::Deserialize;
+use std::collections::HashMap;
+use thiserror::Error;
+
+/// The format string of a graph file.
+pub const GRAPH_FORMAT: &str = "memplan-graph/1";
+/// Alignment (bytes) used when a graph does not give one.
+pub const DEFAULT_ALIGNMENT: u64 = 256;
+
+/// Index of a tensor in [`Graph::tensors`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub u32);
+
+/// Index of an op in [`Graph::ops`] (its position in the listed order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u32);
+
+impl TensorId {
+    /// As a vector index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl OpId {
+    /// As a vector index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Role of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TensorKind {
+    /// Graph input: valid before the first op.
+    Input,
+    /// Parameter or constant: valid all run, stored in the weights region.
+    Weight,
+    /// Intermediate produced by exactly one op.
+    Activation,
+    /// Produced by exactly one op and still valid when the graph ends.
+    Output,
+}
+
+impl TensorKind {
+    /// The name used in the format.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TensorKind::Input => "input",
+            TensorKind::Weight => "weight",
+            TensorKind::Activation => "activation",
+            TensorKind::Output => "output",
+        }
+    }
+}
+
+/// A tensor: one distinct storage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    /// Unique name.
+    pub name: String,
+    /// Size in bytes (> 0).
+    pub size: u64,
+    /// Offset alignment in bytes (power of two).
+    pub alignment: u64,
+    /// Role.
+    pub kind: TensorKind,
+    /// Shape, when given (informative).
+    pub shape: Option<Vec<u64>>,
+    /// Element type, when given (informative).
+    pub dtype: Option<String>,
+}
+
+/// An op.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    /// Unique name.
+    pub name: String,
+    /// Free-text type (`conv2d`, `relu`, an ATen name, ...).
+    pub op_type: String,
+    /// Tensors read, as listed (may repeat).
+    pub inputs: Vec<TensorId>,
+    /// Tensors written (at least one, distinct).
+    pub outputs: Vec<TensorId>,
+    /// Work estimate, when given.
+    pub flops: Option<f64>,
+    /// Measured run time in microseconds, when given.
+    pub time_us: Option<f64>,
+    /// Scratch bytes reserved only while the op runs (0 for none).
+    pub workspace: u64,
+    /// Op attributes, when given.
+    pub attrs: Option<serde_json::Value>,
+    /// `(output index, input index)` pairs that may share memory when the input dies here.
+    pub inplace: Vec<(usize, usize)>,
+}
+
+/// A validated graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Graph {
+    /// Graph name.
+    pub name: String,
+    /// Default tensor alignment and the workspace alignment (bytes).
+    pub alignment: u64,
+    /// Free-form metadata, when given.
+    pub meta: Option<serde_json::Value>,
+    /// Tensors by [`TensorId`].
+    pub tensors: Vec<Tensor>,
+    /// Ops by [`OpId`], in the listed order.
+    pub ops: Vec<Op>,
+    /// Producer of each tensor (`None` for inputs and weights).
+    pub producer: Vec<Option<OpId>>,
+}
+
+/// A rule of the graph format that the input breaks, naming the culprit.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum GraphError {
+    /// The file is not valid JSON or does not have the expected structure.
+    #[error("graph JSON error at line {line}, column {column}: {message}")]
+    Json {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the parser expected.
+        message: String,
+    },
+    /// Wrong or missing `format`.
+    #[error("format is {found:?}, expected \"{GRAPH_FORMAT}\"")]
+    Format {
+        /// The format string found.
+        found: String,
+    },
+    /// A tensor or op has an empty name.
+    #[error("{what} #{index} has an empty name")]
+    EmptyName {
+        /// "tensor" or "op".
+        what: &'static str,
+        /// Position in its list.
+        index: usize,
+    },
+    /// Two tensors share a name.
+    #[error("tensor {0:?} is defined twice (tensor names must be unique)")]
+    DuplicateTensor(String),
+    /// Two ops share a name.
+    #[error("op {0:?} is defined twice (op names must be unique)")]
+    DuplicateOp(String),
+    /// A tensor has size 0.
+    #[error("tensor {0:?} has size 0 (sizes must be > 0)")]
+    ZeroSize(String),
+    /// An alignment is not a power of two.
+    #[error("{what} alignment {alignment} is not a power of two")]
+    BadAlignment {
+        /// "graph" or `tensor "name"`.
+        what: String,
+        /// The alignment.
+        alignment: u64,
+    },
+    /// An op names a tensor that does not exist.
+    #[error("op {op:?} {role} unknown tensor {tensor:?}")]
+    UnknownTensor {
+        /// The op.
+        op: String,
+        /// "reads" or "writes".
+        role: &'static str,
+        /// The missing tensor name.
+        tensor: String,
+    },
+    /// An op has no outputs.
+    #[error("op {0:?} has no outputs (every op writes at least one tensor)")]
+    NoOutputs(String),
+    /// An op lists the same output twice.
+    #[error("op {op:?} lists output {tensor:?} twice")]
+    RepeatedOutput {
+        /// The op.
+        op: String,
+        /// The tensor.
+        tensor: String,
+    },
+    /// An activation or output tensor is written by no op.
+    #[error("{kind} tensor {tensor:?} is produced by no op (each activation/output needs exactly one producer)")]
+    NotProduced {
+        /// The tensor.
+        tensor: String,
+        /// Its kind.
+        kind: &'static str,
+    },
+    /// A tensor is written by two ops.
+    #[error("tensor {tensor:?} is produced by two ops, {first:?} and {second:?}")]
+    ProducedTwice {
+        /// The tensor.
+        tensor: String,
+        /// First producer.
+        first: String,
+        /// Second producer.
+        second: String,
+    },
+    /// An input or weight tensor is written by an op.
+    #[error("{kind} tensor {tensor:?} is produced by op {op:?} (inputs and weights have no producer)")]
+    ProducedConstant {
+        /// The tensor.
+        tensor: String,
+        /// Its kind.
+        kind: &'static str,
+        /// The op writing it.
+        op: String,
+    },
+    /// An in-place pair indexes outside the op's inputs or outputs.
+    #[error("op {op:?} inplace pair [{output}, {input}] is out of range ({outputs} outputs, {inputs} inputs)")]
+    BadInplace {
+        /// The op.
+        op: String,
+        /// Output index given.
+        output: usize,
+        /// Input index given.
+        input: usize,
+        /// Number of outputs.
+        outputs: usize,
+        /// Number of inputs.
+        inputs: usize,
+    },
+    /// A numeric field is negative, fractional or not finite where it must not be.
+    #[error("{what}: {message}")]
+    BadNumber {
+        /// Where (`op "x" workspace`, ...).
+        what: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The ops form a cycle.
+    #[error("ops form a cycle: {}", .ops.join(" -> "))]
+    Cycle {
+        /// Op names on the cycle, in dependency order.
+        ops: Vec<String>,
+    },
+    /// Byte arithmetic overflowed u64.
+    #[error("{0} overflows u64")]
+    Overflow(String),
+    /// More tensors or ops than ids can address.
+    #[error("graph has more than {} tensors or ops", u32::MAX)]
+    TooLarge,
+}
+
+#[derive(Deserialize)]
+struct RawGraph {
+    format: Option<String>,
+    #[serde(default)]
+    name: String,
+    alignment: Option<u64>,
+    meta: Option<serde_json::Value>,
+    tensors: Vec<RawTensor>,
+    ops: Vec<RawOp>,
+}
+
+#[derive(Deserialize)]
+struct RawTensor {
+    name: String,
+    size: u64,
+    shape: Option<Vec<u64>>,
+    dtype: Option<String>,
+    kind: TensorKind,
+    alignment: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct RawOp {
+    name: String,
+    #[serde(rename = "type", default)]
+    op_type: String,
+    #[serde(default)]
+    inputs: Vec<String>,
+    #[serde(default)]
+    outputs: Vec<String>,
+    flops: Option<f64>,
+    time_us: Option<f64>,
+    workspace: Option<u64>,
+    attrs: Option<serde_json::Value>,
+    inplace: Option<Vec<(usize, usize)>>,
+}
+
+impl Graph {
+    /// Parses and validates a memplan-graph/1 JSON document.
+    pub fn parse(text: &str) -> Result<Graph, GraphError> {
+        let raw: RawGraph = serde_json::from_str(text).map_err(|e| GraphError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        })?;
+        Graph::from_raw(raw)
+    }
+
+    fn from_raw(raw: RawGraph) -> Result<Graph, GraphError> {
+        let found = raw.format.unwrap_or_default();
+        if found != GRAPH_FORMAT {
+            return Err(GraphError::Format { found });
+        }
+        let alignment = raw.alignment.filter(|&a| a != 0).unwrap_or(DEFAULT_ALIGNMENT);
+        if !alignment.is_power_of_two() {
+            return Err(GraphError::BadAlignment {
+                what: "graph".into(),
+                alignment,
+            });
+        }
+        if raw.tensors.len() > u32::MAX as usize || raw.ops.len() > u32::MAX as usize {
+            return Err(GraphError::TooLarge);
+        }
+        let mut tensors = Vec::with_capacity(raw.tensors.len());
+        for (i, t) in raw.tensors.into_iter().enumerate() {
+            if t.name.is_empty() {
+                return Err(GraphError::EmptyName { what: "tensor", index: i });
+            }
+            if t.size == 0 {
+                return Err(GraphError::ZeroSize(t.name));
+            }
+            let a = t.alignment.unwrap_or(alignment);
+            if !a.is_power_of_two() {
+                return Err(GraphError::BadAlignment {
+                    what: format!("tensor {:?}", t.name),
+                    alignment: a,
+                });
+            }
+            if memplan_solver::align_up(t.size, a).is_none() {
+                return Err(GraphError::Overflow(format!("tensor {:?} size aligned to {a}", t.name)));
+            }
+            tensors.push(Tensor {
+                name: t.name,
+                size: t.size,
+                alignment: a,
+                kind: t.kind,
+                shape: t.shape,
+                dtype: t.dtype,
+            });
+        }
+        let mut by_name: HashMap<&str, TensorId> = HashMap::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if by_name.insert(&t.name, TensorId(i as u32)).is_some() {
+                return Err(GraphError::DuplicateTensor(t.name.clone()));
+            }
+        }
+        let mut op_names: HashMap<&str, usize> = HashMap::with_capacity(raw.ops.len());
+        let mut producer: Vec<Option<OpId>> = vec![None; tensors.len()];
+        let mut ops = Vec::with_capacity(raw.ops.len());
+        for (i, o) in raw.ops.iter().enumerate() {
+            if o.name.is_empty() {
+                return Err(GraphError::EmptyName { what: "op", index: i });
+            }
+            if op_names.insert(&o.name, i).is_some() {
+                return Err(GraphError::DuplicateOp(o.name.clone()));
+            }
+        }
+        for (i, o) in raw.ops.iter().enumerate() {
+            let lookup = |name: &String, role: &'static str| {
+                by_name.get(name.as_str()).copied().ok_or_else(|| GraphError::UnknownTensor {
+                    op: o.name.clone(),
+                    role,
+                    tensor: name.clone(),
+                })
+            };
+            let inputs = o.inputs.iter().map(|n| lookup(n, "reads")).collect::<Result<Vec<_>, _>>()?;
+            let outputs = o.outputs.iter().map(|n| lookup(n, "writes")).collect::<Result<Vec<_>, _>>()?;
+            if outputs.is_empty() {
+                return Err(GraphError::NoOutputs(o.name.clone()));
+            }
+            for (k, &t) in outputs.iter().enumerate() {
+                let tensor = &tensors[t.index()];
+                if outputs[..k].contains(&t) {
+                    return Err(GraphError::RepeatedOutput {
+                        op: o.name.clone(),
+                        tensor: tensor.name.clone(),
+                    });
+                }
+                if matches!(tensor.kind, TensorKind::Input | TensorKind::Weight) {
+                    return Err(GraphError::ProducedConstant {
+                        tensor: tensor.name.clone(),
+                        kind: tensor.kind.as_str(),
+                        op: o.name.clone(),
+                    });
+                }
+                if let Some(first) = producer[t.index()] {
+                    return Err(GraphError::ProducedTwice {
+                        tensor: tensor.name.clone(),
+                        first: raw.ops[first.index()].name.clone(),
+                        second: o.name.clone(),
+                    });
+                }
+                producer[t.index()] = Some(OpId(i as u32));
+            }
+            let inplace = o.inplace.clone().unwrap_or_default();
+            for &(out, inp) in &inplace {
+                if out >= outputs.len() || inp >= inputs.len() {
+                    return Err(GraphError::BadInplace {
+                        op: o.name.clone(),
+                        output: out,
+                        input: inp,
+                        outputs: outputs.len(),
+                        inputs: inputs.len(),
+                    });
+                }
+            }
+            for (what, v) in [("flops", o.flops), ("time_us", o.time_us)] {
+                if let Some(x) = v {
+                    if !x.is_finite() || x < 0.0 {
+                        return Err(GraphError::BadNumber {
+                            what: format!("op {:?} {what}", o.name),
+                            message: format!("{x} is not a finite non-negative number"),
+                        });
+                    }
+                }
+            }
+            let workspace = o.workspace.unwrap_or(0);
+            if memplan_solver::align_up(workspace, alignment).is_none() {
+                return Err(GraphError::Overflow(format!("op {:?} workspace", o.name)));
+            }
+            ops.push((inputs, outputs, inplace, workspace));
+        }
+        for (t, p) in tensors.iter().zip(&producer) {
+            if p.is_none() && matches!(t.kind, TensorKind::Activation | TensorKind::Output) {
+                return Err(GraphError::NotProduced {
+                    tensor: t.name.clone(),
+                    kind: t.kind.as_str(),
+                });
+            }
+        }
+        let ops = raw
+            .ops
+            .into_iter()
+            .zip(ops)
+            .map(|(o, (inputs, outputs, inplace, workspace))| Op {
+                name: o.name,
+                op_type: o.op_type,
+                inputs,
+                outputs,
+                flops: o.flops,
+                time_us: o.time_us,
+                workspace,
+                attrs: o.attrs,
+                inplace,
+            })
+            .collect();
+        let graph = Graph {
+            name: raw.name,
+            alignment,
+            meta: raw.meta,
+            tensors,
+            ops,
+            producer,
+        };
+        graph.check_sums()?;
+        // Cycle check: the listed topological order fails exactly when there is a cycle.
+        graph.order_problem().listed_topological_order().map_err(|e| graph.order_error(e))?;
+        Ok(graph)
+    }
+
+    /// Guards every byte total used later (naive bytes, weights region) against overflow.
+    fn check_sums(&self) -> Result<(), GraphError> {
+        let mut total: u64 = 0;
+        for t in &self.tensors {
+            let aligned = memplan_solver::align_up(t.size, t.alignment)
+                .ok_or_else(|| GraphError::Overflow(format!("tensor {:?} size", t.name)))?;
+            total = total
+                .checked_add(aligned)
+                .ok_or_else(|| GraphError::Overflow("the sum of tensor sizes".into()))?;
+        }
+        for o in &self.ops {
+            let aligned = memplan_solver::align_up(o.workspace, self.alignment)
+                .ok_or_else(|| GraphError::Overflow(format!("op {:?} workspace", o.name)))?;
+            total = total
+                .checked_add(aligned)
+                .ok_or_else(|| GraphError::Overflow("the sum of tensor and workspace sizes".into()))?;
+        }
+        Ok(())
+    }
+
+    /// Turns an order error (node indices) into a graph error (op names).
+    pub fn order_error(&self, e: OrderError) -> GraphError {
+        match e {
+            OrderError::Cycle { cycle } => GraphError::Cycle {
+                ops: cycle.iter().map(|&i| self.ops[i].name.clone()).collect(),
+            },
+            other => GraphError::BadNumber {
+                what: "order".into(),
+                message: other.to_string(),
+            },
+        }
+    }
+
+    /// Looks a tensor up by name (linear scan; use for diagnostics and tests).
+    pub fn tensor_by_name(&self, name: &str) -> Option<TensorId> {
+        self.tensors.iter().position(|t| t.name == name).map(|i| TensorId(i as u32))
+    }
+
+    /// The tensor with this id.
+    pub fn tensor(&self, id: TensorId) -> &Tensor {
+        &self.tensors[id.index()]
+    }
+
+    /// Whether a tensor lives in the arena (everything but weights).
+    pub fn in_arena(&self, id: TensorId) -> bool {
+        self.tensors[id.index()].kind != TensorKind::Weight
+    }
+
+    /// Sum of weight sizes, each aligned (the weights region's size when packed in order).
+    pub fn weights_bytes(&self) -> u64 {
+        self.weight_layout().1
+    }
+
+    /// Offsets of every weight packed in tensor order, and the region's size.
+    pub fn weight_layout(&self) -> (Vec<(TensorId, u64)>, u64) {
+        let mut end = 0u64;
+        let mut out = Vec::new();
+        for (i, t) in self.tensors.iter().enumerate() {
+            if t.kind == TensorKind::Weight {
+                // check_sums guarantees these do not overflow.
+                let off = memplan_solver::align_up(end, t.alignment).unwrap_or(u64::MAX);
+                out.push((TensorId(i as u32), off));
+                end = off.saturating_add(t.size);
+            }
+        }
+        (out, end)
+    }
+
+    /// The graph as a graph-agnostic order problem: one value per arena tensor (weights
+    /// excluded), value `i` ↔ tensor [`OrderMapping::value_tensor`]`[i]`, node `i` ↔ op `i`.
+    pub fn order_problem(&self) -> OrderProblem {
+        self.order_problem_with_mapping().0
+    }
+
+    /// [`Graph::order_problem`] with the value ↔ tensor mapping.
+    pub fn order_problem_with_mapping(&self) -> (OrderProblem, OrderMapping) {
+        let mut tensor_value = vec![None; self.tensors.len()];
+        let mut value_tensor = Vec::new();
+        let mut values = Vec::new();
+        for (i, t) in self.tensors.iter().enumerate() {
+            if t.kind == TensorKind::Weight {
+                continue;
+            }
+            tensor_value[i] = Some(values.len());
+            value_tensor.push(TensorId(i as u32));
+            values.push(Value {
+                size: t.size,
+                alignment: t.alignment,
+                producer: self.producer[i].map(OpId::index),
+                consumers: Vec::new(),
+                live_at_end: t.kind == TensorKind::Output,
+            });
+        }
+        let mut nodes = Vec::with_capacity(self.ops.len());
+        for (k, o) in self.ops.iter().enumerate() {
+            let mut inputs: Vec<usize> = o.inputs.iter().filter_map(|t| tensor_value[t.index()]).collect();
+            inputs.sort_unstable();
+            inputs.dedup();
+            for &v in &inputs {
+                values[v].consumers.push(k);
+            }
+            let outputs: Vec<usize> = o.outputs.iter().filter_map(|t| tensor_value[t.index()]).collect();
+            let inplace = o
+                .inplace
+                .iter()
+                .filter_map(|&(out, inp)| {
+                    let ov = tensor_value[o.outputs[out].index()]?;
+                    let iv = tensor_value[o.inputs[inp].index()]?;
+                    (ov != iv).then_some((ov, iv))
+                })
+                .collect();
+            nodes.push(Node {
+                inputs,
+                outputs,
+                workspace: o.workspace,
+                inplace,
+            });
+        }
+        (
+            OrderProblem {
+                nodes,
+                values,
+                workspace_alignment: self.alignment,
+            },
+            OrderMapping {
+                tensor_value,
+                value_tensor,
+            },
+        )
+    }
+}
+
+/// Maps tensors to order-problem values and back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderMapping {
+    /// Value index of each tensor (`None` for weights).
+    pub tensor_value: Vec<Option<usize>>,
+    /// Tensor of each value.
+    pub value_tensor: Vec<TensorId>,
+}
+
+/// serde_json appends " at line L column C"; the error already carries both.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}

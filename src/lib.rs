@@ -1,0 +1,16 @@
+//! memplan: memory plans for deep-learning computation graphs.
+//!
+//! [`graph`] reads and checks memplan-graph/1; [`planner`] picks an op order and arena offsets
+//! with the solver crate's heuristics and emits a memplan-plan/1 [`plan`]; [`validate`]
+//! replays a plan independently of any solver.
+#![deny(missing_docs)]
+
+pub mod graph;
+pub mod plan;
+pub mod planner;
+pub mod validate;
+
+pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
+pub use plan::{Instruction, Plan};
+pub use planner::{plan, OrderMode, PlanError, PlanOptions};
+pub use validate::{validate, Replay, Violation, ViolationKind};

@@ -1,0 +1,256 @@
+//! The `memplan` command line: plan, check, place, stats.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use memplan::graph::Graph;
+use memplan::plan::Plan;
+use memplan::planner::{self, OrderMode, PlanOptions};
+use memplan_solver::{csv, placement, Budget};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// The sample graph bundled with the binary (ResNet-style block, training step).
+const SAMPLE_GRAPH: &str = include_str!("../samples/resnet_block.train.json");
+
+#[derive(Parser)]
+#[command(name = "memplan", version, about = "Memory plans for deep-learning computation graphs: op order, arena offsets, validation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Plan a graph: order, arena offsets, instruction stream (memplan-plan/1).
+    Plan {
+        /// Graph file (memplan-graph/1 JSON); `sample` plans the bundled sample graph.
+        graph: String,
+        /// Write the plan here instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// `given`: the listed order; `auto`: also try memory-aware reorderings, keep the best.
+        #[arg(long, value_enum, default_value_t = OrderArg::Auto)]
+        order: OrderArg,
+        /// Time limit in seconds for the order search and placement.
+        #[arg(long, default_value_t = 1.0)]
+        time_limit: f64,
+        /// Honour the graph's in-place hints (plans use the `inplace_of` alloc extension,
+        /// which ../shared/tools/check_plan.py does not accept).
+        #[arg(long)]
+        inplace: bool,
+    },
+    /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
+    Check {
+        /// Graph file (memplan-graph/1 JSON).
+        graph: PathBuf,
+        /// Plan file (memplan-plan/1 JSON).
+        plan: PathBuf,
+        /// Also require the peak to be at most this many bytes.
+        #[arg(long)]
+        budget: Option<u64>,
+    },
+    /// Place buffers from a minimalloc CSV (id,lower,upper,size[,alignment]); writes the CSV
+    /// with an offset column. Exit 1 if the placement exceeds --capacity.
+    Place {
+        /// Buffer CSV.
+        buffers: PathBuf,
+        /// Write the placed CSV here instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Arena capacity in bytes.
+        #[arg(long)]
+        capacity: Option<u64>,
+        /// Time limit in seconds.
+        #[arg(long, default_value_t = 1.0)]
+        time_limit: f64,
+        /// Alignment for buffers when the CSV has no alignment column.
+        #[arg(long, default_value_t = 1)]
+        alignment: u64,
+    },
+    /// Print graph statistics: ops, tensors, naive bytes, LOAD of the listed order, weights,
+    /// and the order-independent lower bound.
+    Stats {
+        /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
+        graph: String,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OrderArg {
+    Given,
+    Auto,
+}
+
+/// Bad input: exit code 2.
+#[derive(Debug)]
+struct BadInput(String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for BadInput {}
+
+fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("memplan: {e:#}");
+            if e.downcast_ref::<BadInput>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(3)
+            }
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))
+}
+
+fn load_graph(arg: &str) -> Result<Graph> {
+    let (text, label) = if arg == "sample" {
+        (SAMPLE_GRAPH.to_string(), "bundled sample".to_string())
+    } else {
+        (read(Path::new(arg))?, arg.to_string())
+    };
+    Graph::parse(&text).map_err(|e| bad(format!("{label}: {e}")))
+}
+
+fn time_limit(secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs).map_err(|_| bad(format!("--time-limit {secs} is not a non-negative number of seconds")))
+}
+
+fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
+    match output {
+        Some(path) => {
+            // Write to a temporary file and rename, so a failure never leaves half a file.
+            let tmp = path.with_extension("tmp~");
+            std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Plan {
+            graph,
+            output,
+            order,
+            time_limit: tl,
+            inplace,
+        } => {
+            let g = load_graph(&graph)?;
+            let opts = PlanOptions {
+                order: match order {
+                    OrderArg::Given => OrderMode::Given,
+                    OrderArg::Auto => OrderMode::Auto,
+                },
+                time_limit: Some(time_limit(tl)?),
+                inplace,
+            };
+            let plan = planner::plan(&g, &opts)?;
+            let s = &plan.stats;
+            eprintln!(
+                "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {}, {:.1} ms",
+                g.name,
+                g.ops.len(),
+                s.peak_bytes,
+                mib(s.peak_bytes),
+                s.lower_bound_bytes,
+                s.gap.unwrap_or(0.0) * 100.0,
+                s.load_bytes.unwrap_or(0),
+                s.order_method.as_deref().unwrap_or("-"),
+                s.method,
+                s.elapsed_ms
+            );
+            let mut text = plan.to_json();
+            text.push('\n');
+            write_out(&output, &text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { graph, plan, budget } => {
+            let g = load_graph(&graph.to_string_lossy())?;
+            let p = Plan::parse(&read(&plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
+            match memplan::validate(&g, &p, budget) {
+                Ok(r) => {
+                    println!(
+                        "valid: peak {} B, max live {} B, host peak {} B, {} execs, {} spills",
+                        r.peak, r.max_live, r.host_peak, r.execs, r.spills
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(v) => {
+                    eprintln!("invalid: {v}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        Command::Place {
+            buffers,
+            output,
+            capacity,
+            time_limit: tl,
+            alignment,
+        } => {
+            if !alignment.is_power_of_two() {
+                return Err(bad(format!("--alignment {alignment} is not a power of two")));
+            }
+            let started = Instant::now();
+            let parsed = csv::parse(&read(&buffers)?, alignment).map_err(|e| bad(format!("{}: {e}", buffers.display())))?;
+            let mut problem = parsed.problem;
+            problem.capacity = capacity;
+            let budget = Budget::with_time(time_limit(tl)?);
+            let result = placement::portfolio(&problem, &budget)?;
+            let load = problem.load();
+            let peak = result.stats.objective;
+            write_out(&output, &csv::write(&parsed.ids, &problem, &result.placement))?;
+            eprintln!(
+                "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, {:.1} ms",
+                problem.buffers.len(),
+                if load == 0 { 1.0 } else { peak as f64 / load as f64 },
+                result.method,
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            if let Some(cap) = capacity {
+                if peak > cap {
+                    eprintln!("does not fit: peak {peak} B exceeds the capacity {cap} B");
+                    return Ok(ExitCode::from(1));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stats { graph } => {
+            let g = load_graph(&graph)?;
+            let s = memplan::planner::graph_stats(&g)?;
+            println!("graph            {}", g.name);
+            println!("ops              {}", s.ops);
+            println!("tensors          {}", s.tensors);
+            println!("naive bytes      {} ({})", s.naive_bytes, mib(s.naive_bytes));
+            println!("LOAD (listed)    {} ({})", s.listed_load, mib(s.listed_load));
+            println!("weights bytes    {} ({})", s.weights_bytes, mib(s.weights_bytes));
+            println!("order bound      {} ({})", s.order_lower_bound, mib(s.order_lower_bound));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+}

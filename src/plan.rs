@@ -1,0 +1,277 @@
+//! The plan (memplan-plan/1, FORMATS.md §2) and its emission from an order and a placement.
+//!
+//! Emission per step `s` (op `k = order[s]`): alloc each output of `k` (in-place outputs name
+//! the donor they take bytes from), exec `k` with its workspace offset, then free every tensor
+//! whose last use was step `s` — so each free follows its tensor's last use immediately.
+//! Graph inputs are allocated before the first exec. `mem_id` is the buffer index of the
+//! placement problem: tensors sharing bytes in place share a `mem_id`.
+
+use crate::graph::{Graph, OrderMapping, TensorKind};
+use memplan_solver::order::{BufferOwner, OrderLifetimes};
+use memplan_solver::Placement;
+use serde::{Deserialize, Serialize};
+
+/// The format string of a plan file.
+pub const PLAN_FORMAT: &str = "memplan-plan/1";
+
+/// A weight's place in the weights region.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WeightSlot {
+    /// Weight tensor name.
+    pub tensor: String,
+    /// Offset in the weights region (bytes).
+    pub offset: u64,
+}
+
+/// One instruction of the stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Instruction {
+    /// Reserve `[offset, offset + size)` for a tensor.
+    Alloc {
+        /// Tensor name.
+        tensor: String,
+        /// Arena offset (bytes).
+        offset: u64,
+        /// Virtual memory id (buffer identity; in-place partners share one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mem_id: Option<u64>,
+        /// Extension: the tensor takes these bytes from a dying input of its producer, named
+        /// here (an `inplace` hint of the graph). Absent in plans without in-place sharing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inplace_of: Option<String>,
+    },
+    /// Run an op.
+    Exec {
+        /// Op name.
+        node: String,
+        /// Arena offset of the op's workspace (required iff the op has one).
+        workspace_offset: Option<u64>,
+    },
+    /// Release a tensor's range.
+    Free {
+        /// Tensor name.
+        tensor: String,
+    },
+    /// Copy a tensor to the host pool and release its arena range.
+    SpillOut {
+        /// Tensor name.
+        tensor: String,
+        /// Offset in the host pool (bytes).
+        host_offset: u64,
+    },
+    /// Reserve a range and copy the tensor back from the host pool.
+    SpillIn {
+        /// Tensor name.
+        tensor: String,
+        /// Arena offset (bytes).
+        offset: u64,
+        /// Virtual memory id, when given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mem_id: Option<u64>,
+    },
+}
+
+/// A portfolio member's figure in the plan stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberStat {
+    /// Algorithm name.
+    pub name: String,
+    /// Bytes it reached (peak for placers, LOAD for orderers).
+    pub bytes: u64,
+    /// Milliseconds it took.
+    pub ms: f64,
+}
+
+/// Plan statistics. Only `peak_bytes` is checked by the replay; the rest is informative.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct PlanStats {
+    /// Largest `offset + size` ever reserved (bytes).
+    pub peak_bytes: u64,
+    /// A proven lower bound on the peak (bytes): LOAD of the order for `--order given`,
+    /// the order-independent bound for `--order auto`.
+    #[serde(default)]
+    pub lower_bound_bytes: u64,
+    /// Algorithm that produced the placement.
+    #[serde(default)]
+    pub method: String,
+    /// `optimal` when the peak meets the lower bound, else `heuristic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Relative gap `(peak - lower bound) / peak`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
+    /// LOAD of the chosen order (bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_bytes: Option<u64>,
+    /// Order-independent lower bound (bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_lower_bound_bytes: Option<u64>,
+    /// Order heuristic that produced the order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_method: Option<String>,
+    /// Each order heuristic's LOAD.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order_members: Vec<MemberStat>,
+    /// Each placement heuristic's peak on the chosen order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberStat>,
+    /// Whether in-place hints were honoured.
+    #[serde(default)]
+    pub inplace: bool,
+    /// Planning time in milliseconds.
+    #[serde(default)]
+    pub elapsed_ms: f64,
+}
+
+/// A memplan-plan/1 document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Must be [`PLAN_FORMAT`].
+    pub format: String,
+    /// Name of the graph planned.
+    pub graph: String,
+    /// Arena size (bytes).
+    pub arena_bytes: u64,
+    /// Weights region size (bytes).
+    #[serde(default)]
+    pub weights_bytes: u64,
+    /// Host pool size for spills (bytes).
+    #[serde(default)]
+    pub host_bytes: u64,
+    /// Weight offsets in the weights region.
+    #[serde(default)]
+    pub weights: Vec<WeightSlot>,
+    /// The instruction stream.
+    pub instructions: Vec<Instruction>,
+    /// Statistics.
+    #[serde(default)]
+    pub stats: PlanStats,
+}
+
+/// An error reading a plan file.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("plan JSON error at line {line}, column {column}: {message}")]
+pub struct PlanParseError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What the parser expected.
+    pub message: String,
+}
+
+impl Plan {
+    /// Parses a plan document (syntax and structure only; [`crate::validate`] checks meaning).
+    pub fn parse(text: &str) -> Result<Plan, PlanParseError> {
+        serde_json::from_str(text).map_err(|e| PlanParseError {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        // Serialising these plain types cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Emits the instruction stream for `order` (op indices) with buffers `lt` placed at
+/// `placement`; `mapping` relates order-problem values to tensors.
+pub fn emit(graph: &Graph, order: &[usize], lt: &OrderLifetimes, placement: &Placement, mapping: &OrderMapping) -> Plan {
+    let value_tensor = &mapping.value_tensor;
+    let name = |v: usize| graph.tensor(value_tensor[v]).name.clone();
+    let buffer_of = |v: usize| lt.value_buffer[v];
+    let mut ins = Vec::new();
+    // Who donates bytes to whom: each member of a shared buffer takes them from the previous.
+    let mut donor = vec![None; value_tensor.len()];
+    for owner in &lt.owners {
+        if let BufferOwner::Values(vals) = owner {
+            for w in vals.windows(2) {
+                donor[w[1]] = Some(w[0]);
+            }
+        }
+    }
+    let alloc = |v: usize, ins: &mut Vec<Instruction>| {
+        if let Some(b) = buffer_of(v) {
+            ins.push(Instruction::Alloc {
+                tensor: name(v),
+                offset: placement.offsets[b],
+                mem_id: Some(b as u64),
+                inplace_of: donor[v].map(name),
+            });
+        }
+    };
+    // Graph inputs that are read are reserved from step 0.
+    for (v, &t) in value_tensor.iter().enumerate() {
+        if graph.tensor(t).kind == TensorKind::Input {
+            alloc(v, &mut ins);
+        }
+    }
+    // The step after which each value is freed: its last read, or its birth when unread.
+    let mut last_use: Vec<Option<usize>> = vec![None; value_tensor.len()];
+    for (k, op) in graph.ops.iter().enumerate() {
+        let s = lt.step_of[k];
+        for t in op.inputs.iter().chain(&op.outputs) {
+            if let Some(v) = mapping.tensor_value[t.index()] {
+                last_use[v] = Some(last_use[v].map_or(s, |x: usize| x.max(s)));
+            }
+        }
+    }
+    let n = order.len();
+    let mut dies_at: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (v, &t) in value_tensor.iter().enumerate() {
+        if graph.tensor(t).kind == TensorKind::Output || buffer_of(v).is_none() {
+            continue;
+        }
+        if let Some(s) = last_use[v] {
+            dies_at[s].push(v);
+        }
+    }
+    for (s, &k) in order.iter().enumerate() {
+        let op = &graph.ops[k];
+        for &t in &op.outputs {
+            if let Some(v) = mapping.tensor_value[t.index()] {
+                alloc(v, &mut ins);
+            }
+        }
+        ins.push(Instruction::Exec {
+            node: op.name.clone(),
+            workspace_offset: lt.workspace_buffer[k].map(|b| placement.offsets[b]),
+        });
+        dies_at[s].sort_unstable();
+        for &v in &dies_at[s] {
+            ins.push(Instruction::Free { tensor: name(v) });
+        }
+    }
+    let (weights, weights_bytes) = graph.weight_layout();
+    let peak = lt
+        .problem
+        .buffers
+        .iter()
+        .zip(&placement.offsets)
+        .map(|(b, &o)| o.saturating_add(b.size))
+        .max()
+        .unwrap_or(0);
+    Plan {
+        format: PLAN_FORMAT.to_string(),
+        graph: graph.name.clone(),
+        arena_bytes: peak,
+        weights_bytes,
+        host_bytes: 0,
+        weights: weights
+            .into_iter()
+            .map(|(t, offset)| WeightSlot {
+                tensor: graph.tensor(t).name.clone(),
+                offset,
+            })
+            .collect(),
+        instructions: ins,
+        stats: PlanStats {
+            peak_bytes: peak,
+            ..PlanStats::default()
+        },
+    }
+}

@@ -1,0 +1,561 @@
+//! Independent replay checker of a plan against its graph (FORMATS.md §2 semantics). It uses
+//! only the graph and plan types — never a solver — and reports the first violation with the
+//! instruction index and the tensors or op involved.
+//!
+//! Extension honoured: `alloc T ... inplace_of D` may overlap D's range (and only D's) when
+//! T's producer declares the in-place pair, D is reserved and valid, and T fits inside D's
+//! range; after that exec D is no longer valid (its bytes now hold T).
+
+use crate::graph::{Graph, TensorId, TensorKind};
+use crate::plan::{Instruction, Plan, PLAN_FORMAT};
+use std::collections::{BTreeMap, HashMap};
+use thiserror::Error;
+
+/// What a plan breaks.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum ViolationKind {
+    /// Wrong `format`.
+    #[error("format is {0:?}, expected \"{PLAN_FORMAT}\"")]
+    Format(String),
+    /// A name that is not a tensor / op of the graph.
+    #[error("unknown {what} {name:?}")]
+    Unknown {
+        /// "tensor" or "op".
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A weight is missing from, misplaced in, or overlapping in the weights region.
+    #[error("weights region: {0}")]
+    Weights(String),
+    /// A weight appears in an instruction.
+    #[error("weight {0:?} appears in an instruction (weights live in their own region)")]
+    WeightInArena(String),
+    /// An offset is not a multiple of the required alignment.
+    #[error("{what} offset {offset} is not a multiple of its alignment {alignment}")]
+    Misaligned {
+        /// Tensor or workspace.
+        what: String,
+        /// The offset.
+        offset: u64,
+        /// The alignment.
+        alignment: u64,
+    },
+    /// A range overlaps a reserved range.
+    #[error("{what} [{lo}, {hi}) overlaps reserved tensor {other:?}")]
+    Overlap {
+        /// Tensor or workspace being reserved.
+        what: String,
+        /// Range start.
+        lo: u64,
+        /// Range end.
+        hi: u64,
+        /// The tensor already there.
+        other: String,
+    },
+    /// A tensor is reserved while already reserved.
+    #[error("tensor {0:?} is reserved twice")]
+    DoubleAlloc(String),
+    /// A free/spill of a tensor that is not reserved.
+    #[error("tensor {0:?} is not reserved")]
+    NotReserved(String),
+    /// An exec input is not valid (never written, freed, spilled, or donated in place).
+    #[error("op {op:?} reads {tensor:?}, which does not hold valid data")]
+    InputNotValid {
+        /// The op.
+        op: String,
+        /// The tensor.
+        tensor: String,
+    },
+    /// An exec operand is not reserved.
+    #[error("op {op:?} uses {tensor:?}, which is not reserved")]
+    OperandNotReserved {
+        /// The op.
+        op: String,
+        /// The tensor.
+        tensor: String,
+    },
+    /// A workspace offset is missing or given where none is needed.
+    #[error("op {op:?}: {message}")]
+    Workspace {
+        /// The op.
+        op: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An in-place alloc that the graph or the state does not allow.
+    #[error("tensor {tensor:?} cannot take the bytes of {donor:?} in place: {reason}")]
+    BadInplace {
+        /// The tensor allocated.
+        tensor: String,
+        /// The donor named.
+        donor: String,
+        /// Why not.
+        reason: String,
+    },
+    /// A spill that breaks the host pool rules.
+    #[error("host pool: {0}")]
+    Host(String),
+    /// An op never runs.
+    #[error("op {0:?} is never executed")]
+    NotExecuted(String),
+    /// A graph output is not reserved and valid at the end.
+    #[error("output {0:?} is not resident and valid at the end")]
+    OutputMissing(String),
+    /// Byte arithmetic overflow.
+    #[error("{0} overflows u64")]
+    Overflow(String),
+    /// The plan's declared sizes disagree with the replay.
+    #[error("{0}")]
+    Stats(String),
+    /// The replayed peak exceeds the budget.
+    #[error("peak {peak} is over the budget of {budget} bytes")]
+    OverBudget {
+        /// Replayed peak.
+        peak: u64,
+        /// The budget.
+        budget: u64,
+    },
+}
+
+/// A violation, at an instruction index when it is about one.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[error("{}{kind}", .instruction.map(|i| format!("instruction {i}: ")).unwrap_or_default())]
+pub struct Violation {
+    /// Index in `instructions`, if the violation is about one.
+    pub instruction: Option<usize>,
+    /// What is wrong.
+    pub kind: ViolationKind,
+}
+
+/// Figures of a valid plan's replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Replay {
+    /// Largest `offset + size` reserved (bytes).
+    pub peak: u64,
+    /// Largest sum of reserved bytes at one time, workspaces included (bytes).
+    pub max_live: u64,
+    /// Largest host-pool end (bytes).
+    pub host_peak: u64,
+    /// Number of exec instructions (recomputes included).
+    pub execs: usize,
+    /// Number of spill_out instructions.
+    pub spills: usize,
+}
+
+#[derive(Default, Clone, Copy)]
+struct State {
+    range: Option<(u64, u64)>,
+    valid: bool,
+    host: Option<(u64, u64)>,
+    /// Set on an in-place output until its producer runs: the donor's id.
+    takes_from: Option<TensorId>,
+    /// Set on a donor once an in-place output has taken its bytes.
+    gives: bool,
+}
+
+/// Reserved byte ranges: start → (end, owner); ranges may nest only for in-place pairs.
+#[derive(Default)]
+struct Ranges {
+    map: BTreeMap<(u64, u32), u64>,
+    longest: u64,
+}
+
+impl Ranges {
+    /// Owners of reserved ranges intersecting `[lo, hi)`, lowest start first.
+    fn overlapping(&self, lo: u64, hi: u64) -> Vec<u32> {
+        let floor = lo.saturating_sub(self.longest);
+        self.map
+            .range((floor, 0)..(hi, 0))
+            .filter(|(_, &end)| end > lo)
+            .map(|(&(_, t), _)| t)
+            .collect()
+    }
+    fn insert(&mut self, lo: u64, hi: u64, t: u32) {
+        self.longest = self.longest.max(hi - lo);
+        self.map.insert((lo, t), hi);
+    }
+    fn remove(&mut self, lo: u64, t: u32) {
+        self.map.remove(&(lo, t));
+    }
+}
+
+/// Replays `plan` against `graph`; `budget` (bytes), when given, bounds the peak.
+pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Replay, Violation> {
+    let at = |i: usize| move |kind: ViolationKind| Violation {
+        instruction: Some(i),
+        kind,
+    };
+    let global = |kind: ViolationKind| Violation {
+        instruction: None,
+        kind,
+    };
+    if plan.format != PLAN_FORMAT {
+        return Err(global(ViolationKind::Format(plan.format.clone())));
+    }
+    let tensor_ids: HashMap<&str, TensorId> = graph
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), TensorId(i as u32)))
+        .collect();
+    let op_ids: HashMap<&str, usize> = graph.ops.iter().enumerate().map(|(i, o)| (o.name.as_str(), i)).collect();
+    check_weights(graph, plan, &tensor_ids).map_err(global)?;
+
+    let tname = |t: TensorId| graph.tensor(t).name.clone();
+    let mut st = vec![State::default(); graph.tensors.len()];
+    let mut ranges = Ranges::default();
+    let mut host = Ranges::default();
+    let mut ran = vec![false; graph.ops.len()];
+    let mut r = Replay::default();
+    let mut live: u64 = 0;
+
+    let lookup = |name: &str| -> Result<TensorId, ViolationKind> {
+        let t = *tensor_ids.get(name).ok_or_else(|| ViolationKind::Unknown {
+            what: "tensor",
+            name: name.to_string(),
+        })?;
+        if graph.tensor(t).kind == TensorKind::Weight {
+            return Err(ViolationKind::WeightInArena(name.to_string()));
+        }
+        Ok(t)
+    };
+
+    for (i, ins) in plan.instructions.iter().enumerate() {
+        let err = at(i);
+        match ins {
+            Instruction::Alloc {
+                tensor,
+                offset,
+                inplace_of,
+                ..
+            } => {
+                let t = lookup(tensor).map_err(err)?;
+                let donor = match inplace_of {
+                    Some(d) => Some(lookup(d).map_err(err)?),
+                    None => None,
+                };
+                if let Some(d) = donor {
+                    check_inplace(graph, &st, t, d, *offset).map_err(err)?;
+                }
+                reserve(graph, &mut st, &mut ranges, t, *offset, donor).map_err(err)?;
+                st[t.index()].takes_from = donor;
+                if let Some(d) = donor {
+                    st[d.index()].gives = true;
+                }
+                live = live.saturating_add(graph.tensor(t).size);
+                if graph.tensor(t).kind == TensorKind::Input {
+                    st[t.index()].valid = true;
+                }
+            }
+            Instruction::SpillIn { tensor, offset, .. } => {
+                let t = lookup(tensor).map_err(err)?;
+                let Some((hlo, _)) = st[t.index()].host.take() else {
+                    return Err(err(ViolationKind::Host(format!("spill_in of {tensor:?}, which is not on the host"))));
+                };
+                host.remove(hlo, t.0);
+                reserve(graph, &mut st, &mut ranges, t, *offset, None).map_err(err)?;
+                live = live.saturating_add(graph.tensor(t).size);
+                st[t.index()].valid = true;
+            }
+            Instruction::Free { tensor } => {
+                let t = lookup(tensor).map_err(err)?;
+                let (lo, _) = st[t.index()]
+                    .range
+                    .take()
+                    .ok_or_else(|| err(ViolationKind::NotReserved(tensor.clone())))?;
+                ranges.remove(lo, t.0);
+                live = live.saturating_sub(graph.tensor(t).size);
+                st[t.index()].valid = false;
+                st[t.index()].gives = false;
+            }
+            Instruction::SpillOut { tensor, host_offset } => {
+                let t = lookup(tensor).map_err(err)?;
+                let s = st[t.index()];
+                let Some((lo, _)) = s.range.filter(|_| s.valid) else {
+                    return Err(err(ViolationKind::Host(format!(
+                        "spill_out of {tensor:?}, which is not reserved and valid"
+                    ))));
+                };
+                let hhi = host_offset
+                    .checked_add(graph.tensor(t).size)
+                    .ok_or_else(|| err(ViolationKind::Overflow(format!("host offset of {tensor:?}"))))?;
+                if let Some(&o) = host.overlapping(*host_offset, hhi).first() {
+                    return Err(err(ViolationKind::Host(format!(
+                        "host range of {tensor:?} overlaps {:?}",
+                        graph.tensors[o as usize].name
+                    ))));
+                }
+                host.insert(*host_offset, hhi, t.0);
+                r.host_peak = r.host_peak.max(hhi);
+                r.spills += 1;
+                ranges.remove(lo, t.0);
+                live = live.saturating_sub(graph.tensor(t).size);
+                st[t.index()] = State {
+                    host: Some((*host_offset, hhi)),
+                    ..State::default()
+                };
+            }
+            Instruction::Exec { node, workspace_offset } => {
+                let k = *op_ids.get(node.as_str()).ok_or_else(|| {
+                    err(ViolationKind::Unknown {
+                        what: "op",
+                        name: node.clone(),
+                    })
+                })?;
+                let op = &graph.ops[k];
+                for &t in &op.inputs {
+                    if graph.tensor(t).kind == TensorKind::Weight {
+                        continue;
+                    }
+                    let s = st[t.index()];
+                    if s.range.is_none() {
+                        return Err(err(ViolationKind::OperandNotReserved {
+                            op: op.name.clone(),
+                            tensor: tname(t),
+                        }));
+                    }
+                    if !s.valid {
+                        return Err(err(ViolationKind::InputNotValid {
+                            op: op.name.clone(),
+                            tensor: tname(t),
+                        }));
+                    }
+                }
+                for &t in &op.outputs {
+                    if st[t.index()].range.is_none() {
+                        return Err(err(ViolationKind::OperandNotReserved {
+                            op: op.name.clone(),
+                            tensor: tname(t),
+                        }));
+                    }
+                }
+                let mut peak_live = live;
+                match (op.workspace, workspace_offset) {
+                    (0, None) => {}
+                    (0, Some(_)) => {
+                        return Err(err(ViolationKind::Workspace {
+                            op: op.name.clone(),
+                            message: "workspace_offset given but the op has no workspace".into(),
+                        }))
+                    }
+                    (_, None) => {
+                        return Err(err(ViolationKind::Workspace {
+                            op: op.name.clone(),
+                            message: format!("needs workspace_offset for its {} workspace bytes", op.workspace),
+                        }))
+                    }
+                    (w, Some(off)) => {
+                        if off % graph.alignment != 0 {
+                            return Err(err(ViolationKind::Misaligned {
+                                what: format!("workspace of {:?}", op.name),
+                                offset: *off,
+                                alignment: graph.alignment,
+                            }));
+                        }
+                        let hi = off
+                            .checked_add(w)
+                            .ok_or_else(|| err(ViolationKind::Overflow(format!("workspace of {:?}", op.name))))?;
+                        if let Some(&o) = ranges.overlapping(*off, hi).first() {
+                            return Err(err(ViolationKind::Overlap {
+                                what: format!("workspace of {:?}", op.name),
+                                lo: *off,
+                                hi,
+                                other: graph.tensors[o as usize].name.clone(),
+                            }));
+                        }
+                        r.peak = r.peak.max(hi);
+                        peak_live = peak_live.saturating_add(w);
+                    }
+                }
+                r.max_live = r.max_live.max(peak_live);
+                for &t in &op.outputs {
+                    if let Some(d) = st[t.index()].takes_from.take() {
+                        st[d.index()].valid = false; // the donor's bytes now hold t
+                    }
+                    st[t.index()].valid = true;
+                }
+                ran[k] = true;
+                r.execs += 1;
+            }
+        }
+        if let Some((_, hi)) = ins_range(ins, &st, &tensor_ids) {
+            r.peak = r.peak.max(hi);
+        }
+        r.max_live = r.max_live.max(live);
+    }
+    if let Some(k) = ran.iter().position(|&x| !x) {
+        return Err(global(ViolationKind::NotExecuted(graph.ops[k].name.clone())));
+    }
+    for (i, t) in graph.tensors.iter().enumerate() {
+        if t.kind == TensorKind::Output && !(st[i].range.is_some() && st[i].valid) {
+            return Err(global(ViolationKind::OutputMissing(t.name.clone())));
+        }
+    }
+    if plan.arena_bytes < r.peak {
+        return Err(global(ViolationKind::Stats(format!(
+            "arena_bytes {} is below the replayed peak {}",
+            plan.arena_bytes, r.peak
+        ))));
+    }
+    if plan.stats.peak_bytes != r.peak {
+        return Err(global(ViolationKind::Stats(format!(
+            "stats.peak_bytes {} differs from the replayed peak {}",
+            plan.stats.peak_bytes, r.peak
+        ))));
+    }
+    if r.host_peak > plan.host_bytes {
+        return Err(global(ViolationKind::Stats(format!(
+            "host_bytes {} is below the host pool's peak {}",
+            plan.host_bytes, r.host_peak
+        ))));
+    }
+    if let Some(budget) = budget {
+        if r.peak > budget {
+            return Err(global(ViolationKind::OverBudget { peak: r.peak, budget }));
+        }
+    }
+    Ok(r)
+}
+
+/// The range an alloc / spill_in just reserved (for the peak).
+fn ins_range(ins: &Instruction, st: &[State], ids: &HashMap<&str, TensorId>) -> Option<(u64, u64)> {
+    match ins {
+        Instruction::Alloc { tensor, .. } | Instruction::SpillIn { tensor, .. } => {
+            ids.get(tensor.as_str()).and_then(|t| st[t.index()].range)
+        }
+        _ => None,
+    }
+}
+
+/// Reserves `t` at `offset`: alignment, overflow, no double reservation, no overlap except
+/// with `donor` (an in-place donor, already checked).
+fn reserve(
+    graph: &Graph,
+    st: &mut [State],
+    ranges: &mut Ranges,
+    t: TensorId,
+    offset: u64,
+    donor: Option<TensorId>,
+) -> Result<(), ViolationKind> {
+    let tensor = graph.tensor(t);
+    if st[t.index()].range.is_some() {
+        return Err(ViolationKind::DoubleAlloc(tensor.name.clone()));
+    }
+    if offset % tensor.alignment != 0 {
+        return Err(ViolationKind::Misaligned {
+            what: format!("tensor {:?}", tensor.name),
+            offset,
+            alignment: tensor.alignment,
+        });
+    }
+    let hi = offset
+        .checked_add(tensor.size)
+        .ok_or_else(|| ViolationKind::Overflow(format!("offset + size of {:?}", tensor.name)))?;
+    if let Some(&o) = ranges
+        .overlapping(offset, hi)
+        .iter()
+        .find(|&&o| Some(TensorId(o)) != donor)
+    {
+        return Err(ViolationKind::Overlap {
+            what: format!("tensor {:?}", tensor.name),
+            lo: offset,
+            hi,
+            other: graph.tensors[o as usize].name.clone(),
+        });
+    }
+    ranges.insert(offset, hi, t.0);
+    st[t.index()].range = Some((offset, hi));
+    Ok(())
+}
+
+/// An in-place alloc of `t` into `d` at `offset` is allowed when t's producer declares the
+/// pair, d is reserved and valid (not yet donated), and t fits inside d's range.
+fn check_inplace(graph: &Graph, st: &[State], t: TensorId, d: TensorId, offset: u64) -> Result<(), ViolationKind> {
+    let bad = |reason: String| ViolationKind::BadInplace {
+        tensor: graph.tensor(t).name.clone(),
+        donor: graph.tensor(d).name.clone(),
+        reason,
+    };
+    let Some(p) = graph.producer[t.index()] else {
+        return Err(bad("it has no producer".into()));
+    };
+    let op = &graph.ops[p.index()];
+    let declared = op
+        .inplace
+        .iter()
+        .any(|&(o, i)| op.outputs.get(o) == Some(&t) && op.inputs.get(i) == Some(&d));
+    if !declared {
+        return Err(bad(format!("op {:?} declares no such inplace pair", op.name)));
+    }
+    let s = st[d.index()];
+    let Some((lo, hi)) = s.range.filter(|_| s.valid) else {
+        return Err(bad("the donor is not reserved and valid".into()));
+    };
+    if s.gives {
+        return Err(bad("the donor already gives its bytes to another tensor".into()));
+    }
+    let end = offset.saturating_add(graph.tensor(t).size);
+    if offset < lo || end > hi {
+        return Err(bad(format!("[{offset}, {end}) is not inside the donor's [{lo}, {hi})")));
+    }
+    Ok(())
+}
+
+fn check_weights(graph: &Graph, plan: &Plan, ids: &HashMap<&str, TensorId>) -> Result<(), ViolationKind> {
+    let mut placed = vec![None; graph.tensors.len()];
+    let mut spans = Vec::new();
+    for w in &plan.weights {
+        let t = *ids.get(w.tensor.as_str()).ok_or_else(|| ViolationKind::Unknown {
+            what: "tensor",
+            name: w.tensor.clone(),
+        })?;
+        let tensor = graph.tensor(t);
+        if tensor.kind != TensorKind::Weight {
+            return Err(ViolationKind::Weights(format!("{:?} is not a weight", w.tensor)));
+        }
+        if w.offset % tensor.alignment != 0 {
+            return Err(ViolationKind::Misaligned {
+                what: format!("weight {:?}", w.tensor),
+                offset: w.offset,
+                alignment: tensor.alignment,
+            });
+        }
+        let end = w
+            .offset
+            .checked_add(tensor.size)
+            .ok_or_else(|| ViolationKind::Overflow(format!("weight {:?} offset + size", w.tensor)))?;
+        if end > plan.weights_bytes {
+            return Err(ViolationKind::Weights(format!(
+                "weight {:?} ends at {end}, past weights_bytes {}",
+                w.tensor, plan.weights_bytes
+            )));
+        }
+        if placed[t.index()].replace(w.offset).is_some() {
+            return Err(ViolationKind::Weights(format!("weight {:?} is placed twice", w.tensor)));
+        }
+        spans.push((w.offset, end, t));
+    }
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        if pair[1].0 < pair[0].1 {
+            return Err(ViolationKind::Weights(format!(
+                "weights {:?} and {:?} overlap",
+                graph.tensor(pair[0].2).name,
+                graph.tensor(pair[1].2).name
+            )));
+        }
+    }
+    for op in &graph.ops {
+        for &t in &op.inputs {
+            if graph.tensor(t).kind == TensorKind::Weight && placed[t.index()].is_none() {
+                return Err(ViolationKind::Weights(format!(
+                    "weight {:?} read by op {:?} is not placed",
+                    graph.tensor(t).name,
+                    op.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
