@@ -195,10 +195,10 @@ fn a_json_syntax_error_reports_line_and_column() {
     let text = "{\n  \"format\": \"memplan-graph/1\",\n  \"tensors\": [\n    {\"name\": \"x\" \"size\": 4}\n  ]\n}";
     let err = Graph::parse(text).unwrap_err();
     match err {
-        GraphError::Json { line, column, .. } => assert_eq!((line, column), (4, 19)),
+        GraphError::Json { line, column, .. } => assert_eq!((line, column), (4, 18)),
         other => panic!("expected a JSON error, got {other}"),
     }
-    assert!(Graph::parse(text).unwrap_err().to_string().contains("line 4, column 19"));
+    assert!(Graph::parse(text).unwrap_err().to_string().contains("line 4, column 18"));
 }
 
 #[test]

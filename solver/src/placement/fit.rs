@@ -82,12 +82,17 @@ pub struct Occupancy {
     axis: TimeAxis,
     /// Leaves (a power of two ≥ the number of segments).
     n: usize,
+    /// Height of the level whose `own` sets also hold the buffers of all their ancestors.
+    flat: u32,
     own: Vec<Vec<(u64, u64)>>,
     agg: Vec<Vec<(u64, u64)>>,
     /// Highest end of any placed buffer.
     peak: u64,
-    /// Scratch for queries.
-    scratch: Vec<(u64, u64)>,
+    /// Query scratch: the gathered ranges, run bounds, and the merge's second buffers.
+    taken: Vec<(u64, u64)>,
+    bounds: Vec<usize>,
+    spare: Vec<(u64, u64)>,
+    spare_bounds: Vec<usize>,
 }
 
 impl Occupancy {
@@ -95,13 +100,18 @@ impl Occupancy {
     pub fn new(buffers: &[Buffer]) -> Self {
         let axis = TimeAxis::new(buffers);
         let n = axis.segments().next_power_of_two();
+        let flat = std::env::var("FLAT").ok().and_then(|v| v.parse().ok()).unwrap_or(7u32).min(n.trailing_zeros());
         Occupancy {
             axis,
             n,
+            flat,
             own: vec![Vec::new(); 2 * n],
             agg: vec![Vec::new(); 2 * n],
             peak: 0,
-            scratch: Vec::new(),
+            taken: Vec::new(),
+            bounds: Vec::new(),
+            spare: Vec::new(),
+            spare_bounds: Vec::new(),
         }
     }
 
@@ -118,19 +128,19 @@ impl Occupancy {
         self.peak = self.peak.max(hi);
         let (a, b) = self.axis.range(lt);
         let (mut l, mut r) = (a + self.n, b + self.n);
+        let mut height = 0u32;
         while l < r {
             if l & 1 == 1 {
-                merge_insert(&mut self.own[l], lo, hi);
-                merge_insert(&mut self.agg[l], lo, hi);
+                self.add_own(l, height, lo, hi);
                 l += 1;
             }
             if r & 1 == 1 {
                 r -= 1;
-                merge_insert(&mut self.own[r], lo, hi);
-                merge_insert(&mut self.agg[r], lo, hi);
+                self.add_own(r, height, lo, hi);
             }
             l >>= 1;
             r >>= 1;
+            height += 1;
         }
         // Boundary paths: every ancestor of a canonical node lies on one of them.
         let (mut x, mut y) = (a + self.n, b - 1 + self.n);
@@ -146,45 +156,141 @@ impl Occupancy {
         }
     }
 
-    /// Appends to `out` the byte ranges taken at some step of `lt` (unsorted, may overlap).
-    pub fn collect(&self, lt: Lifetime, out: &mut Vec<(u64, u64)>) {
+    /// Stores a range at canonical node `c` of the given height, and copies it down into the
+    /// `own` sets of `c`'s descendants at height `flat` when `c` is above that height.
+    fn add_own(&mut self, c: usize, height: u32, lo: u64, hi: u64) {
+        merge_insert(&mut self.own[c], lo, hi);
+        merge_insert(&mut self.agg[c], lo, hi);
+        if height > self.flat {
+            let shift = height - self.flat;
+            for d in (c << shift)..((c + 1) << shift) {
+                merge_insert(&mut self.own[d], lo, hi);
+            }
+        }
+    }
+
+    /// Appends to `out` the byte ranges taken at some step of `lt`, as a concatenation of
+    /// sorted disjoint runs; `bounds` receives the end index in `out` of each run.
+    pub fn collect(&self, lt: Lifetime, out: &mut Vec<(u64, u64)>, bounds: &mut Vec<usize>) {
+        let mut push = |set: &Vec<(u64, u64)>| {
+            if !set.is_empty() {
+                out.extend_from_slice(set);
+                bounds.push(out.len());
+            }
+        };
         let (a, b) = self.axis.range(lt);
         let (mut l, mut r) = (a + self.n, b + self.n);
+        let mut height = 0u32;
+        let mut top = 0u32;
         while l < r {
             if l & 1 == 1 {
-                out.extend_from_slice(&self.agg[l]);
+                push(&self.agg[l]);
+                top = height;
                 l += 1;
             }
             if r & 1 == 1 {
                 r -= 1;
-                out.extend_from_slice(&self.agg[r]);
+                push(&self.agg[r]);
+                top = height;
             }
             l >>= 1;
             r >>= 1;
+            height += 1;
         }
+        // Boundary paths: up to height `flat` (whose sets hold everything above) when every
+        // canonical node is at or below it, else up to the root.
+        let stop = if top <= self.flat { self.flat } else { u32::MAX };
         let (mut x, mut y) = (a + self.n, b - 1 + self.n);
-        while x != y {
-            out.extend_from_slice(&self.own[x]);
-            out.extend_from_slice(&self.own[y]);
+        let mut height = 0u32;
+        while x != y && height <= stop {
+            push(&self.own[x]);
+            push(&self.own[y]);
             x >>= 1;
             y >>= 1;
+            height += 1;
         }
-        while x >= 1 {
-            out.extend_from_slice(&self.own[x]);
+        while x >= 1 && height <= stop {
+            push(&self.own[x]);
             x >>= 1;
+            height += 1;
         }
+    }
+
+    /// The byte ranges taken at some step of `lt`, sorted, disjoint and not touching.
+    pub fn gather(&mut self, lt: Lifetime) -> &[(u64, u64)] {
+        let mut runs = std::mem::take(&mut self.taken);
+        let mut bounds = std::mem::take(&mut self.bounds);
+        runs.clear();
+        bounds.clear();
+        self.collect(lt, &mut runs, &mut bounds);
+        union_runs(&mut runs, &mut bounds, &mut self.spare, &mut self.spare_bounds);
+        self.taken = runs;
+        self.bounds = bounds;
+        &self.taken
     }
 
     /// The offset where a buffer of `size` bytes and `alignment` alive during `lt` goes
     /// under `fit`; `None` when `offset + size` would overflow.
     pub fn find(&mut self, lt: Lifetime, size: u64, alignment: u64, fit: Fit) -> Option<u64> {
-        let mut taken = std::mem::take(&mut self.scratch);
-        taken.clear();
-        self.collect(lt, &mut taken);
-        normalize(&mut taken);
-        let found = best_gap(&taken, size, alignment, fit);
-        self.scratch = taken;
-        found
+        best_gap(self.gather(lt), size, alignment, fit)
+    }
+}
+
+/// Appends `[lo, hi)` to the run of `dst` that starts at index `base`, joining it with the
+/// run's last range when they overlap or touch (ranges come in ascending `lo`).
+fn push_range(dst: &mut Vec<(u64, u64)>, base: usize, lo: u64, hi: u64) {
+    if dst.len() > base {
+        if let Some(last) = dst.last_mut() {
+            if lo <= last.1 {
+                last.1 = last.1.max(hi);
+                return;
+            }
+        }
+    }
+    dst.push((lo, hi));
+}
+
+/// Unions the sorted disjoint runs `runs[bounds[k-1]..bounds[k]]` into one sorted disjoint
+/// list left in `runs` (bounds end as `[runs.len()]`), by rounds of pairwise linear merges;
+/// `spare` and `spare_bounds` are scratch.
+fn union_runs(
+    runs: &mut Vec<(u64, u64)>,
+    bounds: &mut Vec<usize>,
+    spare: &mut Vec<(u64, u64)>,
+    spare_bounds: &mut Vec<usize>,
+) {
+    while bounds.len() > 1 {
+        spare.clear();
+        spare_bounds.clear();
+        let mut start = 0usize;
+        let mut k = 0usize;
+        while k < bounds.len() {
+            let mid = bounds[k];
+            let base = spare.len();
+            if k + 1 < bounds.len() {
+                let end = bounds[k + 1];
+                let (mut i, mut j) = (start, mid);
+                while i < mid || j < end {
+                    let take_left = j >= end || (i < mid && runs[i].0 <= runs[j].0);
+                    let (lo, hi) = if take_left {
+                        i += 1;
+                        runs[i - 1]
+                    } else {
+                        j += 1;
+                        runs[j - 1]
+                    };
+                    push_range(spare, base, lo, hi);
+                }
+                start = end;
+            } else {
+                spare.extend_from_slice(&runs[start..mid]);
+                start = mid;
+            }
+            spare_bounds.push(spare.len());
+            k += 2;
+        }
+        std::mem::swap(runs, spare);
+        std::mem::swap(bounds, spare_bounds);
     }
 }
 
@@ -345,14 +451,8 @@ mod tests {
         occ.insert(bufs[0].lifetime, 0, 10);
         occ.insert(bufs[1].lifetime, 20, 30);
         occ.insert(bufs[3].lifetime, 40, 50);
-        let mut got = Vec::new();
-        occ.collect(Lifetime::new(1, 5), &mut got);
-        normalize(&mut got);
-        assert_eq!(got, vec![(0, 10), (20, 30)]);
-        got.clear();
-        occ.collect(Lifetime::new(8, 9), &mut got);
-        normalize(&mut got);
-        assert_eq!(got, vec![(40, 50)]);
+        assert_eq!(occ.gather(Lifetime::new(1, 5)), &[(0, 10), (20, 30)]);
+        assert_eq!(occ.gather(Lifetime::new(8, 9)), &[(40, 50)]);
         assert_eq!(occ.peak(), 50);
     }
 
@@ -383,9 +483,7 @@ mod tests {
             }
         }
         for b in &bufs {
-            let mut got = Vec::new();
-            occ.collect(b.lifetime, &mut got);
-            normalize(&mut got);
+            let got = occ.gather(b.lifetime).to_vec();
             let mut want: Vec<(u64, u64)> = placed
                 .iter()
                 .filter(|(lt, _, _)| lt.overlaps(&b.lifetime))
@@ -401,30 +499,4 @@ mod tests {
         let bufs = vec![buf(0, 2, 10), buf(2, 4, 20), buf(1, 3, 5)];
         assert_eq!(conflict_bytes(&bufs), vec![5, 5, 30]);
     }
-}
-/// debug stats
-pub fn debug_stats(problem: &PlacementProblem, order: &[usize]) {
-    let buffers = &problem.buffers;
-    let mut occ = Occupancy::new(buffers);
-    let mut collected = 0usize; let mut ownc = 0usize; let mut lv = [0usize; 20]; let mut ne = 0usize; let mut merged = 0usize;
-    for &i in order {
-        let b = &buffers[i];
-        let mut t = Vec::new();
-        occ.collect(b.lifetime, &mut t);
-        let (a, bb) = occ.axis.range(b.lifetime);
-        let mut x = a + occ.n; let mut y = bb - 1 + occ.n; let mut o = 0;
-        let mut lvl = 0;
-        while x != y { o += occ.own[x].len() + occ.own[y].len(); lv[lvl] += occ.own[x].len() + occ.own[y].len(); ne += (occ.own[x].len()>0) as usize + (occ.own[y].len()>0) as usize; x >>= 1; y >>= 1; lvl += 1; }
-        while x >= 1 { o += occ.own[x].len(); lv[lvl] += occ.own[x].len(); ne += (occ.own[x].len()>0) as usize; x >>= 1; lvl += 1;}
-        ownc += o;
-        collected += t.len();
-        normalize(&mut t);
-        merged += t.len();
-        let off = best_gap(&t, b.size, b.alignment, Fit::Best).unwrap();
-        occ.insert(b.lifetime, off, off + b.size);
-    }
-    let own: usize = occ.own.iter().map(|v| v.len()).sum();
-    let agg: usize = occ.agg.iter().map(|v| v.len()).sum();
-    let maxagg = occ.agg.iter().map(|v| v.len()).max().unwrap();
-    eprintln!("lv {lv:?} nonempty own lists {ne} ownc {ownc} collected {collected} merged {merged} own {own} agg {agg} maxagg {maxagg} n {}", occ.n);
 }

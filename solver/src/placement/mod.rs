@@ -2,7 +2,7 @@
 //! [`portfolio`] that runs every registered placer and keeps the lowest peak (ties go to the
 //! earlier registry entry, so the result is deterministic).
 
-pub mod fit;
+mod fit;
 pub mod greedy_by_size;
 
 use crate::budget::{Budget, SolveStats};

@@ -1,0 +1,118 @@
+//! The `memplan` binary: commands, exit codes, and messages on stderr.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan")).args(args).output().unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memplan-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn sample() -> String {
+    format!("{}/samples/resnet_block.train.json", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn plan_of_the_bundled_sample_writes_a_plan_that_check_accepts() {
+    let out = tmp("sample.plan.json");
+    let r = memplan(&["plan", "sample", "-o", out.to_str().unwrap()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("peak"));
+    let c = memplan(&["check", &sample(), out.to_str().unwrap()]);
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    assert!(String::from_utf8_lossy(&c.stdout).starts_with("valid"));
+}
+
+#[test]
+fn plan_prints_json_on_stdout_without_an_output_file() {
+    let r = memplan(&["plan", &sample(), "--order", "given"]);
+    assert!(r.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["format"], "memplan-plan/1");
+    assert_eq!(v["stats"]["order_method"], "listed");
+}
+
+#[test]
+fn check_exits_1_with_the_reason_when_the_budget_is_too_small() {
+    let out = tmp("budget.plan.json");
+    assert!(memplan(&["plan", &sample(), "-o", out.to_str().unwrap()]).status.success());
+    let c = memplan(&["check", &sample(), out.to_str().unwrap(), "--budget", "1000"]);
+    assert_eq!(c.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&c.stderr).contains("over the budget of 1000"));
+}
+
+#[test]
+fn bad_graph_input_exits_2_naming_the_culprit() {
+    let bad = tmp("bad.json");
+    std::fs::write(&bad, r#"{"format":"memplan-graph/1","tensors":[{"name":"t","size":0,"kind":"input"}],"ops":[]}"#).unwrap();
+    let r = memplan(&["plan", bad.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("tensor \"t\" has size 0"), "{err}");
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let r = memplan(&["stats", "/nonexistent/graph.json"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("/nonexistent/graph.json"));
+}
+
+#[test]
+fn a_plan_file_with_a_syntax_error_exits_2_with_its_position() {
+    let p = tmp("broken.plan.json");
+    std::fs::write(&p, "{\"format\": \"memplan-plan/1\",\n \"arena_bytes\": }").unwrap();
+    let r = memplan(&["check", &sample(), p.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("line 2"));
+}
+
+#[test]
+fn place_writes_offsets_and_exits_1_when_over_capacity() {
+    let csv = tmp("bufs.csv");
+    std::fs::write(&csv, "id,lower,upper,size\n0,0,2,100\n1,1,3,50\n2,2,4,100\n").unwrap();
+    let placed = tmp("placed.csv");
+    let r = memplan(&["place", csv.to_str().unwrap(), "-o", placed.to_str().unwrap()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let text = std::fs::read_to_string(&placed).unwrap();
+    assert!(text.starts_with("id,lower,upper,size,offset\n"));
+    assert_eq!(text.lines().count(), 4);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("LOAD 150 B") && err.contains("peak 150 B"), "{err}");
+    let r = memplan(&["place", csv.to_str().unwrap(), "--capacity", "149"]);
+    assert_eq!(r.status.code(), Some(1));
+}
+
+#[test]
+fn place_rejects_a_malformed_csv_with_line_and_column() {
+    let csv = tmp("malformed.csv");
+    std::fs::write(&csv, "id,lower,upper,size\n0,0,2,ten\n").unwrap();
+    let r = memplan(&["place", csv.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("line 2, column `size`"));
+}
+
+#[test]
+fn stats_prints_the_figures_of_the_sample() {
+    let r = memplan(&["stats", "sample"]);
+    assert!(r.status.success());
+    let out = String::from_utf8_lossy(&r.stdout);
+    for key in ["ops              28", "naive bytes", "LOAD (listed)", "weights bytes", "order bound"] {
+        assert!(out.contains(key), "{out}");
+    }
+}
+
+#[test]
+fn every_command_has_help() {
+    for cmd in ["plan", "check", "place", "stats"] {
+        let r = memplan(&[cmd, "--help"]);
+        assert!(r.status.success());
+        assert!(String::from_utf8_lossy(&r.stdout).contains("Usage"));
+    }
+}

@@ -1,0 +1,266 @@
+//! The validator accepts what the planner emits and catches each kind of broken plan.
+
+use memplan::graph::Graph;
+use memplan::plan::{Instruction, Plan};
+use memplan::{plan, validate, OrderMode, PlanOptions, ViolationKind};
+use serde_json::json;
+
+fn graph(inplace: bool) -> Graph {
+    let mut g = json!({
+        "format": "memplan-graph/1",
+        "name": "v",
+        "alignment": 64,
+        "tensors": [
+            {"name": "x", "size": 1000, "kind": "input"},
+            {"name": "w", "size": 64, "kind": "weight"},
+            {"name": "a", "size": 1000, "kind": "activation"},
+            {"name": "b", "size": 1000, "kind": "activation"},
+            {"name": "y", "size": 100, "kind": "output"}
+        ],
+        "ops": [
+            {"name": "conv", "inputs": ["x", "w"], "outputs": ["a"], "workspace": 500},
+            {"name": "relu", "inputs": ["a"], "outputs": ["b"]},
+            {"name": "head", "inputs": ["b", "x"], "outputs": ["y"]}
+        ]
+    });
+    if inplace {
+        g["ops"][1]["inplace"] = json!([[0, 0]]);
+    }
+    Graph::parse(&g.to_string()).unwrap()
+}
+
+fn planned(g: &Graph, inplace: bool) -> Plan {
+    plan(
+        g,
+        &PlanOptions {
+            order: OrderMode::Given,
+            inplace,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn kind_of(g: &Graph, p: &Plan) -> ViolationKind {
+    validate(g, p, None).expect_err("plan should be invalid").kind
+}
+
+fn position(p: &Plan, f: impl Fn(&Instruction) -> bool) -> usize {
+    p.instructions.iter().position(f).unwrap()
+}
+
+#[test]
+fn the_planners_plan_is_valid_and_its_peak_matches() {
+    let g = graph(false);
+    let p = planned(&g, false);
+    let r = validate(&g, &p, None).unwrap();
+    assert_eq!(r.peak, p.stats.peak_bytes);
+    assert_eq!(r.execs, 3);
+}
+
+#[test]
+fn moving_a_tensor_onto_a_live_one_is_an_overlap_naming_both() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    let i = position(&p, |ins| matches!(ins, Instruction::Alloc { tensor, .. } if tensor == "a"));
+    if let Instruction::Alloc { offset, .. } = &mut p.instructions[i] {
+        *offset = 0; // x lives at the arena's start all run
+    }
+    let x_off = p.instructions.iter().find_map(|ins| match ins {
+        Instruction::Alloc { tensor, offset, .. } if tensor == "x" => Some(*offset),
+        _ => None,
+    });
+    assert_eq!(x_off, Some(0), "test assumes x at offset 0");
+    match kind_of(&g, &p) {
+        ViolationKind::Overlap { what, other, .. } => {
+            assert!(what.contains("\"a\""));
+            assert_eq!(other, "x");
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn freeing_before_the_last_use_is_a_read_of_an_unreserved_tensor() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    let free_a = position(&p, |ins| matches!(ins, Instruction::Free { tensor } if tensor == "a"));
+    let exec_relu = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "relu"));
+    let ins = p.instructions.remove(free_a);
+    p.instructions.insert(exec_relu, ins);
+    assert_eq!(
+        kind_of(&g, &p),
+        ViolationKind::OperandNotReserved {
+            op: "relu".into(),
+            tensor: "a".into()
+        }
+    );
+}
+
+#[test]
+fn a_missing_workspace_offset_names_the_op() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    let i = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv"));
+    p.instructions[i] = Instruction::Exec {
+        node: "conv".into(),
+        workspace_offset: None,
+    };
+    assert!(matches!(kind_of(&g, &p), ViolationKind::Workspace { op, .. } if op == "conv"));
+}
+
+#[test]
+fn a_misaligned_offset_is_reported() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    if let Instruction::Alloc { offset, .. } = &mut p.instructions[0] {
+        *offset += 8;
+    }
+    assert!(matches!(kind_of(&g, &p), ViolationKind::Misaligned { alignment: 64, .. }));
+}
+
+#[test]
+fn a_skipped_op_is_reported_by_name() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    // Drop the final exec: y is then never valid and "head" never runs.
+    let i = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "head"));
+    p.instructions.remove(i);
+    assert_eq!(kind_of(&g, &p), ViolationKind::NotExecuted("head".into()));
+}
+
+#[test]
+fn a_wrong_peak_in_the_stats_is_reported() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    p.stats.peak_bytes += 1;
+    assert!(matches!(kind_of(&g, &p), ViolationKind::Stats(_)));
+}
+
+#[test]
+fn a_budget_below_the_peak_is_reported() {
+    let g = graph(false);
+    let p = planned(&g, false);
+    let v = validate(&g, &p, Some(p.stats.peak_bytes - 1)).unwrap_err();
+    assert!(matches!(v.kind, ViolationKind::OverBudget { .. }));
+}
+
+#[test]
+fn an_unplaced_weight_is_reported() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    p.weights.clear();
+    assert!(matches!(kind_of(&g, &p), ViolationKind::Weights(m) if m.contains("\"w\"")));
+}
+
+#[test]
+fn spilling_and_reloading_at_another_offset_is_valid() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    // Spill x after conv, bring it back before head at a fresh offset above everything.
+    let after_conv = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv")) + 1;
+    p.instructions.insert(
+        after_conv,
+        Instruction::SpillOut {
+            tensor: "x".into(),
+            host_offset: 0,
+        },
+    );
+    let before_head = position(&p, |ins| matches!(ins, Instruction::Alloc { tensor, .. } if tensor == "y"));
+    let top = p.arena_bytes.div_ceil(64) * 64;
+    p.instructions.insert(
+        before_head,
+        Instruction::SpillIn {
+            tensor: "x".into(),
+            offset: top,
+            mem_id: None,
+        },
+    );
+    p.arena_bytes = top + 1000;
+    p.stats.peak_bytes = top + 1000;
+    p.host_bytes = 1000;
+    let r = validate(&g, &p, None).unwrap();
+    assert_eq!((r.spills, r.host_peak), (1, 1000));
+    p.host_bytes = 999;
+    assert!(matches!(kind_of(&g, &p), ViolationKind::Stats(_)));
+}
+
+#[test]
+fn reading_a_spilled_tensor_is_reported() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    let after_conv = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv")) + 1;
+    p.instructions.insert(
+        after_conv,
+        Instruction::SpillOut {
+            tensor: "x".into(),
+            host_offset: 0,
+        },
+    );
+    p.host_bytes = 1000;
+    assert!(matches!(kind_of(&g, &p), ViolationKind::OperandNotReserved { op, tensor } if op == "head" && tensor == "x"));
+}
+
+#[test]
+fn inplace_plans_share_bytes_and_pass() {
+    let g = graph(true);
+    let p = planned(&g, true);
+    let alloc_b = p
+        .instructions
+        .iter()
+        .find_map(|ins| match ins {
+            Instruction::Alloc {
+                tensor, inplace_of, ..
+            } if tensor == "b" => Some(inplace_of.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(alloc_b.as_deref(), Some("a"));
+    validate(&g, &p, None).unwrap();
+    assert!(p.stats.peak_bytes < planned(&g, false).stats.peak_bytes);
+}
+
+#[test]
+fn inplace_without_the_graphs_permission_is_refused() {
+    let g_no = graph(false);
+    let p = planned(&graph(true), true);
+    assert!(matches!(kind_of(&g_no, &p), ViolationKind::BadInplace { tensor, donor, .. } if tensor == "b" && donor == "a"));
+}
+
+#[test]
+fn reading_a_donor_after_it_gave_its_bytes_away_is_reported() {
+    let text = json!({
+        "format": "memplan-graph/1",
+        "alignment": 64,
+        "tensors": [
+            {"name": "x", "size": 64, "kind": "input"},
+            {"name": "a", "size": 64, "kind": "activation"},
+            {"name": "b", "size": 64, "kind": "activation"},
+            {"name": "y", "size": 64, "kind": "output"}
+        ],
+        "ops": [
+            {"name": "p", "inputs": ["x"], "outputs": ["a"]},
+            {"name": "q", "inputs": ["a"], "outputs": ["b"], "inplace": [[0, 0]]},
+            {"name": "r", "inputs": ["a", "b"], "outputs": ["y"]}
+        ]
+    });
+    let g = Graph::parse(&text.to_string()).unwrap();
+    let p: Plan = serde_json::from_value(json!({
+        "format": "memplan-plan/1", "graph": "", "arena_bytes": 192,
+        "instructions": [
+            {"op": "alloc", "tensor": "x", "offset": 0},
+            {"op": "alloc", "tensor": "a", "offset": 64},
+            {"op": "exec", "node": "p", "workspace_offset": null},
+            {"op": "alloc", "tensor": "b", "offset": 64, "inplace_of": "a"},
+            {"op": "exec", "node": "q", "workspace_offset": null},
+            {"op": "alloc", "tensor": "y", "offset": 128},
+            {"op": "exec", "node": "r", "workspace_offset": null}
+        ],
+        "stats": {"peak_bytes": 192}
+    }))
+    .unwrap();
+    assert_eq!(
+        validate(&g, &p, None).unwrap_err().to_string(),
+        "instruction 6: op \"r\" reads \"a\", which does not hold valid data"
+    );
+}
