@@ -202,7 +202,9 @@ pub enum GraphError {
         second: String,
     },
     /// An input or weight tensor is written by an op.
-    #[error("{kind} tensor {tensor:?} is produced by op {op:?} (inputs and weights have no producer)")]
+    #[error(
+        "{kind} tensor {tensor:?} is produced by op {op:?} (inputs and weights have no producer)"
+    )]
     ProducedConstant {
         /// The tensor.
         tensor: String,
@@ -300,7 +302,10 @@ impl Graph {
         if found != GRAPH_FORMAT {
             return Err(GraphError::Format { found });
         }
-        let alignment = raw.alignment.filter(|&a| a != 0).unwrap_or(DEFAULT_ALIGNMENT);
+        let alignment = raw
+            .alignment
+            .filter(|&a| a != 0)
+            .unwrap_or(DEFAULT_ALIGNMENT);
         if !alignment.is_power_of_two() {
             return Err(GraphError::BadAlignment {
                 what: "graph".into(),
@@ -313,7 +318,10 @@ impl Graph {
         let mut tensors = Vec::with_capacity(raw.tensors.len());
         for (i, t) in raw.tensors.into_iter().enumerate() {
             if t.name.is_empty() {
-                return Err(GraphError::EmptyName { what: "tensor", index: i });
+                return Err(GraphError::EmptyName {
+                    what: "tensor",
+                    index: i,
+                });
             }
             if t.size == 0 {
                 return Err(GraphError::ZeroSize(t.name));
@@ -326,7 +334,10 @@ impl Graph {
                 });
             }
             if memplan_solver::align_up(t.size, a).is_none() {
-                return Err(GraphError::Overflow(format!("tensor {:?} size aligned to {a}", t.name)));
+                return Err(GraphError::Overflow(format!(
+                    "tensor {:?} size aligned to {a}",
+                    t.name
+                )));
             }
             tensors.push(Tensor {
                 name: t.name,
@@ -348,7 +359,10 @@ impl Graph {
         let mut ops = Vec::with_capacity(raw.ops.len());
         for (i, o) in raw.ops.iter().enumerate() {
             if o.name.is_empty() {
-                return Err(GraphError::EmptyName { what: "op", index: i });
+                return Err(GraphError::EmptyName {
+                    what: "op",
+                    index: i,
+                });
             }
             if op_names.insert(&o.name, i).is_some() {
                 return Err(GraphError::DuplicateOp(o.name.clone()));
@@ -356,14 +370,25 @@ impl Graph {
         }
         for (i, o) in raw.ops.iter().enumerate() {
             let lookup = |name: &String, role: &'static str| {
-                by_name.get(name.as_str()).copied().ok_or_else(|| GraphError::UnknownTensor {
-                    op: o.name.clone(),
-                    role,
-                    tensor: name.clone(),
-                })
+                by_name
+                    .get(name.as_str())
+                    .copied()
+                    .ok_or_else(|| GraphError::UnknownTensor {
+                        op: o.name.clone(),
+                        role,
+                        tensor: name.clone(),
+                    })
             };
-            let inputs = o.inputs.iter().map(|n| lookup(n, "reads")).collect::<Result<Vec<_>, _>>()?;
-            let outputs = o.outputs.iter().map(|n| lookup(n, "writes")).collect::<Result<Vec<_>, _>>()?;
+            let inputs = o
+                .inputs
+                .iter()
+                .map(|n| lookup(n, "reads"))
+                .collect::<Result<Vec<_>, _>>()?;
+            let outputs = o
+                .outputs
+                .iter()
+                .map(|n| lookup(n, "writes"))
+                .collect::<Result<Vec<_>, _>>()?;
             if outputs.is_empty() {
                 return Err(GraphError::NoOutputs(o.name.clone()));
             }
@@ -453,7 +478,10 @@ impl Graph {
         };
         graph.check_sums()?;
         // Cycle check: the listed topological order fails exactly when there is a cycle.
-        graph.order_problem().listed_topological_order().map_err(|e| graph.order_error(e))?;
+        graph
+            .order_problem()
+            .listed_topological_order()
+            .map_err(|e| graph.order_error(e))?;
         Ok(graph)
     }
 
@@ -470,9 +498,9 @@ impl Graph {
         for o in &self.ops {
             let aligned = memplan_solver::align_up(o.workspace, self.alignment)
                 .ok_or_else(|| GraphError::Overflow(format!("op {:?} workspace", o.name)))?;
-            total = total
-                .checked_add(aligned)
-                .ok_or_else(|| GraphError::Overflow("the sum of tensor and workspace sizes".into()))?;
+            total = total.checked_add(aligned).ok_or_else(|| {
+                GraphError::Overflow("the sum of tensor and workspace sizes".into())
+            })?;
         }
         Ok(())
     }
@@ -492,7 +520,10 @@ impl Graph {
 
     /// Looks a tensor up by name (linear scan; use for diagnostics and tests).
     pub fn tensor_by_name(&self, name: &str) -> Option<TensorId> {
-        self.tensors.iter().position(|t| t.name == name).map(|i| TensorId(i as u32))
+        self.tensors
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| TensorId(i as u32))
     }
 
     /// The tensor with this id.
@@ -552,13 +583,21 @@ impl Graph {
         }
         let mut nodes = Vec::with_capacity(self.ops.len());
         for (k, o) in self.ops.iter().enumerate() {
-            let mut inputs: Vec<usize> = o.inputs.iter().filter_map(|t| tensor_value[t.index()]).collect();
+            let mut inputs: Vec<usize> = o
+                .inputs
+                .iter()
+                .filter_map(|t| tensor_value[t.index()])
+                .collect();
             inputs.sort_unstable();
             inputs.dedup();
             for &v in &inputs {
                 values[v].consumers.push(k);
             }
-            let outputs: Vec<usize> = o.outputs.iter().filter_map(|t| tensor_value[t.index()]).collect();
+            let outputs: Vec<usize> = o
+                .outputs
+                .iter()
+                .filter_map(|t| tensor_value[t.index()])
+                .collect();
             let inplace = o
                 .inplace
                 .iter()

@@ -15,7 +15,11 @@ use std::time::{Duration, Instant};
 const SAMPLE_GRAPH: &str = include_str!("../samples/resnet_block.train.json");
 
 #[derive(Parser)]
-#[command(name = "memplan", version, about = "Memory plans for deep-learning computation graphs: op order, arena offsets, validation")]
+#[command(
+    name = "memplan",
+    version,
+    about = "Memory plans for deep-learning computation graphs: op order, arena offsets, validation"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -127,7 +131,11 @@ fn load_graph(arg: &str) -> Result<Graph> {
 }
 
 fn time_limit(secs: f64) -> Result<Duration> {
-    Duration::try_from_secs_f64(secs).map_err(|_| bad(format!("--time-limit {secs} is not a non-negative number of seconds")))
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        bad(format!(
+            "--time-limit {secs} is not a non-negative number of seconds"
+        ))
+    })
 }
 
 fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
@@ -136,7 +144,8 @@ fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
             // Write to a temporary file and rename, so a failure never leaves half a file.
             let tmp = path.with_extension("tmp~");
             std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("renaming to {}", path.display()))?;
         }
         None => {
             let mut out = std::io::stdout().lock();
@@ -185,9 +194,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             write_out(&output, &text)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { graph, plan, budget } => {
+        Command::Check {
+            graph,
+            plan,
+            budget,
+        } => {
             let g = load_graph(&graph.to_string_lossy())?;
-            let p = Plan::parse(&read(&plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
+            let p =
+                Plan::parse(&read(&plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
             match memplan::validate(&g, &p, budget) {
                 Ok(r) => {
                     println!(
@@ -210,21 +224,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
             alignment,
         } => {
             if !alignment.is_power_of_two() {
-                return Err(bad(format!("--alignment {alignment} is not a power of two")));
+                return Err(bad(format!(
+                    "--alignment {alignment} is not a power of two"
+                )));
             }
             let started = Instant::now();
-            let parsed = csv::parse(&read(&buffers)?, alignment).map_err(|e| bad(format!("{}: {e}", buffers.display())))?;
+            let parsed = csv::parse(&read(&buffers)?, alignment)
+                .map_err(|e| bad(format!("{}: {e}", buffers.display())))?;
             let mut problem = parsed.problem;
             problem.capacity = capacity;
             let budget = Budget::with_time(time_limit(tl)?);
             let result = placement::portfolio(&problem, &budget)?;
             let load = problem.load();
             let peak = result.stats.objective;
-            write_out(&output, &csv::write(&parsed.ids, &problem, &result.placement))?;
+            write_out(
+                &output,
+                &csv::write(&parsed.ids, &problem, &result.placement),
+            )?;
             eprintln!(
                 "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, {:.1} ms",
                 problem.buffers.len(),
-                if load == 0 { 1.0 } else { peak as f64 / load as f64 },
+                if load == 0 {
+                    1.0
+                } else {
+                    peak as f64 / load as f64
+                },
                 result.method,
                 started.elapsed().as_secs_f64() * 1e3
             );
@@ -242,10 +266,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("graph            {}", g.name);
             println!("ops              {}", s.ops);
             println!("tensors          {}", s.tensors);
-            println!("naive bytes      {} ({})", s.naive_bytes, mib(s.naive_bytes));
-            println!("LOAD (listed)    {} ({})", s.listed_load, mib(s.listed_load));
-            println!("weights bytes    {} ({})", s.weights_bytes, mib(s.weights_bytes));
-            println!("order bound      {} ({})", s.order_lower_bound, mib(s.order_lower_bound));
+            println!(
+                "naive bytes      {} ({})",
+                s.naive_bytes,
+                mib(s.naive_bytes)
+            );
+            println!(
+                "LOAD (listed)    {} ({})",
+                s.listed_load,
+                mib(s.listed_load)
+            );
+            println!(
+                "weights bytes    {} ({})",
+                s.weights_bytes,
+                mib(s.weights_bytes)
+            );
+            println!(
+                "order bound      {} ({})",
+                s.order_lower_bound,
+                mib(s.order_lower_bound)
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

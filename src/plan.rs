@@ -180,7 +180,13 @@ impl Plan {
 
 /// Emits the instruction stream for `order` (op indices) with buffers `lt` placed at
 /// `placement`; `mapping` relates order-problem values to tensors.
-pub fn emit(graph: &Graph, order: &[usize], lt: &OrderLifetimes, placement: &Placement, mapping: &OrderMapping) -> Plan {
+pub fn emit(
+    graph: &Graph,
+    order: &[usize],
+    lt: &OrderLifetimes,
+    placement: &Placement,
+    mapping: &OrderMapping,
+) -> Plan {
     let value_tensor = &mapping.value_tensor;
     let name = |v: usize| graph.tensor(value_tensor[v]).name.clone();
     let buffer_of = |v: usize| lt.value_buffer[v];

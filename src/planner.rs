@@ -61,19 +61,33 @@ pub enum PlanError {
 pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let started = Instant::now();
     let (problem, mapping) = graph.order_problem_with_mapping();
-    let lopts = LifetimeOptions { inplace: opts.inplace };
+    let lopts = LifetimeOptions {
+        inplace: opts.inplace,
+    };
     let budget = Budget {
         time: opts.time_limit,
         nodes: None,
     };
-    let listed = problem.listed_topological_order().map_err(|e| graph.order_error(e))?;
-    let mut best = plan_order(graph, &problem, &mapping, &listed, "listed", &lopts, &budget)?;
+    let listed = problem
+        .listed_topological_order()
+        .map_err(|e| graph.order_error(e))?;
+    let mut best = plan_order(
+        graph, &problem, &mapping, &listed, "listed", &lopts, &budget,
+    )?;
     let mut order_stats = None;
     if opts.order == OrderMode::Auto {
         let result = order::best_order(&order::registry(), &problem, &lopts, &budget)
             .map_err(|e| graph.order_error(e))?;
         if result.order != listed {
-            let candidate = plan_order(graph, &problem, &mapping, &result.order, result.method, &lopts, &budget)?;
+            let candidate = plan_order(
+                graph,
+                &problem,
+                &mapping,
+                &result.order,
+                result.method,
+                &lopts,
+                &budget,
+            )?;
             if candidate.stats.peak_bytes < best.stats.peak_bytes {
                 best = candidate;
             }
@@ -164,7 +178,9 @@ pub struct GraphStats {
 pub fn graph_stats(graph: &Graph) -> Result<GraphStats, PlanError> {
     let problem = graph.order_problem();
     let lopts = LifetimeOptions::default();
-    let listed = problem.listed_topological_order().map_err(|e| graph.order_error(e))?;
+    let listed = problem
+        .listed_topological_order()
+        .map_err(|e| graph.order_error(e))?;
     let lt = lifetimes(&problem, &listed, &lopts);
     let naive_bytes = lt
         .problem

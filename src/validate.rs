@@ -182,9 +182,11 @@ impl Ranges {
 
 /// Replays `plan` against `graph`; `budget` (bytes), when given, bounds the peak.
 pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Replay, Violation> {
-    let at = |i: usize| move |kind: ViolationKind| Violation {
-        instruction: Some(i),
-        kind,
+    let at = |i: usize| {
+        move |kind: ViolationKind| Violation {
+            instruction: Some(i),
+            kind,
+        }
     };
     let global = |kind: ViolationKind| Violation {
         instruction: None,
@@ -199,7 +201,12 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
         .enumerate()
         .map(|(i, t)| (t.name.as_str(), TensorId(i as u32)))
         .collect();
-    let op_ids: HashMap<&str, usize> = graph.ops.iter().enumerate().map(|(i, o)| (o.name.as_str(), i)).collect();
+    let op_ids: HashMap<&str, usize> = graph
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.name.as_str(), i))
+        .collect();
     check_weights(graph, plan, &tensor_ids).map_err(global)?;
 
     let tname = |t: TensorId| graph.tensor(t).name.clone();
@@ -251,7 +258,9 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
             Instruction::SpillIn { tensor, offset, .. } => {
                 let t = lookup(tensor).map_err(err)?;
                 let Some((hlo, _)) = st[t.index()].host.take() else {
-                    return Err(err(ViolationKind::Host(format!("spill_in of {tensor:?}, which is not on the host"))));
+                    return Err(err(ViolationKind::Host(format!(
+                        "spill_in of {tensor:?}, which is not on the host"
+                    ))));
                 };
                 host.remove(hlo, t.0);
                 reserve(graph, &mut st, &mut ranges, t, *offset, None).map_err(err)?;
@@ -269,7 +278,10 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                 st[t.index()].valid = false;
                 st[t.index()].gives = false;
             }
-            Instruction::SpillOut { tensor, host_offset } => {
+            Instruction::SpillOut {
+                tensor,
+                host_offset,
+            } => {
                 let t = lookup(tensor).map_err(err)?;
                 let s = st[t.index()];
                 let Some((lo, _)) = s.range.filter(|_| s.valid) else {
@@ -279,7 +291,11 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                 };
                 let hhi = host_offset
                     .checked_add(graph.tensor(t).size)
-                    .ok_or_else(|| err(ViolationKind::Overflow(format!("host offset of {tensor:?}"))))?;
+                    .ok_or_else(|| {
+                        err(ViolationKind::Overflow(format!(
+                            "host offset of {tensor:?}"
+                        )))
+                    })?;
                 if let Some(&o) = host.overlapping(*host_offset, hhi).first() {
                     return Err(err(ViolationKind::Host(format!(
                         "host range of {tensor:?} overlaps {:?}",
@@ -296,7 +312,10 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                     ..State::default()
                 };
             }
-            Instruction::Exec { node, workspace_offset } => {
+            Instruction::Exec {
+                node,
+                workspace_offset,
+            } => {
                 let k = *op_ids.get(node.as_str()).ok_or_else(|| {
                     err(ViolationKind::Unknown {
                         what: "op",
@@ -342,7 +361,10 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                     (_, None) => {
                         return Err(err(ViolationKind::Workspace {
                             op: op.name.clone(),
-                            message: format!("needs workspace_offset for its {} workspace bytes", op.workspace),
+                            message: format!(
+                                "needs workspace_offset for its {} workspace bytes",
+                                op.workspace
+                            ),
                         }))
                     }
                     (w, Some(off)) => {
@@ -353,9 +375,12 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                                 alignment: graph.alignment,
                             }));
                         }
-                        let hi = off
-                            .checked_add(w)
-                            .ok_or_else(|| err(ViolationKind::Overflow(format!("workspace of {:?}", op.name))))?;
+                        let hi = off.checked_add(w).ok_or_else(|| {
+                            err(ViolationKind::Overflow(format!(
+                                "workspace of {:?}",
+                                op.name
+                            )))
+                        })?;
                         if let Some(&o) = ranges.overlapping(*off, hi).first() {
                             return Err(err(ViolationKind::Overlap {
                                 what: format!("workspace of {:?}", op.name),
@@ -385,7 +410,9 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
         r.max_live = r.max_live.max(live);
     }
     if let Some(k) = ran.iter().position(|&x| !x) {
-        return Err(global(ViolationKind::NotExecuted(graph.ops[k].name.clone())));
+        return Err(global(ViolationKind::NotExecuted(
+            graph.ops[k].name.clone(),
+        )));
     }
     for (i, t) in graph.tensors.iter().enumerate() {
         if t.kind == TensorKind::Output && !(st[i].range.is_some() && st[i].valid) {
@@ -412,7 +439,10 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
     }
     if let Some(budget) = budget {
         if r.peak > budget {
-            return Err(global(ViolationKind::OverBudget { peak: r.peak, budget }));
+            return Err(global(ViolationKind::OverBudget {
+                peak: r.peak,
+                budget,
+            }));
         }
     }
     Ok(r)
@@ -471,7 +501,13 @@ fn reserve(
 
 /// An in-place alloc of `t` into `d` at `offset` is allowed when t's producer declares the
 /// pair, d is reserved and valid (not yet donated), and t fits inside d's range.
-fn check_inplace(graph: &Graph, st: &[State], t: TensorId, d: TensorId, offset: u64) -> Result<(), ViolationKind> {
+fn check_inplace(
+    graph: &Graph,
+    st: &[State],
+    t: TensorId,
+    d: TensorId,
+    offset: u64,
+) -> Result<(), ViolationKind> {
     let bad = |reason: String| ViolationKind::BadInplace {
         tensor: graph.tensor(t).name.clone(),
         donor: graph.tensor(d).name.clone(),
@@ -486,33 +522,49 @@ fn check_inplace(graph: &Graph, st: &[State], t: TensorId, d: TensorId, offset: 
         .iter()
         .any(|&(o, i)| op.outputs.get(o) == Some(&t) && op.inputs.get(i) == Some(&d));
     if !declared {
-        return Err(bad(format!("op {:?} declares no such inplace pair", op.name)));
+        return Err(bad(format!(
+            "op {:?} declares no such inplace pair",
+            op.name
+        )));
     }
     let s = st[d.index()];
     let Some((lo, hi)) = s.range.filter(|_| s.valid) else {
         return Err(bad("the donor is not reserved and valid".into()));
     };
     if s.gives {
-        return Err(bad("the donor already gives its bytes to another tensor".into()));
+        return Err(bad(
+            "the donor already gives its bytes to another tensor".into()
+        ));
     }
     let end = offset.saturating_add(graph.tensor(t).size);
     if offset < lo || end > hi {
-        return Err(bad(format!("[{offset}, {end}) is not inside the donor's [{lo}, {hi})")));
+        return Err(bad(format!(
+            "[{offset}, {end}) is not inside the donor's [{lo}, {hi})"
+        )));
     }
     Ok(())
 }
 
-fn check_weights(graph: &Graph, plan: &Plan, ids: &HashMap<&str, TensorId>) -> Result<(), ViolationKind> {
+fn check_weights(
+    graph: &Graph,
+    plan: &Plan,
+    ids: &HashMap<&str, TensorId>,
+) -> Result<(), ViolationKind> {
     let mut placed = vec![None; graph.tensors.len()];
     let mut spans = Vec::new();
     for w in &plan.weights {
-        let t = *ids.get(w.tensor.as_str()).ok_or_else(|| ViolationKind::Unknown {
-            what: "tensor",
-            name: w.tensor.clone(),
-        })?;
+        let t = *ids
+            .get(w.tensor.as_str())
+            .ok_or_else(|| ViolationKind::Unknown {
+                what: "tensor",
+                name: w.tensor.clone(),
+            })?;
         let tensor = graph.tensor(t);
         if tensor.kind != TensorKind::Weight {
-            return Err(ViolationKind::Weights(format!("{:?} is not a weight", w.tensor)));
+            return Err(ViolationKind::Weights(format!(
+                "{:?} is not a weight",
+                w.tensor
+            )));
         }
         if w.offset % tensor.alignment != 0 {
             return Err(ViolationKind::Misaligned {
@@ -521,10 +573,9 @@ fn check_weights(graph: &Graph, plan: &Plan, ids: &HashMap<&str, TensorId>) -> R
                 alignment: tensor.alignment,
             });
         }
-        let end = w
-            .offset
-            .checked_add(tensor.size)
-            .ok_or_else(|| ViolationKind::Overflow(format!("weight {:?} offset + size", w.tensor)))?;
+        let end = w.offset.checked_add(tensor.size).ok_or_else(|| {
+            ViolationKind::Overflow(format!("weight {:?} offset + size", w.tensor))
+        })?;
         if end > plan.weights_bytes {
             return Err(ViolationKind::Weights(format!(
                 "weight {:?} ends at {end}, past weights_bytes {}",
@@ -532,7 +583,10 @@ fn check_weights(graph: &Graph, plan: &Plan, ids: &HashMap<&str, TensorId>) -> R
             )));
         }
         if placed[t.index()].replace(w.offset).is_some() {
-            return Err(ViolationKind::Weights(format!("weight {:?} is placed twice", w.tensor)));
+            return Err(ViolationKind::Weights(format!(
+                "weight {:?} is placed twice",
+                w.tensor
+            )));
         }
         spans.push((w.offset, end, t));
     }

@@ -39,7 +39,10 @@ fn a_wrong_format_string_is_named() {
     let mut g = good();
     g["format"] = json!("memplan-graph/2");
     let (_, msg) = reject(g);
-    assert!(msg.contains("memplan-graph/2") && msg.contains("memplan-graph/1"), "{msg}");
+    assert!(
+        msg.contains("memplan-graph/2") && msg.contains("memplan-graph/1"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -71,7 +74,10 @@ fn an_unknown_input_tensor_names_op_and_tensor() {
     let mut g = good();
     g["ops"][1]["inputs"] = json!(["hh"]);
     let (_, msg) = reject(g);
-    assert!(msg.contains("op \"act\" reads unknown tensor \"hh\""), "{msg}");
+    assert!(
+        msg.contains("op \"act\" reads unknown tensor \"hh\""),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -79,23 +85,38 @@ fn an_unknown_output_tensor_names_op_and_tensor() {
     let mut g = good();
     g["ops"][0]["outputs"] = json!(["h", "ghost"]);
     let (_, msg) = reject(g);
-    assert!(msg.contains("op \"mm\" writes unknown tensor \"ghost\""), "{msg}");
+    assert!(
+        msg.contains("op \"mm\" writes unknown tensor \"ghost\""),
+        "{msg}"
+    );
 }
 
 #[test]
 fn an_activation_produced_by_no_op_is_named() {
     let mut g = good();
-    g["tensors"].as_array_mut().unwrap().push(json!({"name": "orphan", "size": 4, "kind": "activation"}));
+    g["tensors"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "orphan", "size": 4, "kind": "activation"}));
     let (_, msg) = reject(g);
-    assert!(msg.contains("activation tensor \"orphan\" is produced by no op"), "{msg}");
+    assert!(
+        msg.contains("activation tensor \"orphan\" is produced by no op"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn an_output_produced_by_no_op_is_named() {
     let mut g = good();
-    g["tensors"].as_array_mut().unwrap().push(json!({"name": "lost", "size": 4, "kind": "output"}));
+    g["tensors"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "lost", "size": 4, "kind": "output"}));
     let (_, msg) = reject(g);
-    assert!(msg.contains("output tensor \"lost\" is produced by no op"), "{msg}");
+    assert!(
+        msg.contains("output tensor \"lost\" is produced by no op"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -104,7 +125,10 @@ fn a_tensor_produced_by_two_ops_names_both() {
     g["ops"][1]["outputs"] = json!(["h"]);
     g["ops"][1]["inputs"] = json!(["x"]);
     let (_, msg) = reject(g);
-    assert!(msg.contains("tensor \"h\" is produced by two ops, \"mm\" and \"act\""), "{msg}");
+    assert!(
+        msg.contains("tensor \"h\" is produced by two ops, \"mm\" and \"act\""),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -112,7 +136,10 @@ fn an_input_produced_by_an_op_is_named() {
     let mut g = good();
     g["ops"][1]["outputs"] = json!(["x"]);
     let (_, msg) = reject(g);
-    assert!(msg.contains("input tensor \"x\" is produced by op \"act\""), "{msg}");
+    assert!(
+        msg.contains("input tensor \"x\" is produced by op \"act\""),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -120,7 +147,10 @@ fn a_weight_produced_by_an_op_is_named() {
     let mut g = good();
     g["ops"][1]["outputs"] = json!(["y", "w"]);
     let (_, msg) = reject(g);
-    assert!(msg.contains("weight tensor \"w\" is produced by op \"act\""), "{msg}");
+    assert!(
+        msg.contains("weight tensor \"w\" is produced by op \"act\""),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -136,7 +166,10 @@ fn a_tensor_alignment_that_is_not_a_power_of_two_is_named() {
     let mut g = good();
     g["tensors"][2]["alignment"] = json!(48);
     let (_, msg) = reject(g);
-    assert!(msg.contains("tensor \"h\" alignment 48 is not a power of two"), "{msg}");
+    assert!(
+        msg.contains("tensor \"h\" alignment 48 is not a power of two"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -179,7 +212,10 @@ fn a_cycle_prints_the_ops_on_it() {
         }
         other => panic!("expected a cycle, got {other}"),
     }
-    assert!(msg.contains("cycle") && msg.contains("p") && msg.contains("q"), "{msg}");
+    assert!(
+        msg.contains("cycle") && msg.contains("p") && msg.contains("q"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -187,7 +223,10 @@ fn an_op_reading_its_own_output_is_a_cycle() {
     let mut g = good();
     g["ops"][1]["inputs"] = json!(["h", "y"]);
     let (e, msg) = reject(g);
-    assert!(matches!(e, GraphError::Cycle { ref ops } if ops == &vec!["act".to_string()]), "{msg}");
+    assert!(
+        matches!(e, GraphError::Cycle { ref ops } if ops == &vec!["act".to_string()]),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -198,7 +237,10 @@ fn a_json_syntax_error_reports_line_and_column() {
         GraphError::Json { line, column, .. } => assert_eq!((line, column), (4, 18)),
         other => panic!("expected a JSON error, got {other}"),
     }
-    assert!(Graph::parse(text).unwrap_err().to_string().contains("line 4, column 18"));
+    assert!(Graph::parse(text)
+        .unwrap_err()
+        .to_string()
+        .contains("line 4, column 18"));
 }
 
 #[test]
@@ -222,7 +264,10 @@ fn an_inplace_pair_out_of_range_is_named() {
     let mut g = good();
     g["ops"][1]["inplace"] = json!([[0, 3]]);
     let (_, msg) = reject(g);
-    assert!(msg.contains("op \"act\" inplace pair [0, 3] is out of range"), "{msg}");
+    assert!(
+        msg.contains("op \"act\" inplace pair [0, 3] is out of range"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -235,9 +280,14 @@ fn an_output_listed_twice_by_one_op_is_named() {
 
 #[test]
 fn an_unknown_tensor_kind_is_reported_with_its_position() {
-    let text = good().to_string().replace("\"kind\":\"weight\"", "\"kind\":\"parameter\"");
+    let text = good()
+        .to_string()
+        .replace("\"kind\":\"weight\"", "\"kind\":\"parameter\"");
     let msg = Graph::parse(&text).unwrap_err().to_string();
-    assert!(msg.contains("parameter") && msg.contains("line 1, column"), "{msg}");
+    assert!(
+        msg.contains("parameter") && msg.contains("line 1, column"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -247,14 +297,19 @@ fn a_million_op_chain_parses_without_overflowing_the_stack() {
     text.push_str("{\"format\":\"memplan-graph/1\",\"name\":\"chain\",\"tensors\":[{\"name\":\"t0\",\"size\":256,\"kind\":\"input\"}");
     for i in 1..=n {
         let kind = if i == n { "output" } else { "activation" };
-        text.push_str(&format!(",{{\"name\":\"t{i}\",\"size\":256,\"kind\":\"{kind}\"}}"));
+        text.push_str(&format!(
+            ",{{\"name\":\"t{i}\",\"size\":256,\"kind\":\"{kind}\"}}"
+        ));
     }
     text.push_str("],\"ops\":[");
     for i in 1..=n {
         if i > 1 {
             text.push(',');
         }
-        text.push_str(&format!("{{\"name\":\"o{i}\",\"inputs\":[\"t{}\"],\"outputs\":[\"t{i}\"]}}", i - 1));
+        text.push_str(&format!(
+            "{{\"name\":\"o{i}\",\"inputs\":[\"t{}\"],\"outputs\":[\"t{i}\"]}}",
+            i - 1
+        ));
     }
     text.push_str("]}");
     let g = Graph::parse(&text).unwrap();

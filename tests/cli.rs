@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn memplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -14,7 +17,10 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn sample() -> String {
-    format!("{}/samples/resnet_block.train.json", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/samples/resnet_block.train.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 #[test]
@@ -40,8 +46,16 @@ fn plan_prints_json_on_stdout_without_an_output_file() {
 #[test]
 fn check_exits_1_with_the_reason_when_the_budget_is_too_small() {
     let out = tmp("budget.plan.json");
-    assert!(memplan(&["plan", &sample(), "-o", out.to_str().unwrap()]).status.success());
-    let c = memplan(&["check", &sample(), out.to_str().unwrap(), "--budget", "1000"]);
+    assert!(memplan(&["plan", &sample(), "-o", out.to_str().unwrap()])
+        .status
+        .success());
+    let c = memplan(&[
+        "check",
+        &sample(),
+        out.to_str().unwrap(),
+        "--budget",
+        "1000",
+    ]);
     assert_eq!(c.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&c.stderr).contains("over the budget of 1000"));
 }
@@ -49,7 +63,11 @@ fn check_exits_1_with_the_reason_when_the_budget_is_too_small() {
 #[test]
 fn bad_graph_input_exits_2_naming_the_culprit() {
     let bad = tmp("bad.json");
-    std::fs::write(&bad, r#"{"format":"memplan-graph/1","tensors":[{"name":"t","size":0,"kind":"input"}],"ops":[]}"#).unwrap();
+    std::fs::write(
+        &bad,
+        r#"{"format":"memplan-graph/1","tensors":[{"name":"t","size":0,"kind":"input"}],"ops":[]}"#,
+    )
+    .unwrap();
     let r = memplan(&["plan", bad.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(2));
     let err = String::from_utf8_lossy(&r.stderr);
@@ -76,15 +94,27 @@ fn a_plan_file_with_a_syntax_error_exits_2_with_its_position() {
 #[test]
 fn place_writes_offsets_and_exits_1_when_over_capacity() {
     let csv = tmp("bufs.csv");
-    std::fs::write(&csv, "id,lower,upper,size\n0,0,2,100\n1,1,3,50\n2,2,4,100\n").unwrap();
+    std::fs::write(
+        &csv,
+        "id,lower,upper,size\n0,0,2,100\n1,1,3,50\n2,2,4,100\n",
+    )
+    .unwrap();
     let placed = tmp("placed.csv");
-    let r = memplan(&["place", csv.to_str().unwrap(), "-o", placed.to_str().unwrap()]);
+    let r = memplan(&[
+        "place",
+        csv.to_str().unwrap(),
+        "-o",
+        placed.to_str().unwrap(),
+    ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let text = std::fs::read_to_string(&placed).unwrap();
     assert!(text.starts_with("id,lower,upper,size,offset\n"));
     assert_eq!(text.lines().count(), 4);
     let err = String::from_utf8_lossy(&r.stderr);
-    assert!(err.contains("LOAD 150 B") && err.contains("peak 150 B"), "{err}");
+    assert!(
+        err.contains("LOAD 150 B") && err.contains("peak 150 B"),
+        "{err}"
+    );
     let r = memplan(&["place", csv.to_str().unwrap(), "--capacity", "149"]);
     assert_eq!(r.status.code(), Some(1));
 }
@@ -103,7 +133,13 @@ fn stats_prints_the_figures_of_the_sample() {
     let r = memplan(&["stats", "sample"]);
     assert!(r.status.success());
     let out = String::from_utf8_lossy(&r.stdout);
-    for key in ["ops              28", "naive bytes", "LOAD (listed)", "weights bytes", "order bound"] {
+    for key in [
+        "ops              28",
+        "naive bytes",
+        "LOAD (listed)",
+        "weights bytes",
+        "order bound",
+    ] {
         assert!(out.contains(key), "{out}");
     }
 }

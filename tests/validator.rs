@@ -42,7 +42,9 @@ fn planned(g: &Graph, inplace: bool) -> Plan {
 }
 
 fn kind_of(g: &Graph, p: &Plan) -> ViolationKind {
-    validate(g, p, None).expect_err("plan should be invalid").kind
+    validate(g, p, None)
+        .expect_err("plan should be invalid")
+        .kind
 }
 
 fn position(p: &Plan, f: impl Fn(&Instruction) -> bool) -> usize {
@@ -62,7 +64,10 @@ fn the_planners_plan_is_valid_and_its_peak_matches() {
 fn moving_a_tensor_onto_a_live_one_is_an_overlap_naming_both() {
     let g = graph(false);
     let mut p = planned(&g, false);
-    let i = position(&p, |ins| matches!(ins, Instruction::Alloc { tensor, .. } if tensor == "a"));
+    let i = position(
+        &p,
+        |ins| matches!(ins, Instruction::Alloc { tensor, .. } if tensor == "a"),
+    );
     if let Instruction::Alloc { offset, .. } = &mut p.instructions[i] {
         *offset = 0; // x lives at the arena's start all run
     }
@@ -84,8 +89,14 @@ fn moving_a_tensor_onto_a_live_one_is_an_overlap_naming_both() {
 fn freeing_before_the_last_use_is_a_read_of_an_unreserved_tensor() {
     let g = graph(false);
     let mut p = planned(&g, false);
-    let free_a = position(&p, |ins| matches!(ins, Instruction::Free { tensor } if tensor == "a"));
-    let exec_relu = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "relu"));
+    let free_a = position(
+        &p,
+        |ins| matches!(ins, Instruction::Free { tensor } if tensor == "a"),
+    );
+    let exec_relu = position(
+        &p,
+        |ins| matches!(ins, Instruction::Exec { node, .. } if node == "relu"),
+    );
     let ins = p.instructions.remove(free_a);
     p.instructions.insert(exec_relu, ins);
     assert_eq!(
@@ -101,7 +112,10 @@ fn freeing_before_the_last_use_is_a_read_of_an_unreserved_tensor() {
 fn a_missing_workspace_offset_names_the_op() {
     let g = graph(false);
     let mut p = planned(&g, false);
-    let i = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv"));
+    let i = position(
+        &p,
+        |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv"),
+    );
     p.instructions[i] = Instruction::Exec {
         node: "conv".into(),
         workspace_offset: None,
@@ -116,7 +130,10 @@ fn a_misaligned_offset_is_reported() {
     if let Instruction::Alloc { offset, .. } = &mut p.instructions[0] {
         *offset += 8;
     }
-    assert!(matches!(kind_of(&g, &p), ViolationKind::Misaligned { alignment: 64, .. }));
+    assert!(matches!(
+        kind_of(&g, &p),
+        ViolationKind::Misaligned { alignment: 64, .. }
+    ));
 }
 
 #[test]
@@ -124,7 +141,10 @@ fn a_skipped_op_is_reported_by_name() {
     let g = graph(false);
     let mut p = planned(&g, false);
     // Drop the final exec: y is then never valid and "head" never runs.
-    let i = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "head"));
+    let i = position(
+        &p,
+        |ins| matches!(ins, Instruction::Exec { node, .. } if node == "head"),
+    );
     p.instructions.remove(i);
     assert_eq!(kind_of(&g, &p), ViolationKind::NotExecuted("head".into()));
 }
@@ -158,7 +178,10 @@ fn spilling_and_reloading_at_another_offset_is_valid() {
     let g = graph(false);
     let mut p = planned(&g, false);
     // Spill x after conv, bring it back before head at a fresh offset above everything.
-    let after_conv = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv")) + 1;
+    let after_conv = position(
+        &p,
+        |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv"),
+    ) + 1;
     p.instructions.insert(
         after_conv,
         Instruction::SpillOut {
@@ -166,7 +189,10 @@ fn spilling_and_reloading_at_another_offset_is_valid() {
             host_offset: 0,
         },
     );
-    let before_head = position(&p, |ins| matches!(ins, Instruction::Alloc { tensor, .. } if tensor == "y"));
+    let before_head = position(
+        &p,
+        |ins| matches!(ins, Instruction::Alloc { tensor, .. } if tensor == "y"),
+    );
     let top = p.arena_bytes.div_ceil(64) * 64;
     p.instructions.insert(
         before_head,
@@ -189,7 +215,10 @@ fn spilling_and_reloading_at_another_offset_is_valid() {
 fn reading_a_spilled_tensor_is_reported() {
     let g = graph(false);
     let mut p = planned(&g, false);
-    let after_conv = position(&p, |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv")) + 1;
+    let after_conv = position(
+        &p,
+        |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv"),
+    ) + 1;
     p.instructions.insert(
         after_conv,
         Instruction::SpillOut {
@@ -198,7 +227,9 @@ fn reading_a_spilled_tensor_is_reported() {
         },
     );
     p.host_bytes = 1000;
-    assert!(matches!(kind_of(&g, &p), ViolationKind::OperandNotReserved { op, tensor } if op == "head" && tensor == "x"));
+    assert!(
+        matches!(kind_of(&g, &p), ViolationKind::OperandNotReserved { op, tensor } if op == "head" && tensor == "x")
+    );
 }
 
 #[test]
@@ -224,7 +255,9 @@ fn inplace_plans_share_bytes_and_pass() {
 fn inplace_without_the_graphs_permission_is_refused() {
     let g_no = graph(false);
     let p = planned(&graph(true), true);
-    assert!(matches!(kind_of(&g_no, &p), ViolationKind::BadInplace { tensor, donor, .. } if tensor == "b" && donor == "a"));
+    assert!(
+        matches!(kind_of(&g_no, &p), ViolationKind::BadInplace { tensor, donor, .. } if tensor == "b" && donor == "a")
+    );
 }
 
 #[test]

@@ -170,6 +170,9 @@ mod tests {
         let s = SolveStats::heuristic(200, 150, Duration::ZERO);
         assert_eq!(s.status, SolveStatus::Heuristic);
         assert!((s.gap() - 0.25).abs() < 1e-12);
-        assert_eq!(SolveStats::heuristic(150, 150, Duration::ZERO).status, SolveStatus::Optimal);
+        assert_eq!(
+            SolveStats::heuristic(150, 150, Duration::ZERO).status,
+            SolveStatus::Optimal
+        );
     }
 }

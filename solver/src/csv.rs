@@ -70,7 +70,10 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         .map(|(i, l)| (i + 1, l.trim()))
         .filter(|(_, l)| !l.is_empty());
     let (_, header) = lines.next().ok_or(CsvError::Empty)?;
-    let cols: Vec<String> = header.split(',').map(|c| c.trim().to_ascii_lowercase()).collect();
+    let cols: Vec<String> = header
+        .split(',')
+        .map(|c| c.trim().to_ascii_lowercase())
+        .collect();
     for (i, c) in cols.iter().enumerate() {
         if cols[..i].contains(c) {
             return Err(CsvError::DuplicateColumn(c.clone()));
@@ -115,7 +118,9 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
             return Err(rule("size must be > 0".into()));
         }
         if hi <= lo {
-            return Err(rule(format!("lifetime [{lo}, {hi}) is empty (need lower < upper)")));
+            return Err(rule(format!(
+                "lifetime [{lo}, {hi}) is empty (need lower < upper)"
+            )));
         }
         if !alignment.is_power_of_two() {
             return Err(rule(format!("alignment {alignment} is not a power of two")));
@@ -150,7 +155,11 @@ pub fn write(ids: &[String], problem: &PlacementProblem, placement: &Placement) 
         "id,lower,upper,size,offset\n"
     });
     for ((id, b), off) in ids.iter().zip(&problem.buffers).zip(&placement.offsets) {
-        let _ = write!(out, "{id},{},{},{}", b.lifetime.start, b.lifetime.end, b.size);
+        let _ = write!(
+            out,
+            "{id},{},{},{}",
+            b.lifetime.start, b.lifetime.end, b.size
+        );
         if with_align {
             let _ = write!(out, ",{}", b.alignment);
         }
@@ -168,23 +177,49 @@ mod tests {
         let csv = parse("size,id,upper,lower\n10,a,3,0\n20,b,5,2\n", 1).unwrap();
         assert_eq!(csv.ids, vec!["a", "b"]);
         assert_eq!(csv.problem.buffers[1].lifetime, Lifetime::new(2, 5));
-        let text = write(&csv.ids, &csv.problem, &Placement { offsets: vec![0, 10] });
+        let text = write(
+            &csv.ids,
+            &csv.problem,
+            &Placement {
+                offsets: vec![0, 10],
+            },
+        );
         let back = parse(&text, 1).unwrap();
         assert_eq!(back.problem, csv.problem);
-        assert_eq!(back.offsets, Some(Placement { offsets: vec![0, 10] }));
+        assert_eq!(
+            back.offsets,
+            Some(Placement {
+                offsets: vec![0, 10]
+            })
+        );
     }
 
     #[test]
     fn reports_the_line_and_column_of_a_bad_number() {
         let err = parse("id,lower,upper,size\n0,0,1,8\n1,0,x,8\n", 1).unwrap_err();
-        assert_eq!(err.to_string(), "line 3, column `upper`: `x` is not a non-negative integer");
+        assert_eq!(
+            err.to_string(),
+            "line 3, column `upper`: `x` is not a non-negative integer"
+        );
     }
 
     #[test]
     fn rejects_empty_lifetimes_zero_sizes_and_duplicate_ids() {
-        assert!(parse("id,lower,upper,size\n7,3,3,8\n", 1).unwrap_err().to_string().contains("buffer `7`"));
-        assert!(parse("id,lower,upper,size\n7,0,3,0\n", 1).unwrap_err().to_string().contains("size"));
-        assert!(parse("id,lower,upper,size\n7,0,3,1\n7,0,3,1\n", 1).unwrap_err().to_string().contains("line 2"));
-        assert_eq!(parse("id,lower,size\n", 1).unwrap_err(), CsvError::MissingColumn("upper"));
+        assert!(parse("id,lower,upper,size\n7,3,3,8\n", 1)
+            .unwrap_err()
+            .to_string()
+            .contains("buffer `7`"));
+        assert!(parse("id,lower,upper,size\n7,0,3,0\n", 1)
+            .unwrap_err()
+            .to_string()
+            .contains("size"));
+        assert!(parse("id,lower,upper,size\n7,0,3,1\n7,0,3,1\n", 1)
+            .unwrap_err()
+            .to_string()
+            .contains("line 2"));
+        assert_eq!(
+            parse("id,lower,size\n", 1).unwrap_err(),
+            CsvError::MissingColumn("upper")
+        );
     }
 }

@@ -71,7 +71,11 @@ pub struct IlpOutcome {
 }
 
 /// Minimises the peak of `problem` exactly, warm-started from `warm` (a valid placement).
-pub fn place_ilp(problem: &PlacementProblem, warm: &Placement, opts: &IlpOptions) -> Result<IlpOutcome, IlpError> {
+pub fn place_ilp(
+    problem: &PlacementProblem,
+    warm: &Placement,
+    opts: &IlpOptions,
+) -> Result<IlpOutcome, IlpError> {
     let started = Instant::now();
     problem.validate()?;
     let uncapped = PlacementProblem::new(problem.buffers.clone());
@@ -114,7 +118,10 @@ pub fn place_ilp(problem: &PlacementProblem, warm: &Placement, opts: &IlpOptions
             vars.add(variable().integer().min(0).max(max_slot as f64))
         })
         .collect();
-    let below: Vec<Variable> = pairs.iter().map(|_| vars.add(variable().binary())).collect();
+    let below: Vec<Variable> = pairs
+        .iter()
+        .map(|_| vars.add(variable().binary()))
+        .collect();
     let offset = |i: usize| -> Expression { slots[i] * bufs[i].alignment as f64 };
     let mut model = vars.minimise(peak).using(highs);
     for (i, b) in bufs.iter().enumerate() {
@@ -122,7 +129,9 @@ pub fn place_ilp(problem: &PlacementProblem, warm: &Placement, opts: &IlpOptions
     }
     for (&(i, j), &z) in pairs.iter().zip(&below) {
         // z = 0: i below j; z = 1: j below i.
-        model.add_constraint(constraint!(offset(i) + bufs[i].size as f64 <= offset(j) + big_m * z));
+        model.add_constraint(constraint!(
+            offset(i) + bufs[i].size as f64 <= offset(j) + big_m * z
+        ));
         model.add_constraint(constraint!(
             offset(j) + bufs[j].size as f64 <= offset(i) + big_m * (1.0 - z)
         ));
@@ -132,9 +141,18 @@ pub fn place_ilp(problem: &PlacementProblem, warm: &Placement, opts: &IlpOptions
         start.push((slots[i], (warm.offsets[i] / b.alignment) as f64));
     }
     for (&(i, j), &z) in pairs.iter().zip(&below) {
-        start.push((z, if warm.offsets[i] < warm.offsets[j] { 0.0 } else { 1.0 }));
+        start.push((
+            z,
+            if warm.offsets[i] < warm.offsets[j] {
+                0.0
+            } else {
+                1.0
+            },
+        ));
     }
-    let mut model = model.with_initial_solution(start).set_threads(opts.threads.max(1));
+    let mut model = model
+        .with_initial_solution(start)
+        .set_threads(opts.threads.max(1));
     if let Some(t) = opts.budget.time {
         model = model.set_time_limit(t.saturating_sub(started.elapsed()).as_secs_f64());
     }
@@ -162,7 +180,11 @@ pub fn place_ilp(problem: &PlacementProblem, warm: &Placement, opts: &IlpOptions
     Ok(IlpOutcome {
         placement,
         stats: SolveStats {
-            status: if optimal { SolveStatus::Optimal } else { SolveStatus::TimeLimit },
+            status: if optimal {
+                SolveStatus::Optimal
+            } else {
+                SolveStatus::TimeLimit
+            },
             elapsed: started.elapsed(),
             objective: peak_found,
             lower_bound: if optimal { peak_found } else { load },
@@ -185,7 +207,11 @@ fn fallback(warm: &Placement, warm_peak: u64, load: u64, started: Instant) -> Il
 fn count_pairs(problem: &PlacementProblem) -> usize {
     let b = &problem.buffers;
     (0..b.len())
-        .map(|i| (i + 1..b.len()).filter(|&j| b[i].lifetime.overlaps(&b[j].lifetime)).count())
+        .map(|i| {
+            (i + 1..b.len())
+                .filter(|&j| b[i].lifetime.overlaps(&b[j].lifetime))
+                .count()
+        })
         .sum()
 }
 
@@ -228,19 +254,29 @@ mod tests {
     #[test]
     fn warm_start_at_load_is_returned_as_optimal_without_solving() {
         let p = PlacementProblem::new(vec![buf(0, 1, 4), buf(1, 2, 4)]);
-        let warm = Placement { offsets: vec![0, 0] };
+        let warm = Placement {
+            offsets: vec![0, 0],
+        };
         let out = place_ilp(&p, &warm, &IlpOptions::default()).unwrap();
-        assert_eq!((out.stats.status, out.stats.objective), (SolveStatus::Optimal, 4));
+        assert_eq!(
+            (out.stats.status, out.stats.objective),
+            (SolveStatus::Optimal, 4)
+        );
     }
 
     #[test]
     fn models_over_the_pair_cap_are_refused_with_the_count() {
         let p = PlacementProblem::new((0..4).map(|_| buf(0, 1, 1)).collect());
-        let warm = Placement { offsets: vec![0, 1, 2, 3] };
+        let warm = Placement {
+            offsets: vec![0, 1, 2, 3],
+        };
         let opts = IlpOptions {
             max_pairs: 2,
             ..IlpOptions::default()
         };
-        assert!(matches!(place_ilp(&p, &warm, &opts), Err(IlpError::TooLarge { pairs: 6, cap: 2 })));
+        assert!(matches!(
+            place_ilp(&p, &warm, &opts),
+            Err(IlpError::TooLarge { pairs: 6, cap: 2 })
+        ));
     }
 }

@@ -197,7 +197,11 @@ impl PlacementProblem {
 
     /// The number of steps spanned: one past the largest lifetime end (0 when empty).
     pub fn horizon(&self) -> u64 {
-        self.buffers.iter().map(|b| b.lifetime.end).max().unwrap_or(0)
+        self.buffers
+            .iter()
+            .map(|b| b.lifetime.end)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Checks a placement and returns its peak (max `offset + size`, 0 when empty).
@@ -244,12 +248,18 @@ impl PlacementProblem {
             // The nearest range starting at or before `off`, and the nearest after it.
             if let Some((&(_, j), &jend)) = live.range(..=(off, usize::MAX)).next_back() {
                 if jend > off {
-                    return Err(PlacementError::Overlap { a: j.min(i), b: j.max(i) });
+                    return Err(PlacementError::Overlap {
+                        a: j.min(i),
+                        b: j.max(i),
+                    });
                 }
             }
             if let Some((&(joff, j), _)) = live.range((off, usize::MAX)..).next() {
                 if joff < end {
-                    return Err(PlacementError::Overlap { a: j.min(i), b: j.max(i) });
+                    return Err(PlacementError::Overlap {
+                        a: j.min(i),
+                        b: j.max(i),
+                    });
                 }
             }
             live.insert((off, i), end);
@@ -284,7 +294,11 @@ mod tests {
     #[test]
     fn checker_accepts_reuse_across_disjoint_lifetimes() {
         let p = PlacementProblem::new(vec![buf(0, 2, 10), buf(2, 4, 10)]);
-        let peak = p.check(&Placement { offsets: vec![0, 0] }).unwrap();
+        let peak = p
+            .check(&Placement {
+                offsets: vec![0, 0],
+            })
+            .unwrap();
         assert_eq!(peak, 10);
     }
 
@@ -292,7 +306,9 @@ mod tests {
     fn checker_rejects_overlap_of_live_buffers_and_names_both() {
         let p = PlacementProblem::new(vec![buf(0, 3, 10), buf(2, 4, 10), buf(5, 6, 1)]);
         assert_eq!(
-            p.check(&Placement { offsets: vec![0, 5, 0] }),
+            p.check(&Placement {
+                offsets: vec![0, 5, 0]
+            }),
             Err(PlacementError::Overlap { a: 0, b: 1 })
         );
     }
@@ -311,7 +327,10 @@ mod tests {
         p.capacity = Some(10);
         assert!(matches!(
             p.check(&Placement { offsets: vec![4] }),
-            Err(PlacementError::OverCapacity { peak: 12, capacity: 10 })
+            Err(PlacementError::OverCapacity {
+                peak: 12,
+                capacity: 10
+            })
         ));
     }
 

@@ -10,20 +10,23 @@
 //!
 //! With in-place merging on, an output shares its donor's bytes only at the step where the donor
 //! dies (the donor's last reader, which produces the output), so at node `v` the bound subtracts
-//! the size of each of `v`'s outputs named in an in-place pair that could merge (its size and
-//! alignment fit the largest buffer the donor could belong to). A malformed pair whose output is
-//! not produced by the pair's node could hide that value anywhere, so such a value is left out.
+//! the size of each of `v`'s outputs named in an in-place pair that could merge (the output fits
+//! in the donor's bytes and its alignment divides the largest alignment of any buffer the donor
+//! could belong to, as [`super::lifetimes()`] requires). A malformed pair whose output is not
+//! produced by the pair's node could hide that value anywhere, so such a value is left out.
 //!
 //! Complexity: ancestor and descendant sets are bitsets over a Kahn topological order, built in
 //! blocks of at most [`BLOCK_BYTES`] so memory stays bounded: time
 //! `O((n + e + Σ readers) · n / 64)` word operations plus one addition per (node, live value)
-//! pair. Past [`MAX_WORK`] word operations (about n > 30,000 on DNN graphs) it falls back to an
-//! `O(n + e)` bound: per node, the values it reads or writes plus the graph inputs live to the
-//! end (and the first/last-step facts). No recursion.
+//! pair. When either exceeds [`MAX_WORK`] (about n > 60,000 on DNN graphs) it falls back to an
+//! `O(n + e)` bound that only counts what is surely live together: at each node the values it
+//! reads or writes plus the graph inputs live to the end (minus in-place savings), and the
+//! first/last-step facts above. No recursion.
 
 use super::{LifetimeOptions, OrderProblem};
 
-/// Word operations above which the exact bitset bound is replaced by the linear fallback.
+/// Word operations (or node/value additions) above which the exact bitset bound is replaced
+/// by the linear fallback.
 pub const MAX_WORK: u128 = 1 << 28;
 
 /// Memory budget of one block of ancestor + descendant bitsets.
@@ -42,10 +45,14 @@ pub fn order_lower_bound(problem: &OrderProblem, opts: &LifetimeOptions) -> u64 
     };
     let words = n.div_ceil(64) as u128;
     let edges: usize = problem.nodes.iter().map(|v| v.inputs.len()).sum::<usize>()
-        + problem.values.iter().map(|t| 1 + t.consumers.len()).sum::<usize>();
+        + problem
+            .values
+            .iter()
+            .map(|t| 1 + t.consumers.len())
+            .sum::<usize>();
     let work = (n + edges) as u128 * words;
     let per_node = if work <= MAX_WORK {
-        exact_bound(problem, &topo, &facts)
+        exact_bound(problem, &topo, &facts).unwrap_or_else(|| local_bound(problem, &facts))
     } else {
         local_bound(problem, &facts)
     };
@@ -71,9 +78,9 @@ impl Facts {
         if !opts.inplace {
             return facts;
         }
-        // Largest size / alignment of any buffer a value could end up in (over-approximated
-        // independently), propagated along in-place pairs in topological order.
-        let mut max_size: Vec<u64> = problem.values.iter().map(|t| t.size).collect();
+        // Largest alignment of any buffer a value could end up in, propagated along in-place
+        // pairs in topological order (a merge needs the output to fit in the donor's own
+        // bytes, and its alignment to divide the buffer's).
         let mut max_align: Vec<u64> = problem.values.iter().map(|t| t.alignment).collect();
         let order = problem
             .listed_topological_order()
@@ -94,18 +101,13 @@ impl Facts {
                     None => true,
                     Some(p) => p == v || done[p],
                 };
-                let (cap_size, cap_align) = if settled {
-                    (max_size[inp], max_align[inp])
-                } else {
-                    (u64::MAX, u64::MAX)
-                };
-                let (ov_size, ov_align) = (problem.values[out].size, problem.values[out].alignment);
-                if ov_size <= cap_size && ov_align <= cap_align {
+                let cap_align = if settled { max_align[inp] } else { u64::MAX };
+                let ov = &problem.values[out];
+                if ov.size <= problem.values[inp].size && ov.alignment <= cap_align {
                     if stamp[out] != v {
                         stamp[out] = v;
-                        facts.saving[v] = facts.saving[v].saturating_add(ov_size);
+                        facts.saving[v] = facts.saving[v].saturating_add(ov.size);
                     }
-                    max_size[out] = max_size[out].max(cap_size);
                     max_align[out] = max_align[out].max(cap_align);
                 }
             }
@@ -117,7 +119,8 @@ impl Facts {
     /// Whether value `t` holds bytes that the bound may count.
     fn counts(&self, problem: &OrderProblem, t: usize) -> bool {
         let val = &problem.values[t];
-        !self.excluded[t] && (val.producer.is_some() || val.live_at_end || !val.consumers.is_empty())
+        !self.excluded[t]
+            && (val.producer.is_some() || val.live_at_end || !val.consumers.is_empty())
     }
 
     /// Bytes surely live at the first step (every reserved graph input plus a source node's
@@ -209,8 +212,9 @@ fn or_row(rows: &mut [u64], stride: usize, w: usize, dst: usize, src: usize) {
     }
 }
 
-/// The ancestor/descendant bound, max over nodes, computed block by block of node indices.
-fn exact_bound(problem: &OrderProblem, topo: &[usize], facts: &Facts) -> u64 {
+/// The ancestor/descendant bound, max over nodes, computed block by block of node indices;
+/// `None` when the (node, live value) pairs to add up exceed [`MAX_WORK`].
+fn exact_bound(problem: &OrderProblem, topo: &[usize], facts: &Facts) -> Option<u64> {
     let n = problem.nodes.len();
     let preds = problem.predecessors();
     let succ = problem.successors();
@@ -220,6 +224,7 @@ fn exact_bound(problem: &OrderProblem, topo: &[usize], facts: &Facts) -> u64 {
     let mut anc = vec![0u64; n * stride];
     let mut desc = vec![0u64; n * stride];
     let mut read = vec![0u64; stride];
+    let mut pairs: u128 = 0;
     let mut first_word = 0;
     while first_word < total_words {
         let w = stride.min(total_words - first_word);
@@ -286,16 +291,20 @@ fn exact_bound(problem: &OrderProblem, topo: &[usize], facts: &Facts) -> u64 {
                     Some(_) => 0,
                 };
                 let mut s = born & r;
+                pairs += u128::from(s.count_ones());
                 while s != 0 {
                     let v = lo + i * 64 + s.trailing_zeros() as usize;
                     load[v] = load[v].saturating_add(val.size);
                     s &= s - 1;
                 }
             }
+            if pairs > MAX_WORK {
+                return None;
+            }
         }
         first_word += w;
     }
-    finish(problem, facts, load)
+    Some(finish(problem, facts, load))
 }
 
 /// The linear fallback for very large graphs, `O(n + e)`: at node `v`, the values it reads and
@@ -337,4 +346,186 @@ fn finish(problem: &OrderProblem, facts: &Facts, load: Vec<u64>) -> u64 {
         .map(|((l, node), &s)| l.saturating_add(node.workspace).saturating_sub(s))
         .max()
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::order::local_search::tests::{all_orders, chain, random_problem, value};
+    use crate::order::Node;
+
+    fn best_load(p: &OrderProblem, opts: &LifetimeOptions) -> u64 {
+        all_orders(p)
+            .iter()
+            .map(|o| p.load(o, opts))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// in(100) -> a -> v(100) -> b (workspace 7) -> out(10); a may work in place.
+    fn small_chain() -> OrderProblem {
+        OrderProblem {
+            nodes: vec![
+                Node {
+                    inputs: vec![0],
+                    outputs: vec![1],
+                    workspace: 0,
+                    inplace: vec![(1, 0)],
+                },
+                Node {
+                    inputs: vec![1],
+                    outputs: vec![2],
+                    workspace: 7,
+                    inplace: vec![],
+                },
+            ],
+            values: vec![
+                value(100, None, vec![0], false),
+                value(100, Some(0), vec![1], false),
+                value(10, Some(1), vec![], true),
+            ],
+            workspace_alignment: 1,
+        }
+    }
+
+    #[test]
+    fn the_bound_of_a_chain_is_its_only_order_load() {
+        let p = small_chain();
+        for inplace in [false, true] {
+            let opts = LifetimeOptions { inplace };
+            assert_eq!(order_lower_bound(&p, &opts), p.load(&[0, 1], &opts));
+        }
+        assert_eq!(
+            order_lower_bound(&p, &LifetimeOptions { inplace: true }),
+            117
+        );
+    }
+
+    #[test]
+    fn a_value_read_by_a_later_branch_counts_at_the_nodes_that_must_precede_that_branch() {
+        // in -> a -> x(50); x read by b (-> y(5)) and by c, which also reads y (-> out(1)).
+        // Whatever the order, x is live while b runs.
+        let p = OrderProblem {
+            nodes: vec![
+                Node {
+                    inputs: vec![0],
+                    outputs: vec![1],
+                    ..Node::default()
+                },
+                Node {
+                    inputs: vec![1],
+                    outputs: vec![2],
+                    ..Node::default()
+                },
+                Node {
+                    inputs: vec![1, 2],
+                    outputs: vec![3],
+                    ..Node::default()
+                },
+            ],
+            values: vec![
+                value(10, None, vec![0], false),
+                value(50, Some(0), vec![1, 2], false),
+                value(5, Some(1), vec![2], false),
+                value(1, Some(2), vec![], true),
+            ],
+            workspace_alignment: 1,
+        };
+        let opts = LifetimeOptions::default();
+        assert_eq!(order_lower_bound(&p, &opts), 60);
+        assert_eq!(best_load(&p, &opts), 60);
+    }
+
+    #[test]
+    fn every_graph_input_counts_at_the_first_step() {
+        // Two unrelated nodes, each reading its own input: no node is an ancestor of the
+        // other, but both inputs are live at step 0.
+        let p = OrderProblem {
+            nodes: vec![
+                Node {
+                    inputs: vec![0],
+                    outputs: vec![2],
+                    ..Node::default()
+                },
+                Node {
+                    inputs: vec![1],
+                    outputs: vec![3],
+                    ..Node::default()
+                },
+            ],
+            values: vec![
+                value(40, None, vec![0], false),
+                value(30, None, vec![1], false),
+                value(1, Some(0), vec![], true),
+                value(1, Some(1), vec![], true),
+            ],
+            workspace_alignment: 1,
+        };
+        let opts = LifetimeOptions::default();
+        assert_eq!(order_lower_bound(&p, &opts), 71);
+        assert_eq!(best_load(&p, &opts), 71);
+    }
+
+    #[test]
+    fn a_malformed_inplace_pair_never_makes_the_bound_exceed_a_load() {
+        // Node 1 names node 0's output as its in-place output.
+        let mut p = small_chain();
+        p.nodes[1].inplace = vec![(1, 0)];
+        p.nodes[0].inplace = vec![];
+        for inplace in [false, true] {
+            let opts = LifetimeOptions { inplace };
+            assert!(order_lower_bound(&p, &opts) <= best_load(&p, &opts));
+        }
+    }
+
+    #[test]
+    fn the_bound_never_exceeds_the_best_load_of_random_dags() {
+        for seed in 0..300 {
+            let p = random_problem(seed, 7);
+            for inplace in [false, true] {
+                let opts = LifetimeOptions { inplace };
+                let bound = order_lower_bound(&p, &opts);
+                assert!(
+                    bound <= best_load(&p, &opts),
+                    "seed {seed} inplace {inplace}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_empty_problem_has_a_zero_bound() {
+        assert_eq!(
+            order_lower_bound(&OrderProblem::default(), &LifetimeOptions::default()),
+            0
+        );
+    }
+
+    #[test]
+    fn the_linear_fallback_bounds_a_million_node_chain_exactly_and_fast() {
+        let n = 1_000_000;
+        let p = chain(n);
+        let order: Vec<usize> = (0..n).collect();
+        let started = std::time::Instant::now();
+        for inplace in [false, true] {
+            let opts = LifetimeOptions { inplace };
+            // A chain has one order, and at each node only its input and output are live.
+            assert_eq!(order_lower_bound(&p, &opts), p.load(&order, &opts));
+        }
+        assert!(started.elapsed().as_secs_f64() < 10.0);
+    }
+
+    #[test]
+    fn the_linear_fallback_agrees_with_the_exact_bound_on_chains() {
+        let p = chain(500);
+        for inplace in [false, true] {
+            let opts = LifetimeOptions { inplace };
+            let facts = Facts::new(&p, &opts);
+            let topo: Vec<usize> = (0..500).collect();
+            assert_eq!(
+                exact_bound(&p, &topo, &facts),
+                Some(local_bound(&p, &facts))
+            );
+        }
+    }
 }

@@ -11,8 +11,8 @@ use crate::problem::{Buffer, Lifetime, PlacementProblem};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct LifetimeOptions {
     /// Honour in-place hints: an output takes its input's bytes when that input dies at the
-    /// node, the output is no larger than the input's buffer and its alignment divides the
-    /// buffer's alignment.
+    /// node, the output is no larger than the input and its alignment divides the alignment
+    /// of the buffer (the chain's first value).
     pub inplace: bool,
 }
 
@@ -42,7 +42,11 @@ pub struct OrderLifetimes {
 }
 
 /// Computes the buffers of a valid topological `order` (checked by the caller).
-pub fn lifetimes(problem: &OrderProblem, order: &[usize], opts: &LifetimeOptions) -> OrderLifetimes {
+pub fn lifetimes(
+    problem: &OrderProblem,
+    order: &[usize],
+    opts: &LifetimeOptions,
+) -> OrderLifetimes {
     let n = order.len() as u64;
     let mut step_of = vec![0usize; problem.nodes.len()];
     for (s, &node) in order.iter().enumerate() {
@@ -76,8 +80,10 @@ pub fn lifetimes(problem: &OrderProblem, order: &[usize], opts: &LifetimeOptions
                 let (Some((_, in_end)), Some((_, out_end))) = (span[inp], span[out]) else {
                     continue;
                 };
+                // The output must fit in the donor's own bytes (a chain only shrinks) and at
+                // the buffer's offset, which is aligned for the chain's first value.
                 let (rv, ov) = (&problem.values[root], &problem.values[out]);
-                let fits = ov.size <= rv.size && ov.alignment <= rv.alignment;
+                let fits = ov.size <= problem.values[inp].size && ov.alignment <= rv.alignment;
                 let dies_here = in_end == step + 1 && !problem.values[inp].live_at_end;
                 if fits && dies_here && !donated[inp] && group[out] == out && out != inp {
                     donated[inp] = true;
@@ -106,7 +112,9 @@ pub fn lifetimes(problem: &OrderProblem, order: &[usize], opts: &LifetimeOptions
         }
     }
     for root in roots {
-        let Some((start, end)) = span[root] else { continue };
+        let Some((start, end)) = span[root] else {
+            continue;
+        };
         let idx = buffers.len();
         let val = &problem.values[root];
         buffers.push(Buffer {
@@ -151,7 +159,12 @@ mod tests {
     use super::*;
     use crate::order::{Node, Value};
 
-    fn value(size: u64, producer: Option<usize>, consumers: Vec<usize>, live_at_end: bool) -> Value {
+    fn value(
+        size: u64,
+        producer: Option<usize>,
+        consumers: Vec<usize>,
+        live_at_end: bool,
+    ) -> Value {
         Value {
             size,
             alignment: 1,
@@ -207,7 +220,10 @@ mod tests {
         assert_eq!(off.problem.load(), 200);
         assert_eq!(on.problem.load(), 117);
         assert_eq!(on.value_buffer[0], on.value_buffer[1]);
-        assert_eq!(on.owners[on.value_buffer[0].unwrap()], BufferOwner::Values(vec![0, 1]));
+        assert_eq!(
+            on.owners[on.value_buffer[0].unwrap()],
+            BufferOwner::Values(vec![0, 1])
+        );
     }
 
     #[test]

@@ -13,7 +13,13 @@ impl Orderer for Listed {
         "listed"
     }
 
-    fn order(&self, problem: &OrderProblem, incumbent: &[usize], _: &LifetimeOptions, _: &Budget) -> Vec<usize> {
+    fn order(
+        &self,
+        problem: &OrderProblem,
+        incumbent: &[usize],
+        _: &LifetimeOptions,
+        _: &Budget,
+    ) -> Vec<usize> {
         // The problem is validated before ordering, so a cycle cannot occur here; fall back to
         // the incumbent (already a valid order) rather than panic.
         problem

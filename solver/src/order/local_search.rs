@@ -1,48 +1,56 @@
 //! Hill-climbing local search over op orders, starting from the incumbent.
 //!
-//! Idea (the neighbourhood of scheduling local search, cf. the re-ordering moves of OLLA /
-//! MODeL, here without an integer program): only moves that change a peak step can lower the
-//! LOAD, so every round looks at the steps at the current peak and at the values live there,
-//! and tries two kinds of *closed block* moves:
-//! - **delay**: move the producer of a value live at the peak to just after the peak step,
-//!   together with every node between them that depends on it (so the move stays legal);
-//! - **hoist**: move the readers of a value live at the peak that run after it to just before
-//!   the peak step, together with every node between them that they depend on (so the value can
-//!   die earlier); the node running at the peak is also hoisted/delayed the same way.
+//! Idea (the re-ordering neighbourhood of memory-aware scheduling, cf. OLLA / MODeL, here
+//! without an integer program): only a move that changes a step at the peak can lower the LOAD,
+//! so each round looks at the first steps at the current peak and at the values live there, and
+//! tries *closed block* moves across such a step `s`:
+//! - **delay**: the producer of a value live at `s` (or the node at `s`) moves to just after `s`
+//!   (or after the end of the run of peak steps holding `s`), together with every node in
+//!   between that depends on it, so the move stays legal;
+//! - **hoist**: the readers of a value live at `s` that run after `s` (or the node at `s`) move
+//!   to just before `s` (or the start of its run), together with every node in between that
+//!   they depend on, so the value can die before the peak.
 //!
-//! A move is scored on its window only: the live bytes before and after the window are
-//! unchanged (exactly so without in-place merging; with it the window simulation is an
-//! estimate), so the new profile costs `O(window · degree)`, with an early exit as soon as a
-//! step goes over the peak. Objective, lexicographic: (LOAD, number of steps at LOAD, sum of
-//! live bytes over steps), so plateaus of equal peak are left through fewer peak steps.
-//! Promising moves are re-evaluated exactly ([`ProfileEval`], `O(n + e)`, preallocated
-//! buffers) before being accepted; the best accepted move of a round is applied.
+//! A move is scored on its window only: live bytes before and after the window do not change
+//! (exactly so without in-place merging; with it the window simulation is an estimate), so a
+//! move costs `O(window · degree)`, with an early exit as soon as a step goes over the peak.
+//! The objective is lexicographic, (LOAD, number of steps at LOAD), so plateaus of equal peak
+//! are left through fewer peak steps. Candidates are re-evaluated exactly, best estimate first
+//! (an exact profile evaluator, `O(n + e)` with preallocated buffers), and the first exact improvement is
+//! applied. The search stops at once if the LOAD meets [`super::bound::order_lower_bound`]
+//! (computed for graphs of up to [`BOUND_CHECK_LIMIT`] nodes + values).
 //!
-//! Termination: every accepted move strictly lowers the objective; the search also stops when
-//! the [`Budget`] is spent (one budget tick per scored move) or, whatever the budget, after
-//! [`LocalSearch::max_work`] simulated window steps or [`LocalSearch::max_moves`] accepted
-//! moves, so it is deterministic and bounded when the budget is unlimited. It never returns an
-//! order worse than the incumbent.
+//! Termination: every applied move strictly lowers the objective; the search also stops when
+//! the [`Budget`] is spent (one budget tick per scored move) and, whatever the budget, after
+//! [`LocalSearch::max_work`] units of work (a unit is one node or value visited: window steps
+//! simulated, closure scans, exact evaluations) or [`LocalSearch::max_moves`] applied moves,
+//! so it is deterministic and bounded when the budget is unlimited. It never returns an order
+//! worse than the incumbent.
 
+use super::bound::order_lower_bound;
 use super::{LifetimeOptions, OrderProblem, Orderer};
-use crate::budget::Budget;
+use crate::budget::{Budget, BudgetClock};
+
+/// Nodes + values up to which the search computes the order bound to stop early when met.
+pub const BOUND_CHECK_LIMIT: usize = 100_000;
 
 /// Hill-climbing local search from the incumbent order (see the module doc).
 #[derive(Debug, Clone)]
 pub struct LocalSearch {
-    /// Cap on simulated window steps (the search's unit of work), whatever the budget.
+    /// Cap on work units (nodes/values visited), whatever the budget. The default, 2·10⁷,
+    /// keeps the search around a few tens of milliseconds.
     pub max_work: u64,
-    /// Cap on accepted moves, whatever the budget.
+    /// Cap on applied moves, whatever the budget.
     pub max_moves: u64,
-    /// Peak steps examined per round (the first ones of the order).
+    /// Peak steps examined per round (the first ones in the order).
     pub peak_steps: usize,
 }
 
 impl Default for LocalSearch {
     fn default() -> Self {
         LocalSearch {
-            max_work: 30_000_000,
-            max_moves: 20_000,
+            max_work: 20_000_000,
+            max_moves: 10_000,
             peak_steps: 4,
         }
     }
@@ -61,17 +69,26 @@ impl Orderer for LocalSearch {
         budget: &Budget,
     ) -> Vec<usize> {
         if problem.check_order(incumbent).is_err() {
-            return problem
-                .listed_topological_order()
-                .unwrap_or_else(|_| incumbent.to_vec());
+            // Not a valid incumbent: start from the listed order instead.
+            return match problem.listed_topological_order() {
+                Ok(listed) => self.order(problem, &listed, opts, budget),
+                Err(_) => incumbent.to_vec(),
+            };
         }
         let mut search = Search::new(problem, incumbent, *opts);
-        search.run(self, budget);
+        // The early stop at the bound is worth its price on graphs of ordinary size only.
+        let small = problem.nodes.len() + problem.values.len() <= BOUND_CHECK_LIMIT;
+        let bound = if small {
+            order_lower_bound(problem, opts)
+        } else {
+            0
+        };
+        search.run(self, budget, bound);
         search.order
     }
 }
 
-/// Exact LOAD of orders with reusable buffers: the same rules as [`super::lifetimes`]
+/// Exact LOAD of orders with reusable buffers: the same rules as [`super::lifetimes()`]
 /// (births, deaths, in-place merging, workspaces), as a per-step live-bytes profile.
 #[derive(Debug, Clone)]
 pub(crate) struct ProfileEval {
@@ -79,7 +96,8 @@ pub(crate) struct ProfileEval {
     pub pos: Vec<usize>,
     /// Live bytes at each step (length `max(n, 1)`).
     pub live: Vec<u64>,
-    /// Bytes of the buffers that start at each step (workspaces included).
+    /// Bytes of the buffers that the node at each step starts (workspace included; graph
+    /// inputs, which start at step 0 before any node, excluded).
     pub starts: Vec<u64>,
     /// Size of the buffer holding each value (its in-place group's root), 0 if never reserved.
     pub held: Vec<u64>,
@@ -148,10 +166,19 @@ impl ProfileEval {
                         continue;
                     }
                     let root = self.group[inp];
-                    let (rv, ov) = (&problem.values[root], &problem.values[out]);
-                    let fits = ov.size <= rv.size && ov.alignment <= rv.alignment;
-                    let dies_here = self.span[inp].1 == step + 1 && !problem.values[inp].live_at_end;
-                    if fits && dies_here && !self.donated[inp] && self.group[out] == out && out != inp {
+                    // As in `lifetimes`: the output fits in the donor's own bytes and its
+                    // alignment divides the buffer's (the chain's first value's).
+                    let ov = &problem.values[out];
+                    let fits = ov.size <= problem.values[inp].size
+                        && ov.alignment <= problem.values[root].alignment;
+                    let dies_here =
+                        self.span[inp].1 == step + 1 && !problem.values[inp].live_at_end;
+                    if fits
+                        && dies_here
+                        && !self.donated[inp]
+                        && self.group[out] == out
+                        && out != inp
+                    {
                         self.donated[inp] = true;
                         self.group[out] = root;
                         let out_end = self.span[out].1;
@@ -175,7 +202,10 @@ impl ProfileEval {
                 let (start, end) = self.span[t];
                 self.diff[start as usize] += val.size as i128;
                 self.diff[end as usize] -= val.size as i128;
-                self.starts[start as usize] = self.starts[start as usize].saturating_add(val.size);
+                if val.producer.is_some() {
+                    self.starts[start as usize] =
+                        self.starts[start as usize].saturating_add(val.size);
+                }
             }
         }
         for &node in order {
@@ -199,12 +229,20 @@ impl ProfileEval {
     }
 }
 
-/// The lexicographic objective: (LOAD, steps at LOAD, sum of live bytes).
+/// The objective: (LOAD, number of steps at LOAD), smaller is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Objective {
     peak: u64,
     count: usize,
-    area: u128,
+}
+
+/// Objective of a live-bytes profile.
+fn objective_of(live: &[u64]) -> Objective {
+    let peak = live.iter().copied().max().unwrap_or(0);
+    Objective {
+        peak,
+        count: live.iter().filter(|&&l| l == peak).count(),
+    }
 }
 
 /// Kind of block move.
@@ -216,6 +254,13 @@ enum Move {
     Hoist,
 }
 
+/// A scored move: the new contents of the window starting at step `a`, and its estimate.
+struct Candidate {
+    a: usize,
+    window: Vec<usize>,
+    obj: Objective,
+}
+
 /// The search state: the current order, its exact profile and scratch buffers.
 struct Search<'a> {
     problem: &'a OrderProblem,
@@ -223,33 +268,25 @@ struct Search<'a> {
     order: Vec<usize>,
     eval: ProfileEval,
     obj: Objective,
-    /// Prefix maxima: `pre_max[s]` = max live over steps `< s`.
+    /// `pre_max[s]`: max live bytes over steps `< s`.
     pre_max: Vec<u64>,
-    /// Suffix maxima: `suf_max[s]` = max live over steps `>= s`.
+    /// `suf_max[s]`: max live bytes over steps `>= s`.
     suf_max: Vec<u64>,
-    /// `pre_cnt[s]` = steps `< s` at the peak.
+    /// `pre_cnt[s]`: steps `< s` at the peak.
     pre_cnt: Vec<usize>,
-    /// `pre_area[s]` = live bytes summed over steps `< s`.
-    pre_area: Vec<u128>,
+    work: u64,
     // Scratch.
     in_block: Vec<bool>,
     window: Vec<usize>,
     trial: Vec<usize>,
-    cnt: Vec<u32>,
+    trial_eval: ProfileEval,
+    /// Readers of each value left in the simulated window.
+    left: Vec<u32>,
     touched: Vec<usize>,
     held_sim: Vec<u64>,
     align_sim: Vec<u64>,
     donated_sim: Vec<bool>,
     merged_sim: Vec<bool>,
-    work: u64,
-    scratch_eval: ProfileEval,
-}
-
-/// A scored candidate: the new window (to write over `[a, a + len)`) and its objective.
-struct Candidate {
-    a: usize,
-    window: Vec<usize>,
-    obj: Objective,
 }
 
 impl<'a> Search<'a> {
@@ -261,27 +298,22 @@ impl<'a> Search<'a> {
             problem,
             opts,
             order: incumbent.to_vec(),
-            scratch_eval: eval.clone(),
+            trial_eval: eval.clone(),
             eval,
-            obj: Objective {
-                peak: 0,
-                count: 0,
-                area: 0,
-            },
-            pre_max: Vec::new(),
-            suf_max: Vec::new(),
-            pre_cnt: Vec::new(),
-            pre_area: Vec::new(),
+            obj: Objective { peak: 0, count: 0 },
+            pre_max: Vec::with_capacity(n + 1),
+            suf_max: Vec::with_capacity(n + 1),
+            pre_cnt: Vec::with_capacity(n + 1),
+            work: (n + m) as u64,
             in_block: vec![false; n],
             window: Vec::new(),
             trial: Vec::with_capacity(n),
-            cnt: vec![0; m],
+            left: vec![0; m],
             touched: Vec::new(),
             held_sim: vec![0; m],
             align_sim: vec![1; m],
             donated_sim: vec![false; m],
             merged_sim: vec![false; m],
-            work: 0,
         };
         s.refresh();
         s
@@ -291,52 +323,55 @@ impl<'a> Search<'a> {
     fn refresh(&mut self) {
         self.obj = objective_of(&self.eval.live);
         let live = &self.eval.live;
-        let steps = live.len();
         self.pre_max.clear();
         self.pre_cnt.clear();
-        self.pre_area.clear();
-        self.suf_max.clear();
-        self.suf_max.resize(steps + 1, 0);
-        let (mut mx, mut c, mut a) = (0u64, 0usize, 0u128);
+        let (mut mx, mut c) = (0u64, 0usize);
         for &l in live {
             self.pre_max.push(mx);
             self.pre_cnt.push(c);
-            self.pre_area.push(a);
             mx = mx.max(l);
             c += usize::from(l == self.obj.peak);
-            a += l as u128;
         }
         self.pre_max.push(mx);
         self.pre_cnt.push(c);
-        self.pre_area.push(a);
-        for s in (0..steps).rev() {
+        self.suf_max.clear();
+        self.suf_max.resize(live.len() + 1, 0);
+        for s in (0..live.len()).rev() {
             self.suf_max[s] = self.suf_max[s + 1].max(live[s]);
         }
     }
 
-    fn run(&mut self, cfg: &LocalSearch, budget: &Budget) {
+    fn run(&mut self, cfg: &LocalSearch, budget: &Budget, bound: u64) {
         let mut clock = budget.start();
-        let n = self.problem.nodes.len();
-        if n < 2 {
-            return;
+        if self.problem.nodes.len() >= 2 {
+            self.climb(cfg, &mut clock, bound);
         }
+    }
+
+    /// Hill-climbs until no move improves, the bound is met or a limit (budget, work, moves)
+    /// is reached.
+    fn climb(&mut self, cfg: &LocalSearch, clock: &mut BudgetClock, bound: u64) {
         let mut moves = 0u64;
+        let (n, m) = (self.problem.nodes.len(), self.problem.values.len());
         let mut cands: Vec<Candidate> = Vec::new();
-        'rounds: while moves < cfg.max_moves && self.work < cfg.max_work {
-            if clock.exhausted().is_some() {
-                break;
+        while self.obj.peak > bound {
+            if moves >= cfg.max_moves {
+                return;
             }
             let peak = self.obj.peak;
             let peaks: Vec<usize> = (0..n)
                 .filter(|&s| self.eval.live[s] == peak)
                 .take(cfg.peak_steps.max(1))
                 .collect();
-            let mut accepted = false;
+            self.work += n as u64;
+            let mut applied = false;
             for &s in &peaks {
                 cands.clear();
-                for (kind, seed, target) in self.seeds_at(s) {
+                let seeds = self.seeds_at(s);
+                self.work += m as u64;
+                for (kind, seed, target) in seeds {
                     if clock.tick().is_some() || self.work >= cfg.max_work {
-                        break 'rounds;
+                        return;
                     }
                     if let Some(c) = self.try_move(kind, &seed, target) {
                         cands.push(c);
@@ -345,31 +380,34 @@ impl<'a> Search<'a> {
                 // Best estimate first; the first exact improvement is applied.
                 cands.sort_by(|x, y| x.obj.cmp(&y.obj).then(x.a.cmp(&y.a)));
                 for c in &cands {
+                    if clock.exhausted().is_some() || self.work >= cfg.max_work {
+                        return;
+                    }
                     self.trial.clear();
                     self.trial.extend_from_slice(&self.order);
                     self.trial[c.a..c.a + c.window.len()].copy_from_slice(&c.window);
-                    self.scratch_eval.eval(self.problem, &self.trial, &self.opts);
-                    self.work += n as u64;
-                    if objective_of(&self.scratch_eval.live) < self.obj {
+                    self.trial_eval.eval(self.problem, &self.trial, &self.opts);
+                    self.work += (n + m) as u64;
+                    if objective_of(&self.trial_eval.live) < self.obj {
                         std::mem::swap(&mut self.order, &mut self.trial);
-                        std::mem::swap(&mut self.eval, &mut self.scratch_eval);
+                        std::mem::swap(&mut self.eval, &mut self.trial_eval);
                         self.refresh();
-                        accepted = true;
+                        applied = true;
                         break;
                     }
                 }
-                if accepted {
+                if applied {
                     break;
                 }
             }
-            if !accepted {
-                break;
+            if !applied {
+                return;
             }
             moves += 1;
         }
     }
 
-    /// Candidate moves around peak step `s`: (kind, seeds, step to cross). Delays cross `s`
+    /// Candidate moves across peak step `s`: (kind, seeds, step to cross). Delays cross `s`
     /// and the end of the run of peak steps holding `s`; hoists cross `s` and its run's start.
     fn seeds_at(&self, s: usize) -> Vec<(Move, Vec<usize>, usize)> {
         let p = self.problem;
@@ -403,7 +441,11 @@ impl<'a> Search<'a> {
                 continue;
             }
             let birth = val.producer.map_or(0, |q| self.eval.pos[q]);
-            let end = if val.live_at_end { n } else { self.eval.last_read[t].max(birth + 1) };
+            let end = if val.live_at_end {
+                n
+            } else {
+                self.eval.last_read[t].max(birth + 1)
+            };
             if !(birth <= s && s < end) {
                 continue;
             }
@@ -427,32 +469,43 @@ impl<'a> Search<'a> {
         out
     }
 
-    /// Builds the block move of `seeds` across step `s` and scores it on its window; returns
-    /// it when the estimate beats the current objective.
+    /// Builds the block move of `seeds` across step `s` into `self.window` and scores it on
+    /// its window; returns it when the estimate beats the current objective.
     fn try_move(&mut self, kind: Move, seeds: &[usize], s: usize) -> Option<Candidate> {
-        let p = self.problem;
-        let pos = &self.eval.pos;
-        let n = p.nodes.len();
+        let n = self.problem.nodes.len();
         let (a, b) = match kind {
             Move::Delay => {
-                let first = seeds.iter().map(|&v| pos[v]).min()?;
-                // Target: just after step s (or after the node itself when it is at s).
-                let target = if first >= s { s + 1 } else { s };
+                let first = seeds.iter().map(|&v| self.eval.pos[v]).min()?;
+                // Cross step s (or the node's own step when the seed is at or after s).
+                let target = if first >= s { first + 1 } else { s };
                 if target >= n {
                     return None;
                 }
                 (first, target)
             }
             Move::Hoist => {
-                let last = seeds.iter().map(|&v| pos[v]).max()?;
-                let target = if last <= s { s.checked_sub(1)? } else { s };
+                let last = seeds.iter().map(|&v| self.eval.pos[v]).max()?;
+                let target = if last <= s { last.checked_sub(1)? } else { s };
                 (target, last)
             }
         };
-        if a >= b {
+        if a >= b || !self.build_window(kind, seeds, a, b) {
             return None;
         }
-        // Closure of the seeds within [a, b].
+        let est = self.simulate(a, b)?;
+        (est < self.obj).then(|| Candidate {
+            a,
+            window: self.window.clone(),
+            obj: est,
+        })
+    }
+
+    /// Writes into `self.window` the new contents of `[a, b]` when `seeds` (in the window)
+    /// move to its end (delay) or start (hoist) with their dependents / dependencies in it.
+    /// Positions are read from `self.eval.pos`. Returns false when the move changes nothing.
+    fn build_window(&mut self, kind: Move, seeds: &[usize], a: usize, b: usize) -> bool {
+        let p = self.problem;
+        self.work += (b - a + 1) as u64;
         for &v in seeds {
             self.in_block[v] = true;
         }
@@ -466,9 +519,7 @@ impl<'a> Search<'a> {
                             .inputs
                             .iter()
                             .any(|&t| p.values[t].producer.is_some_and(|q| self.in_block[q]));
-                        if dep {
-                            self.in_block[v] = true;
-                        }
+                        self.in_block[v] = dep;
                     }
                     block_len += usize::from(self.in_block[v]);
                 }
@@ -476,27 +527,25 @@ impl<'a> Search<'a> {
             Move::Hoist => {
                 for k in (a..=b).rev() {
                     let v = self.order[k];
-                    if self.in_block[v] {
-                        block_len += 1;
-                        for &t in &p.nodes[v].inputs {
-                            if let Some(q) = p.values[t].producer {
-                                let pq = self.eval.pos[q];
-                                if pq >= a && pq < k {
-                                    self.in_block[q] = true;
-                                }
+                    if !self.in_block[v] {
+                        continue;
+                    }
+                    block_len += 1;
+                    for &t in &p.nodes[v].inputs {
+                        if let Some(q) = p.values[t].producer {
+                            let pq = self.eval.pos[q];
+                            if pq >= a && pq < k {
+                                self.in_block[q] = true;
                             }
                         }
                     }
                 }
             }
         }
-        let len = b - a + 1;
+        // New window: the rest then the block (delay), or the block then the rest (hoist).
         self.window.clear();
-        let (first_part, second_part) = match kind {
-            Move::Delay => (false, true),
-            Move::Hoist => (true, false),
-        };
-        for part in [first_part, second_part] {
+        let block_first = kind == Move::Hoist;
+        for part in [block_first, !block_first] {
             for k in a..=b {
                 let v = self.order[k];
                 if self.in_block[v] == part {
@@ -508,15 +557,7 @@ impl<'a> Search<'a> {
             let v = self.order[k];
             self.in_block[v] = false;
         }
-        if block_len == 0 || block_len == len || self.window[..] == self.order[a..=b] {
-            return None;
-        }
-        let est = self.simulate(a, b)?;
-        (est < self.obj).then(|| Candidate {
-            a,
-            window: self.window.clone(),
-            obj: est,
-        })
+        block_len != 0 && block_len != b - a + 1
     }
 
     /// Live bytes over the window `[a, b]` when it runs `self.window`; returns the estimated
@@ -525,75 +566,77 @@ impl<'a> Search<'a> {
         let p = self.problem;
         let e = &self.eval;
         let peak = self.obj.peak;
-        let n = p.nodes.len();
-        // Readers inside the window.
         self.touched.clear();
         for &v in &self.window {
             for &t in &p.nodes[v].inputs {
-                if self.cnt[t] == 0 {
+                if self.left[t] == 0 {
                     self.touched.push(t);
                 }
-                self.cnt[t] += 1;
+                self.left[t] += 1;
             }
         }
+        // A value dies in the window when its last window reader runs and no reader follows
+        // the window.
+        let no_reader_after = |t: usize| e.last_read[t] <= b + 1 && !p.values[t].live_at_end;
+        // Bytes live across the step boundary before `a` (graph inputs included).
         let mut cur = e.live[a].saturating_sub(e.starts[a]) as u128;
         let mut wmax = 0u64;
         let mut wcnt = 0usize;
-        let mut warea = 0u128;
-        let mut ok = true;
-        for (k, &v) in self.window.iter().enumerate() {
+        let mut over = false;
+        for &v in &self.window {
             self.work += 1;
             let node = &p.nodes[v];
-            let step_bytes_before = cur;
-            let mut add = 0u128;
             for &o in &node.outputs {
                 self.held_sim[o] = p.values[o].size;
                 self.align_sim[o] = p.values[o].alignment;
-                self.merged_sim[o] = false;
             }
             if self.opts.inplace {
                 for &(o, i) in &node.inplace {
                     if o == i || self.merged_sim[o] || self.donated_sim[i] {
                         continue;
                     }
-                    let dies = self.cnt[i] == 1
-                        && !p.values[i].live_at_end
-                        && e.last_read[i] <= b + 1
-                        && node.inputs.contains(&i);
-                    let (hs, ha) = self.held_of(i, a);
-                    if dies && p.values[o].size <= hs && p.values[o].alignment <= ha && hs > 0 {
+                    if self.left[i] != 1 || !no_reader_after(i) || !node.inputs.contains(&i) {
+                        continue;
+                    }
+                    let born_here = p.values[i].producer.is_some_and(|q| e.pos[q] >= a);
+                    let (hs, ha) = if born_here {
+                        (self.held_sim[i], self.align_sim[i])
+                    } else {
+                        (e.held[i], e.held_align[i])
+                    };
+                    let fits = p.values[o].size <= p.values[i].size && p.values[o].alignment <= ha;
+                    if hs > 0 && fits {
                         self.merged_sim[o] = true;
                         self.donated_sim[i] = true;
                         self.held_sim[o] = hs;
                         self.align_sim[o] = ha;
-                        self.touched.push(i);
                     }
                 }
             }
+            let mut add = 0u128;
             for &o in &node.outputs {
                 if !self.merged_sim[o] {
                     add += self.held_sim[o] as u128;
                 }
             }
-            let step_live = step_bytes_before + add + node.workspace as u128;
-            let step_live = u64::try_from(step_live).unwrap_or(u64::MAX);
+            let during = cur + add;
+            let step_live = u64::try_from(during + node.workspace as u128).unwrap_or(u64::MAX);
             if step_live > peak {
-                ok = false;
+                over = true;
                 break;
             }
             wmax = wmax.max(step_live);
             wcnt += usize::from(step_live == peak);
-            warea += step_live as u128;
-            // Frees after the step.
             let mut freed = 0u128;
             for &t in &node.inputs {
-                self.cnt[t] -= 1;
-                if self.cnt[t] == 0
-                    && !p.values[t].live_at_end
-                    && e.last_read[t] <= b + 1
-                    && !self.donated_sim[t]
-                {
-                    freed += self.held_of(t, a).0 as u128;
+                self.left[t] -= 1;
+                if self.left[t] == 0 && no_reader_after(t) && !self.donated_sim[t] {
+                    let born_here = p.values[t].producer.is_some_and(|q| e.pos[q] >= a);
+                    freed += if born_here {
+                        self.held_sim[t]
+                    } else {
+                        e.held[t]
+                    } as u128;
                 }
             }
             for &o in &node.outputs {
@@ -602,12 +645,10 @@ impl<'a> Search<'a> {
                     freed += self.held_sim[o] as u128;
                 }
             }
-            cur = (step_bytes_before + add).saturating_sub(freed);
-            let _ = k;
+            cur = during.saturating_sub(freed);
         }
-        // Reset scratch.
         for &t in &self.touched {
-            self.cnt[t] = 0;
+            self.left[t] = 0;
             self.donated_sim[t] = false;
         }
         for &v in &self.window {
@@ -615,49 +656,373 @@ impl<'a> Search<'a> {
                 self.merged_sim[o] = false;
             }
         }
-        if !ok {
-            // Counters of inputs not yet decremented were reset above.
+        if over {
             return None;
         }
-        let _ = n;
         let outside_max = self.pre_max[a].max(self.suf_max[b + 1]);
         let new_peak = outside_max.max(wmax);
         if new_peak < peak {
+            // The count at the new level is unknown; a lower peak wins anyway.
             return Some(Objective {
                 peak: new_peak,
                 count: 0,
-                area: 0,
             });
         }
         let outside_cnt = self.pre_cnt[a] + (self.obj.count - self.pre_cnt[b + 1]);
-        let outside_area = self.pre_area[a] + (self.pre_area[self.eval.live.len()] - self.pre_area[b + 1]);
         Some(Objective {
             peak,
             count: outside_cnt + wcnt,
-            area: outside_area + warea,
         })
-    }
-
-    /// Buffer size and alignment a value counts for during the window simulation: values born
-    /// in the window use the simulated figure, others the exact one.
-    fn held_of(&self, t: usize, a: usize) -> (u64, u64) {
-        let born_in_window = self.problem.values[t]
-            .producer
-            .is_some_and(|q| self.eval.pos[q] >= a);
-        if born_in_window {
-            (self.held_sim[t], self.align_sim[t])
-        } else {
-            (self.eval.held[t], self.eval.held_align[t])
-        }
     }
 }
 
-/// Objective of a live-bytes profile.
-fn objective_of(live: &[u64]) -> Objective {
-    let peak = live.iter().copied().max().unwrap_or(0);
-    Objective {
-        peak,
-        count: live.iter().filter(|&&l| l == peak).count(),
-        area: live.iter().map(|&l| l as u128).sum(),
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::order::bound::order_lower_bound;
+    use crate::order::greedy::GreedyList;
+    use crate::order::{Node, Value};
+    use proptest::prelude::*;
+
+    /// A small deterministic generator (splitmix64).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, k: u64) -> u64 {
+            self.next() % k
+        }
+        fn chance(&mut self, percent: u64) -> bool {
+            self.below(100) < percent
+        }
+    }
+
+    /// A random DAG of `n` nodes: graph inputs, 1–2 outputs per node, fan-in up to 3 among
+    /// earlier values, random sizes / alignments / workspaces / graph outputs / in-place pairs,
+    /// and node indices shuffled so the listed order is usually not topological.
+    pub(crate) fn random_problem(seed: u64, n: usize) -> OrderProblem {
+        let mut rng = Rng(seed);
+        let mut values: Vec<Value> = Vec::new();
+        let new_value = |rng: &mut Rng, producer: Option<usize>| Value {
+            // Often one of a few sizes, so in-place chains of equal or shrinking sizes occur.
+            size: if rng.chance(50) {
+                16 << rng.below(3)
+            } else {
+                1 + rng.below(100)
+            },
+            alignment: 1 << rng.below(3),
+            producer,
+            consumers: Vec::new(),
+            live_at_end: rng.chance(15),
+        };
+        for _ in 0..rng.below(3) {
+            let v = new_value(&mut rng, None);
+            values.push(v);
+        }
+        let mut nodes: Vec<Node> = Vec::new();
+        for k in 0..n {
+            let mut inputs = Vec::new();
+            if !values.is_empty() {
+                for _ in 0..rng.below(4) {
+                    let t = rng.below(values.len() as u64) as usize;
+                    if !inputs.contains(&t) {
+                        inputs.push(t);
+                    }
+                }
+            }
+            let mut outputs = Vec::new();
+            for _ in 0..1 + rng.below(2) {
+                outputs.push(values.len());
+                let v = new_value(&mut rng, Some(k));
+                values.push(v);
+            }
+            let mut inplace = Vec::new();
+            for &o in &outputs {
+                if !inputs.is_empty() && rng.chance(50) {
+                    let i = inputs[rng.below(inputs.len() as u64) as usize];
+                    inplace.push((o, i));
+                }
+            }
+            let workspace = if rng.chance(30) { 1 + rng.below(50) } else { 0 };
+            nodes.push(Node {
+                inputs,
+                outputs,
+                workspace,
+                inplace,
+            });
+        }
+        // Shuffle node indices (Fisher–Yates).
+        let mut perm: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            perm.swap(i, j);
+        }
+        let mut shuffled = vec![Node::default(); n];
+        for (old, node) in nodes.into_iter().enumerate() {
+            shuffled[perm[old]] = node;
+        }
+        for v in &mut values {
+            v.producer = v.producer.map(|p| perm[p]);
+        }
+        for (k, node) in shuffled.iter().enumerate() {
+            for &t in &node.inputs {
+                values[t].consumers.push(k);
+            }
+        }
+        for v in &mut values {
+            v.consumers.sort_unstable();
+        }
+        OrderProblem {
+            nodes: shuffled,
+            values,
+            workspace_alignment: 1,
+        }
+    }
+
+    /// Every topological order, by iterative backtracking.
+    pub(crate) fn all_orders(p: &OrderProblem) -> Vec<Vec<usize>> {
+        let n = p.nodes.len();
+        let preds = p.predecessors();
+        let succ = p.successors();
+        let mut indeg: Vec<usize> = preds.iter().map(Vec::len).collect();
+        let mut used = vec![false; n];
+        let mut order: Vec<usize> = Vec::new();
+        // next[d]: the next node index to try at depth d.
+        let mut next = vec![0usize; n + 1];
+        let mut out = Vec::new();
+        loop {
+            let d = order.len();
+            if d == n {
+                out.push(order.clone());
+            }
+            let mut advanced = false;
+            if d < n {
+                while next[d] < n {
+                    let v = next[d];
+                    next[d] += 1;
+                    if !used[v] && indeg[v] == 0 {
+                        used[v] = true;
+                        for &s in &succ[v] {
+                            indeg[s] -= 1;
+                        }
+                        order.push(v);
+                        next[d + 1] = 0;
+                        advanced = true;
+                        break;
+                    }
+                }
+            }
+            if advanced {
+                continue;
+            }
+            // Backtrack.
+            let Some(v) = order.pop() else {
+                return out;
+            };
+            used[v] = false;
+            for &s in &succ[v] {
+                indeg[s] += 1;
+            }
+        }
+    }
+
+    pub(crate) fn value(
+        size: u64,
+        producer: Option<usize>,
+        consumers: Vec<usize>,
+        live_at_end: bool,
+    ) -> Value {
+        Value {
+            size,
+            alignment: 1,
+            producer,
+            consumers,
+            live_at_end,
+        }
+    }
+
+    /// Two independent branches from one input; the listed order runs the branch that holds a
+    /// big value first, and interleaves badly.
+    pub(crate) fn two_branches() -> OrderProblem {
+        // in(0) -> a0 -> big(1) -> a1 -> small(2)
+        // in(0) -> b0 -> mid(3) -> b1 -> out(4) ; a1's small(2) and b1's out are graph outputs.
+        OrderProblem {
+            nodes: vec![
+                Node {
+                    inputs: vec![0],
+                    outputs: vec![1],
+                    ..Node::default()
+                },
+                Node {
+                    inputs: vec![0],
+                    outputs: vec![3],
+                    ..Node::default()
+                },
+                Node {
+                    inputs: vec![1],
+                    outputs: vec![2],
+                    ..Node::default()
+                },
+                Node {
+                    inputs: vec![3],
+                    outputs: vec![4],
+                    ..Node::default()
+                },
+            ],
+            values: vec![
+                value(10, None, vec![0, 1], false),
+                value(100, Some(0), vec![2], false),
+                value(1, Some(2), vec![], true),
+                value(50, Some(1), vec![3], false),
+                value(1, Some(3), vec![], true),
+            ],
+            workspace_alignment: 1,
+        }
+    }
+
+    #[test]
+    fn profile_eval_matches_the_lifetimes_load_on_every_order() {
+        for seed in 0..400 {
+            for inplace in [false, true] {
+                let p = random_problem(seed, 7);
+                let opts = LifetimeOptions { inplace };
+                let mut eval = ProfileEval::new(&p);
+                for order in all_orders(&p).iter().take(50) {
+                    assert_eq!(
+                        eval.eval(&p, order, &opts),
+                        p.load(order, &opts),
+                        "seed {seed}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn local_search_finds_the_order_that_finishes_the_big_branch_first() {
+        let p = two_branches();
+        let opts = LifetimeOptions::default();
+        let listed = p.listed_topological_order().unwrap();
+        // Listed: a0, b0, a1, b1: input, big and mid live together at b0.
+        assert_eq!(p.load(&listed, &opts), 160);
+        let order = LocalSearch::default().order(&p, &listed, &opts, &Budget::UNLIMITED);
+        p.check_order(&order).unwrap();
+        let best = all_orders(&p)
+            .iter()
+            .map(|o| p.load(o, &opts))
+            .min()
+            .unwrap();
+        assert_eq!(p.load(&order, &opts), best);
+        assert_eq!(best, 111);
+    }
+
+    #[test]
+    fn local_search_with_a_spent_budget_returns_the_incumbent() {
+        let p = two_branches();
+        let opts = LifetimeOptions::default();
+        let listed = p.listed_topological_order().unwrap();
+        let budget = Budget {
+            time: None,
+            nodes: Some(0),
+        };
+        let order = LocalSearch::default().order(&p, &listed, &opts, &budget);
+        assert_eq!(order, listed);
+    }
+
+    #[test]
+    fn local_search_handles_empty_and_single_node_problems() {
+        let opts = LifetimeOptions::default();
+        let empty = OrderProblem::default();
+        assert!(LocalSearch::default()
+            .order(&empty, &[], &opts, &Budget::UNLIMITED)
+            .is_empty());
+        let one = random_problem(7, 1);
+        assert_eq!(
+            LocalSearch::default().order(&one, &[0], &opts, &Budget::UNLIMITED),
+            vec![0]
+        );
+    }
+
+    #[test]
+    fn local_search_replaces_an_invalid_incumbent_by_a_valid_order() {
+        let p = two_branches();
+        let opts = LifetimeOptions::default();
+        let order = LocalSearch::default().order(&p, &[3, 2, 1, 0], &opts, &Budget::UNLIMITED);
+        p.check_order(&order).unwrap();
+    }
+
+    #[test]
+    fn local_search_on_a_million_node_chain_respects_its_work_cap() {
+        let n = 1_000_000;
+        let p = chain(n);
+        let listed: Vec<usize> = (0..n).collect();
+        let opts = LifetimeOptions::default();
+        let started = std::time::Instant::now();
+        let order = LocalSearch::default().order(&p, &listed, &opts, &Budget::UNLIMITED);
+        assert_eq!(order, listed);
+        assert!(started.elapsed().as_secs_f64() < 10.0);
+    }
+
+    /// A chain of `n` nodes: input -> v0 -> v1 -> ... -> output.
+    pub(crate) fn chain(n: usize) -> OrderProblem {
+        let mut values = vec![value(8, None, vec![0], false)];
+        let mut nodes = Vec::with_capacity(n);
+        for k in 0..n {
+            values.push(value(8 + (k as u64 % 5), Some(k), vec![], k + 1 == n));
+            if k + 1 < n {
+                values[k + 1].consumers.push(k + 1);
+            }
+            nodes.push(Node {
+                inputs: vec![k],
+                outputs: vec![k + 1],
+                workspace: k as u64 % 3,
+                inplace: vec![(k + 1, k)],
+            });
+        }
+        OrderProblem {
+            nodes,
+            values,
+            workspace_alignment: 1,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// (a) the bound is at most the best LOAD over all orders; (b) greedy and local search
+        /// return topological orders no better than that best; (c) local search never returns
+        /// worse than its incumbent.
+        #[test]
+        fn bound_greedy_and_local_search_agree_with_brute_force(
+            seed in any::<u64>(),
+            n in 1usize..=8,
+            inplace in any::<bool>(),
+        ) {
+            let p = random_problem(seed, n);
+            let opts = LifetimeOptions { inplace };
+            let best = all_orders(&p).iter().map(|o| p.load(o, &opts)).min().unwrap_or(0);
+            let bound = order_lower_bound(&p, &opts);
+            prop_assert!(bound <= best, "bound {} > best LOAD {}", bound, best);
+
+            let listed = p.listed_topological_order().unwrap();
+            let greedy = GreedyList::default().order(&p, &listed, &opts, &Budget::UNLIMITED);
+            prop_assert!(p.check_order(&greedy).is_ok());
+            prop_assert!(p.load(&greedy, &opts) >= best);
+
+            for incumbent in [&listed, &greedy] {
+                let before = p.load(incumbent, &opts);
+                let ls = LocalSearch::default().order(&p, incumbent, &opts, &Budget::UNLIMITED);
+                prop_assert!(p.check_order(&ls).is_ok());
+                let after = p.load(&ls, &opts);
+                prop_assert!(after >= best);
+                prop_assert!(after <= before, "local search {} worse than incumbent {}", after, before);
+            }
+        }
     }
 }

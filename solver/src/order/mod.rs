@@ -1,6 +1,6 @@
 //! The op-order problem, graph-agnostic: nodes (ops) read and write values (tensors) of given
 //! sizes; an order is a topological permutation of the nodes. Each order induces buffer
-//! lifetimes ([`lifetimes`]) and so a LOAD; order heuristics ([`Orderer`]) look for orders with
+//! lifetimes ([`lifetimes()`]) and so a LOAD; order heuristics ([`Orderer`]) look for orders with
 //! a low LOAD, and [`bound`] gives a LOAD lower bound that holds for every order.
 
 pub mod bound;
@@ -288,11 +288,118 @@ pub fn best_order(
         }
     }
     let lower = bound::order_lower_bound(problem, opts);
-    debug_assert!(lower <= best_load, "order bound {lower} above an order's LOAD {best_load}");
+    debug_assert!(
+        lower <= best_load,
+        "order bound {lower} above an order's LOAD {best_load}"
+    );
     Ok(OrderResult {
         order: best,
         method,
         members,
         stats: SolveStats::heuristic(best_load, lower, started.elapsed()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Node i reads the value of each listed predecessor; each node writes one value.
+    fn dag(preds: &[&[usize]]) -> OrderProblem {
+        let n = preds.len();
+        let mut values: Vec<Value> = (0..n)
+            .map(|i| Value {
+                size: 10 + i as u64,
+                alignment: 1,
+                producer: Some(i),
+                consumers: Vec::new(),
+                live_at_end: false,
+            })
+            .collect();
+        let nodes = preds
+            .iter()
+            .enumerate()
+            .map(|(i, ps)| {
+                for &p in *ps {
+                    values[p].consumers.push(i);
+                }
+                Node {
+                    inputs: ps.to_vec(),
+                    outputs: vec![i],
+                    ..Node::default()
+                }
+            })
+            .collect();
+        OrderProblem {
+            nodes,
+            values,
+            workspace_alignment: 1,
+        }
+    }
+
+    #[test]
+    fn a_topological_listed_order_is_kept_as_is() {
+        let p = dag(&[&[], &[0], &[1], &[0, 2]]);
+        assert_eq!(p.listed_topological_order().unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_non_topological_listed_order_is_repaired_staying_close_to_it() {
+        // Node 0 reads node 2's value: 2 must move before 0; 1 stays first among the rest.
+        let p = dag(&[&[2], &[], &[]]);
+        assert_eq!(p.listed_topological_order().unwrap(), vec![1, 2, 0]);
+    }
+
+    #[test]
+    fn a_cycle_is_reported_with_its_nodes_in_dependency_order() {
+        let p = dag(&[&[], &[0, 3], &[1], &[2]]);
+        match p.listed_topological_order() {
+            Err(OrderError::Cycle { cycle }) => {
+                assert_eq!(cycle.len(), 3);
+                let mut sorted = cycle.clone();
+                sorted.sort();
+                assert_eq!(sorted, vec![1, 2, 3]);
+                // each node is a predecessor of the next
+                let preds = p.predecessors();
+                for w in 0..cycle.len() {
+                    let (a, b) = (cycle[w], cycle[(w + 1) % cycle.len()]);
+                    assert!(preds[b].contains(&a), "{cycle:?}");
+                }
+            }
+            other => panic!("expected a cycle, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn check_order_rejects_repeats_and_dependency_violations() {
+        let p = dag(&[&[], &[0], &[1]]);
+        assert!(p.check_order(&[0, 1, 2]).is_ok());
+        assert_eq!(
+            p.check_order(&[0, 0, 2]),
+            Err(OrderError::NotPermutation { nodes: 3, node: 0 })
+        );
+        assert_eq!(
+            p.check_order(&[0, 1]),
+            Err(OrderError::NotPermutation { nodes: 3, node: 2 })
+        );
+        assert_eq!(
+            p.check_order(&[0, 2, 1]),
+            Err(OrderError::NotTopological {
+                node: 2,
+                producer: 1
+            })
+        );
+    }
+
+    #[test]
+    fn best_order_never_returns_worse_than_the_listed_order() {
+        // Two independent chains listed interleaved: finishing one chain first is better.
+        let p = dag(&[&[], &[], &[0], &[1], &[2], &[3]]);
+        let listed = p.listed_topological_order().unwrap();
+        let opts = LifetimeOptions::default();
+        let r = best_order(&registry(), &p, &opts, &Budget::UNLIMITED).unwrap();
+        assert!(r.stats.objective <= p.load(&listed, &opts));
+        assert!(r.stats.lower_bound <= r.stats.objective);
+        assert_eq!(r.members.len(), registry().len());
+    }
 }

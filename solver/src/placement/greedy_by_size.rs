@@ -1,5 +1,5 @@
-//! Greedy by size, best fit (TFLite's `GreedyBySizePlanner`; Pisarchyk & Lee 2020, "Efficient
-//! Memory Management for Deep Neural Net Inference", and XLA's
+//! Greedy by size, best fit (TFLite GPU delegate's `GreedyBySizeAssignment`; Pisarchyk & Lee
+//! 2020, "Efficient Memory Management for Deep Neural Net Inference"; XLA's
 //! `GlobalDecreasingSizeBestFitHeap`).
 //!
 //! Buffers are taken by decreasing size (ties: earlier start, then lower index); each goes into
@@ -7,10 +7,10 @@
 //! overlap its own, or on top of them when no gap fits.
 //!
 //! Cost: `O(n log n)` to sort plus one query and one insertion in the occupancy index of
-//! [`super::fit`] per buffer, `O(n · log T · k)` for `k` merged byte runs per index node,
+//! `fit.rs` per buffer, `O(n · log T · k)` for `k` merged byte runs per index node,
 //! instead of the `O(n²)` scan of the original.
 
-use super::fit::{place_in_order, Fit};
+use super::fit::place_in_order;
 use super::Placer;
 use crate::budget::Budget;
 use crate::problem::{Placement, PlacementError, PlacementProblem};
@@ -32,8 +32,12 @@ impl Placer for GreedyBySize {
         "greedy-size"
     }
 
-    fn place(&self, problem: &PlacementProblem, _budget: &Budget) -> Result<Placement, PlacementError> {
-        place_in_order(problem, &size_order(problem), Fit::Best)
+    fn place(
+        &self,
+        problem: &PlacementProblem,
+        _budget: &Budget,
+    ) -> Result<Placement, PlacementError> {
+        place_in_order(problem, &size_order(problem))
     }
 }
 

@@ -2,8 +2,15 @@
 //! [`portfolio`] that runs every registered placer and keeps the lowest peak (ties go to the
 //! earlier registry entry, so the result is deterministic).
 
+pub mod coloring;
+pub mod first_fit;
 mod fit;
+pub mod greedy_by_conflicts;
 pub mod greedy_by_size;
+pub mod squeaky;
+
+#[cfg(test)]
+mod registry_tests;
 
 use crate::budget::{Budget, SolveStats};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
@@ -17,12 +24,22 @@ pub trait Placer: Send + Sync {
     /// Places every buffer; the returned placement must pass [`PlacementProblem::check`]
     /// when the capacity is ignored. Heuristics place regardless of `problem.capacity` and
     /// report the peak they reach. Must be deterministic for the same input.
-    fn place(&self, problem: &PlacementProblem, budget: &Budget) -> Result<Placement, PlacementError>;
+    fn place(
+        &self,
+        problem: &PlacementProblem,
+        budget: &Budget,
+    ) -> Result<Placement, PlacementError>;
 }
 
 /// Every heuristic placer, in portfolio order (earlier wins ties).
 pub fn registry() -> Vec<Box<dyn Placer>> {
-    vec![Box::new(greedy_by_size::GreedyBySize)]
+    vec![
+        Box::new(greedy_by_size::GreedyBySize),
+        Box::new(greedy_by_conflicts::GreedyByConflicts),
+        Box::new(first_fit::FirstFit),
+        Box::new(coloring::Coloring),
+        Box::new(squeaky::SqueakyWheel),
+    ]
 }
 
 /// Looks a placer up by name.
@@ -94,6 +111,9 @@ pub fn run_portfolio(
 }
 
 /// Runs the whole [`registry`] (see [`run_portfolio`]).
-pub fn portfolio(problem: &PlacementProblem, budget: &Budget) -> Result<PortfolioResult, PlacementError> {
+pub fn portfolio(
+    problem: &PlacementProblem,
+    budget: &Budget,
+) -> Result<PortfolioResult, PlacementError> {
     run_portfolio(&registry(), problem, budget)
 }

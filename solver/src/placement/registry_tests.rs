@@ -1,0 +1,135 @@
+//! Tests over the whole registry: every member gives a valid placement on random problems,
+//! reports overflow instead of wrapping, and the portfolio meets its targets on the shared
+//! benchmark traces when they are present.
+
+use super::{by_name, registry, run_portfolio};
+use crate::budget::Budget;
+use crate::problem::{Buffer, Lifetime, PlacementError, PlacementProblem};
+use proptest::prelude::*;
+use std::path::PathBuf;
+
+fn problem_strategy() -> impl Strategy<Value = PlacementProblem> {
+    let buffer = (0u64..40, 1u64..12, 1u64..2000, 0u32..10, any::<bool>()).prop_map(
+        |(start, len, size, align_log, long)| Buffer {
+            lifetime: Lifetime::new(start, start + if long { len * 4 } else { len }),
+            size,
+            alignment: 1 << align_log,
+        },
+    );
+    prop::collection::vec(buffer, 0..48).prop_map(PlacementProblem::new)
+}
+
+proptest! {
+    #[test]
+    fn every_member_places_random_problems_validly_at_or_above_load(p in problem_strategy()) {
+        let load = p.load();
+        for placer in registry() {
+            let placement = placer.place(&p, &Budget::UNLIMITED);
+            prop_assert!(placement.is_ok(), "{} failed: {:?}", placer.name(), placement);
+            let placement = placement.unwrap();
+            let peak = p.check(&placement);
+            prop_assert!(peak.is_ok(), "{} invalid: {:?}", placer.name(), peak);
+            prop_assert!(peak.unwrap() >= load);
+            // Deterministic: the same input gives the same offsets.
+            prop_assert_eq!(placer.place(&p, &Budget::UNLIMITED).unwrap(), placement);
+        }
+    }
+}
+
+#[test]
+fn member_names_are_unique_and_found_by_name() {
+    let names: Vec<&str> = registry().iter().map(|p| p.name()).collect();
+    for (i, name) in names.iter().enumerate() {
+        assert!(!names[..i].contains(name), "duplicate name {name}");
+        assert_eq!(by_name(name).map(|p| p.name()), Some(*name));
+    }
+    assert_eq!(
+        names,
+        vec![
+            "greedy-size",
+            "greedy-conflicts",
+            "first-fit",
+            "coloring",
+            "squeaky"
+        ]
+    );
+}
+
+#[test]
+fn every_member_reports_overflow_instead_of_wrapping() {
+    let half = u64::MAX / 2 + 1;
+    let p = PlacementProblem::new(vec![
+        Buffer {
+            lifetime: Lifetime::new(0, 2),
+            size: half,
+            alignment: 1,
+        },
+        Buffer {
+            lifetime: Lifetime::new(1, 3),
+            size: half,
+            alignment: 1,
+        },
+    ]);
+    for placer in registry() {
+        let got = placer.place(&p, &Budget::UNLIMITED);
+        assert!(
+            matches!(got, Err(PlacementError::Overflow { .. })),
+            "{}: {got:?}",
+            placer.name()
+        );
+    }
+}
+
+#[test]
+fn every_member_places_an_empty_problem() {
+    let p = PlacementProblem::default();
+    for placer in registry() {
+        assert_eq!(
+            placer.place(&p, &Budget::UNLIMITED).map(|pl| pl.offsets),
+            Ok(vec![])
+        );
+    }
+}
+
+/// A shared benchmark file (`../../shared/bench/...` from the crate), if present.
+fn shared(relative: &str) -> Option<PlacementProblem> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/bench")
+        .join(relative);
+    let text = std::fs::read_to_string(path).ok()?;
+    crate::csv::parse(&text, 1).ok().map(|csv| csv.problem)
+}
+
+#[test]
+fn the_portfolio_is_within_two_percent_of_load_on_iopddl_s_1_when_present() {
+    let Some(p) = shared("traces/iopddl_S_1.csv") else {
+        return;
+    };
+    let result = run_portfolio(&registry(), &p, &Budget::UNLIMITED).unwrap();
+    let load = p.load();
+    assert!(
+        result.stats.objective as f64 <= 1.02 * load as f64,
+        "best {} ({}) over 1.02 x LOAD {load}",
+        result.stats.objective,
+        result.method
+    );
+}
+
+#[test]
+fn the_portfolio_beats_greedy_by_size_on_the_minimalloc_instances_when_present() {
+    for name in ["A", "B", "C", "D", "E", "F"] {
+        let Some(p) = shared(&format!("minimalloc/{name}.1048576.csv")) else {
+            continue;
+        };
+        let result = run_portfolio(&registry(), &p, &Budget::UNLIMITED).unwrap();
+        let greedy = result.members[0].peak;
+        assert!(
+            result.stats.objective < greedy,
+            "{name}: no member beat greedy by size"
+        );
+        assert!(
+            (result.stats.objective as f64) < 1.3 * p.load() as f64,
+            "{name}"
+        );
+    }
+}
