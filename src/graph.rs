@@ -644,3 +644,58 @@ fn strip_position(msg: &str) -> String {
         None => msg.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_order_problem_leaves_weights_out_and_dedups_repeated_inputs() {
+        let g = Graph::parse(
+            r#"{"format": "memplan-graph/1",
+                "tensors": [
+                  {"name": "x", "size": 8, "kind": "input"},
+                  {"name": "w", "size": 8, "kind": "weight"},
+                  {"name": "y", "size": 8, "kind": "output", "alignment": 1024}],
+                "ops": [{"name": "sq", "type": "mul", "inputs": ["x", "x", "w"], "outputs": ["y"],
+                         "inplace": [[0, 0], [0, 2]]}]}"#,
+        )
+        .unwrap();
+        let (p, m) = g.order_problem_with_mapping();
+        assert_eq!(m.value_tensor, vec![TensorId(0), TensorId(2)]);
+        assert_eq!(m.tensor_value, vec![Some(0), None, Some(1)]);
+        assert_eq!(p.nodes[0].inputs, vec![0]);
+        assert_eq!(p.values[0].consumers, vec![0]);
+        assert!(p.values[1].live_at_end);
+        assert_eq!(p.values[1].alignment, 1024);
+        // the pair naming the weight is dropped: weights never share arena bytes
+        assert_eq!(p.nodes[0].inplace, vec![(1, 0)]);
+        assert_eq!(p.workspace_alignment, DEFAULT_ALIGNMENT);
+    }
+
+    #[test]
+    fn unknown_fields_are_tolerated_and_optional_ones_default() {
+        let g = Graph::parse(
+            r#"{"format": "memplan-graph/1", "future": 1, "alignment": 0,
+                "tensors": [{"name": "x", "size": 8, "kind": "input", "layout": "nchw"},
+                            {"name": "y", "size": 8, "kind": "output"}],
+                "ops": [{"name": "id", "inputs": ["x"], "outputs": ["y"], "time_us": 1.5}]}"#,
+        )
+        .unwrap();
+        assert_eq!(g.alignment, DEFAULT_ALIGNMENT);
+        assert_eq!(g.ops[0].workspace, 0);
+        assert_eq!(g.ops[0].time_us, Some(1.5));
+        assert_eq!(g.name, "");
+    }
+
+    #[test]
+    fn a_negative_flops_value_is_named() {
+        let err = Graph::parse(
+            r#"{"format": "memplan-graph/1",
+                "tensors": [{"name": "x", "size": 8, "kind": "input"}, {"name": "y", "size": 8, "kind": "output"}],
+                "ops": [{"name": "id", "inputs": ["x"], "outputs": ["y"], "flops": -3}]}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("op \"id\" flops"), "{err}");
+    }
+}

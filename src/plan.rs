@@ -281,3 +281,119 @@ pub fn emit(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Graph;
+    use memplan_solver::order::{lifetimes, LifetimeOptions};
+    use memplan_solver::placement;
+    use memplan_solver::Budget;
+
+    fn graph() -> Graph {
+        Graph::parse(
+            r#"{"format": "memplan-graph/1", "name": "g", "alignment": 64,
+                "tensors": [
+                  {"name": "x", "size": 100, "kind": "input"},
+                  {"name": "unused", "size": 100, "kind": "input"},
+                  {"name": "w", "size": 10, "kind": "weight"},
+                  {"name": "w2", "size": 10, "kind": "weight"},
+                  {"name": "a", "size": 100, "kind": "activation"},
+                  {"name": "dead", "size": 50, "kind": "activation"},
+                  {"name": "y", "size": 10, "kind": "output"}],
+                "ops": [
+                  {"name": "p", "inputs": ["x", "w"], "outputs": ["a", "dead"], "workspace": 30},
+                  {"name": "q", "inputs": ["a", "x", "w2"], "outputs": ["y"]}]}"#,
+        )
+        .unwrap()
+    }
+
+    fn stream(g: &Graph) -> Vec<String> {
+        let (problem, mapping) = g.order_problem_with_mapping();
+        let order = vec![0, 1];
+        let lt = lifetimes(&problem, &order, &LifetimeOptions::default());
+        let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
+            .unwrap()
+            .placement;
+        emit(g, &order, &lt, &pl, &mapping)
+            .instructions
+            .iter()
+            .map(|i| match i {
+                Instruction::Alloc { tensor, .. } => format!("alloc {tensor}"),
+                Instruction::Exec {
+                    node,
+                    workspace_offset,
+                } => {
+                    format!(
+                        "exec {node}{}",
+                        if workspace_offset.is_some() {
+                            " +ws"
+                        } else {
+                            ""
+                        }
+                    )
+                }
+                Instruction::Free { tensor } => format!("free {tensor}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_free_follows_the_last_use_and_outputs_stay_to_the_end() {
+        assert_eq!(
+            stream(&graph()),
+            vec![
+                "alloc x",
+                "alloc a",
+                "alloc dead",
+                "exec p +ws",
+                "free dead",
+                "alloc y",
+                "exec q",
+                "free x",
+                "free a"
+            ]
+        );
+    }
+
+    #[test]
+    fn weights_are_packed_aligned_in_their_own_region() {
+        let g = graph();
+        let (problem, mapping) = g.order_problem_with_mapping();
+        let lt = lifetimes(&problem, &[0, 1], &LifetimeOptions::default());
+        let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
+            .unwrap()
+            .placement;
+        let p = emit(&g, &[0, 1], &lt, &pl, &mapping);
+        assert_eq!(p.weights_bytes, 74);
+        assert_eq!(
+            p.weights,
+            vec![
+                WeightSlot {
+                    tensor: "w".into(),
+                    offset: 0
+                },
+                WeightSlot {
+                    tensor: "w2".into(),
+                    offset: 64
+                }
+            ]
+        );
+        assert_eq!(p.arena_bytes, p.stats.peak_bytes);
+    }
+
+    #[test]
+    fn plans_round_trip_through_json() {
+        let g = graph();
+        let (problem, mapping) = g.order_problem_with_mapping();
+        let lt = lifetimes(&problem, &[0, 1], &LifetimeOptions::default());
+        let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
+            .unwrap()
+            .placement;
+        let p = emit(&g, &[0, 1], &lt, &pl, &mapping);
+        let back = Plan::parse(&p.to_json()).unwrap();
+        assert_eq!(back, p);
+        assert!(p.to_json().contains("\"workspace_offset\": null"));
+    }
+}

@@ -12,6 +12,21 @@
 //! limits and statistics), [`placement`] (heuristic placement portfolio), [`order`] (op-order
 //! problem, lifetimes of an order, order heuristics and the order-independent bound),
 //! [`csv`] (the minimalloc buffer CSV), [`ilp`] (integer programs through good_lp + HiGHS).
+//!
+//! ```
+//! use memplan_solver::{placement, Budget, Buffer, Lifetime, PlacementProblem};
+//!
+//! // Three buffers: the first two are alive together, the third reuses the first's bytes.
+//! let buf = |start, end, size| Buffer { lifetime: Lifetime::new(start, end), size, alignment: 64 };
+//! let problem = PlacementProblem::new(vec![buf(0, 2, 1000), buf(1, 3, 500), buf(2, 4, 1000)]);
+//! assert_eq!(problem.load(), 1500);
+//!
+//! let best = placement::portfolio(&problem, &Budget::UNLIMITED).unwrap();
+//! let peak = problem.check(&best.placement).unwrap(); // independent re-check
+//! assert_eq!(peak, best.stats.objective);
+//! assert!(peak >= problem.load());
+//! println!("{} reached {peak} bytes (gap {:.1}%)", best.method, 100.0 * best.stats.gap());
+//! ```
 #![deny(missing_docs)]
 
 pub mod budget;
