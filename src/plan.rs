@@ -83,6 +83,17 @@ pub struct MemberStat {
     pub ms: f64,
 }
 
+impl MemberStat {
+    /// A member's figure from its name, bytes and run time.
+    pub fn new(name: &str, bytes: u64, elapsed: std::time::Duration) -> Self {
+        MemberStat {
+            name: name.to_string(),
+            bytes,
+            ms: elapsed.as_secs_f64() * 1e3,
+        }
+    }
+}
+
 /// Plan statistics. Only `peak_bytes` is checked by the replay; the rest is informative.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PlanStats {

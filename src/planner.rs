@@ -109,11 +109,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         best.stats.order_members = r
             .members
             .iter()
-            .map(|m| MemberStat {
-                name: m.name.to_string(),
-                bytes: m.load,
-                ms: ms(m.elapsed),
-            })
+            .map(|m| MemberStat::new(m.name, m.load, m.elapsed))
             .collect();
     }
     best.stats.inplace = opts.inplace;
@@ -143,11 +139,7 @@ fn plan_order(
     plan.stats.members = result
         .members
         .iter()
-        .map(|m| MemberStat {
-            name: m.name.to_string(),
-            bytes: m.peak,
-            ms: ms(m.elapsed),
-        })
+        .map(|m| MemberStat::new(m.name, m.peak, m.elapsed))
         .collect();
     Ok(plan)
 }

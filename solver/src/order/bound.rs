@@ -23,6 +23,7 @@
 //! reads or writes plus the graph inputs live to the end (minus in-place savings), and the
 //! first/last-step facts above. No recursion.
 
+use super::lifetimes::inplace_fits;
 use super::{LifetimeOptions, OrderProblem};
 
 /// Word operations (or node/value additions) above which the exact bitset bound is replaced
@@ -103,7 +104,7 @@ impl Facts {
                 };
                 let cap_align = if settled { max_align[inp] } else { u64::MAX };
                 let ov = &problem.values[out];
-                if ov.size <= problem.values[inp].size && ov.alignment <= cap_align {
+                if inplace_fits(ov, &problem.values[inp], cap_align) {
                     if stamp[out] != v {
                         stamp[out] = v;
                         facts.saving[v] = facts.saving[v].saturating_add(ov.size);

@@ -19,6 +19,7 @@
 //! together, so huge graphs cost about one run (a 1,000,000-node chain or star: ~1 s).
 //! Iterative, no recursion.
 
+use super::lifetimes::inplace_fits;
 use super::local_search::ProfileEval;
 use super::{LifetimeOptions, OrderProblem, Orderer};
 use crate::budget::{Budget, BudgetClock};
@@ -246,9 +247,7 @@ impl<'a> State<'a> {
             if self.merges.iter().any(|&(mo, mi)| mo == o || mi == i) {
                 continue;
             }
-            // As in `lifetimes`: fits in the donor's own bytes, aligned for the buffer.
-            let ov = &p.values[o];
-            if ov.size <= p.values[i].size && ov.alignment <= self.held_align[i] {
+            if inplace_fits(&p.values[o], &p.values[i], self.held_align[i]) {
                 self.merges.push((o, i));
             }
         }

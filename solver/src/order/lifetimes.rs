@@ -4,7 +4,7 @@
 //! in-place merging on, an output takes its donor input's buffer when the donor dies at that
 //! node. `O(n + e)`.
 
-use super::OrderProblem;
+use super::{OrderProblem, Value};
 use crate::problem::{Buffer, Lifetime, PlacementProblem};
 
 /// Options of the lifetime analysis.
@@ -14,6 +14,14 @@ pub struct LifetimeOptions {
     /// node, the output is no larger than the input and its alignment divides the alignment
     /// of the buffer (the chain's first value).
     pub inplace: bool,
+}
+
+/// The in-place size rule: `out` may take the bytes of `donor` when it fits in the donor's own
+/// bytes (so a chain only shrinks) and its alignment divides `buffer_alignment`, the alignment
+/// of the buffer's offset (the chain's first value's). Liveness (the donor dies at the node) is
+/// checked by the caller.
+pub fn inplace_fits(out: &Value, donor: &Value, buffer_alignment: u64) -> bool {
+    out.size <= donor.size && out.alignment <= buffer_alignment
 }
 
 /// What a buffer holds.
@@ -80,10 +88,8 @@ pub fn lifetimes(
                 let (Some((_, in_end)), Some((_, out_end))) = (span[inp], span[out]) else {
                     continue;
                 };
-                // The output must fit in the donor's own bytes (a chain only shrinks) and at
-                // the buffer's offset, which is aligned for the chain's first value.
-                let (rv, ov) = (&problem.values[root], &problem.values[out]);
-                let fits = ov.size <= problem.values[inp].size && ov.alignment <= rv.alignment;
+                let values = &problem.values;
+                let fits = inplace_fits(&values[out], &values[inp], values[root].alignment);
                 let dies_here = in_end == step + 1 && !problem.values[inp].live_at_end;
                 if fits && dies_here && !donated[inp] && group[out] == out && out != inp {
                     donated[inp] = true;
@@ -157,22 +163,8 @@ pub fn lifetimes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::order::{Node, Value};
-
-    fn value(
-        size: u64,
-        producer: Option<usize>,
-        consumers: Vec<usize>,
-        live_at_end: bool,
-    ) -> Value {
-        Value {
-            size,
-            alignment: 1,
-            producer,
-            consumers,
-            live_at_end,
-        }
-    }
+    use crate::order::local_search::tests::value;
+    use crate::order::Node;
 
     /// in -> a(relu, inplace) -> b -> out
     fn chain(inplace: bool) -> OrderProblem {

@@ -28,6 +28,7 @@
 //! worse than the incumbent.
 
 use super::bound::order_lower_bound;
+use super::lifetimes::inplace_fits;
 use super::{LifetimeOptions, OrderProblem, Orderer};
 use crate::budget::{Budget, BudgetClock};
 
@@ -166,11 +167,8 @@ impl ProfileEval {
                         continue;
                     }
                     let root = self.group[inp];
-                    // As in `lifetimes`: the output fits in the donor's own bytes and its
-                    // alignment divides the buffer's (the chain's first value's).
-                    let ov = &problem.values[out];
-                    let fits = ov.size <= problem.values[inp].size
-                        && ov.alignment <= problem.values[root].alignment;
+                    let values = &problem.values;
+                    let fits = inplace_fits(&values[out], &values[inp], values[root].alignment);
                     let dies_here =
                         self.span[inp].1 == step + 1 && !problem.values[inp].live_at_end;
                     if fits
@@ -604,7 +602,7 @@ impl<'a> Search<'a> {
                     } else {
                         (e.held[i], e.held_align[i])
                     };
-                    let fits = p.values[o].size <= p.values[i].size && p.values[o].alignment <= ha;
+                    let fits = inplace_fits(&p.values[o], &p.values[i], ha);
                     if hs > 0 && fits {
                         self.merged_sim[o] = true;
                         self.donated_sim[i] = true;

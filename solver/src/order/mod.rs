@@ -13,7 +13,7 @@ use crate::budget::{Budget, SolveStats};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-pub use lifetimes::{lifetimes, BufferOwner, LifetimeOptions, OrderLifetimes};
+pub use lifetimes::{inplace_fits, lifetimes, BufferOwner, LifetimeOptions, OrderLifetimes};
 
 /// A value (tensor) of the order problem. Values held outside the arena (weights) are not
 /// values here.
