@@ -11,7 +11,7 @@
 //! Modules: [`problem`] (buffers, placements, LOAD, the placement checker), [`budget`] (solver
 //! limits and statistics), [`placement`] (heuristic placement portfolio), [`order`] (op-order
 //! problem, lifetimes of an order, order heuristics and the order-independent bound),
-//! [`csv`] (the minimalloc buffer CSV), [`ilp`] (integer programs through good_lp + HiGHS).
+//! [`csv`] (the minimalloc buffer CSV), [`ilp`] (integer programs on HiGHS).
 //!
 //! ```
 //! use memplan_solver::{placement, Budget, Buffer, Lifetime, PlacementProblem};
@@ -31,6 +31,7 @@
 
 pub mod budget;
 pub mod csv;
+pub mod exact;
 pub mod ilp;
 pub mod order;
 pub mod placement;

@@ -1,6 +1,7 @@
 //! Shared machinery of the greedy placers (not a placer itself): a compressed time axis, an
 //! occupancy index answering "which byte ranges are taken by placed buffers alive at some step
-//! of `[start, end)`", the best-fit gap search over that answer, and per-buffer conflict bytes.
+//! of `[start, end)`", the best-fit and lowest-fit gap searches over that answer, greedy
+//! passes in a given order with either, and per-buffer conflict bytes.
 //!
 //! The index is a segment tree over the elementary time segments between lifetime boundaries
 //! (bottom-up, no recursion). Each node keeps two sorted lists of merged byte ranges: `agg`,
@@ -278,12 +279,6 @@ impl Occupancy {
         }
         &self.acc
     }
-
-    /// The best-fit offset ([`best_gap`]) of a buffer of `size` bytes at `alignment` alive
-    /// during `lt`; `None` when `offset + size` would overflow.
-    pub fn find(&mut self, lt: Lifetime, size: u64, alignment: u64) -> Option<u64> {
-        best_gap(self.gather(lt), size, alignment)
-    }
 }
 
 /// Appends the sorted disjoint ranges `src` to the sorted disjoint `dst`, where `src` starts
@@ -391,20 +386,59 @@ pub fn best_gap(taken: &[(u64, u64)], size: u64, alignment: u64) -> Option<u64> 
     off.checked_add(size).map(|_| off)
 }
 
+/// First fit by address for `size` bytes at `alignment` among the gaps left by `taken`
+/// (sorted, disjoint): the lowest aligned offset where the buffer fits. `None` when
+/// `offset + size` would overflow.
+pub fn lowest_gap(taken: &[(u64, u64)], size: u64, alignment: u64) -> Option<u64> {
+    let mut prev_end = 0u64;
+    for &(lo, hi) in taken {
+        if lo > prev_end {
+            let off = align_up(prev_end, alignment)?;
+            if off.checked_add(size).is_some_and(|end| end <= lo) {
+                return Some(off);
+            }
+        }
+        prev_end = prev_end.max(hi);
+    }
+    let off = align_up(prev_end, alignment)?;
+    off.checked_add(size).map(|_| off)
+}
+
+/// Where a greedy pass puts each buffer among the free gaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// The tightest gap ([`best_gap`]).
+    BestFit,
+    /// The lowest gap ([`lowest_gap`]).
+    LowestFit,
+}
+
 /// Places the buffers one by one in `order` (indices; buffers not listed keep offset 0 and
 /// are not recorded) by best fit against the already placed buffers alive at the same time.
 pub fn place_in_order(
     problem: &PlacementProblem,
     order: &[usize],
 ) -> Result<Placement, PlacementError> {
+    place_in_order_by(problem, order, Rule::BestFit)
+}
+
+/// [`place_in_order`] with the given gap rule.
+pub fn place_in_order_by(
+    problem: &PlacementProblem,
+    order: &[usize],
+    rule: Rule,
+) -> Result<Placement, PlacementError> {
     let buffers = &problem.buffers;
     let mut occ = Occupancy::new(buffers);
     let mut offsets = vec![0u64; buffers.len()];
     for &i in order {
         let b = &buffers[i];
-        let off = occ
-            .find(b.lifetime, b.size, b.alignment)
-            .ok_or(PlacementError::Overflow { index: i })?;
+        let taken = occ.gather(b.lifetime);
+        let off = match rule {
+            Rule::BestFit => best_gap(taken, b.size, b.alignment),
+            Rule::LowestFit => lowest_gap(taken, b.size, b.alignment),
+        }
+        .ok_or(PlacementError::Overflow { index: i })?;
         let end = off
             .checked_add(b.size)
             .ok_or(PlacementError::Overflow { index: i })?;
@@ -497,6 +531,16 @@ mod tests {
         assert_eq!(s, vec![(0, 20)]);
         c.insert(&mut s, 28, 30);
         assert_eq!(s, vec![(0, 20), (28, 30)]);
+    }
+
+    #[test]
+    fn lowest_gap_takes_the_first_gap_that_fits_after_alignment() {
+        let taken = [(0, 10), (30, 40), (45, 50)];
+        assert_eq!(lowest_gap(&taken, 5, 1), Some(10));
+        assert_eq!(lowest_gap(&taken, 25, 1), Some(50));
+        assert_eq!(lowest_gap(&taken, 12, 16), Some(16));
+        assert_eq!(lowest_gap(&taken, 15, 16), Some(64));
+        assert_eq!(lowest_gap(&[(0, u64::MAX - 1)], 5, 1), None);
     }
 
     #[test]

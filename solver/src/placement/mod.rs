@@ -1,12 +1,17 @@
 //! Heuristic placement: each algorithm in its own file behind the [`Placer`] trait, and a
 //! [`portfolio`] that runs every registered placer and keeps the lowest peak (ties go to the
-//! earlier registry entry, so the result is deterministic).
+//! earlier registry entry, so the result is deterministic). Members run in registry order and
+//! each is handed the best placement of the members before it ([`Placer::place_from`]):
+//! constructive members ignore it, the improvement member ([`local_search`], last) starts
+//! from it. Once a member reaches LOAD (optimal) the later ones are skipped.
 
 pub mod coloring;
 pub mod first_fit;
 mod fit;
 pub mod greedy_by_conflicts;
 pub mod greedy_by_size;
+pub mod local_search;
+pub mod skyline;
 pub mod squeaky;
 
 #[cfg(test)]
@@ -29,6 +34,20 @@ pub trait Placer: Send + Sync {
         problem: &PlacementProblem,
         budget: &Budget,
     ) -> Result<Placement, PlacementError>;
+
+    /// Like [`Placer::place`], given `best`: a valid placement of `problem` (capacity
+    /// ignored) found by the portfolio members before this one, with its peak. Improvement
+    /// methods start from it and never return worse; by default it is ignored. Must be
+    /// deterministic.
+    fn place_from(
+        &self,
+        problem: &PlacementProblem,
+        best: Option<(&Placement, u64)>,
+        budget: &Budget,
+    ) -> Result<Placement, PlacementError> {
+        let _ = best;
+        self.place(problem, budget)
+    }
 }
 
 /// Every heuristic placer, in portfolio order (earlier wins ties).
@@ -38,7 +57,9 @@ pub fn registry() -> Vec<Box<dyn Placer>> {
         Box::new(greedy_by_conflicts::GreedyByConflicts),
         Box::new(first_fit::FirstFit),
         Box::new(coloring::Coloring),
+        Box::new(skyline::Skyline),
         Box::new(squeaky::SqueakyWheel),
+        Box::new(local_search::LocalSearch),
     ]
 }
 
@@ -56,6 +77,9 @@ pub struct MemberResult {
     pub peak: u64,
     /// Time it took.
     pub elapsed: Duration,
+    /// Whether it was skipped because an earlier member reached LOAD (its peak is then that
+    /// member's, its time zero).
+    pub skipped: bool,
 }
 
 /// The best placement of a portfolio run, with every member's figures.
@@ -71,9 +95,11 @@ pub struct PortfolioResult {
     pub stats: SolveStats,
 }
 
-/// Runs `placers` on `problem` and keeps the lowest peak. Each member's placement is checked
-/// with [`PlacementProblem::check`] (capacity ignored); a member whose placement fails the
-/// check is an internal error and is returned as such.
+/// Runs `placers` on `problem`, in order, each given the best placement so far
+/// ([`Placer::place_from`]), and keeps the lowest peak; once the best peak is LOAD the
+/// remaining members are skipped. Each member's placement is checked with
+/// [`PlacementProblem::check`] (capacity ignored); a member whose placement fails the check is
+/// an internal error and is returned as such.
 pub fn run_portfolio(
     placers: &[Box<dyn Placer>],
     problem: &PlacementProblem,
@@ -89,13 +115,24 @@ pub fn run_portfolio(
     let mut best: Option<(u64, Placement, &'static str)> = None;
     let mut members = Vec::with_capacity(placers.len());
     for placer in placers {
+        if let Some((peak, _, _)) = best.as_ref().filter(|(peak, _, _)| *peak <= load) {
+            members.push(MemberResult {
+                name: placer.name(),
+                peak: *peak,
+                elapsed: Duration::ZERO,
+                skipped: true,
+            });
+            continue;
+        }
         let t0 = Instant::now();
-        let placement = placer.place(problem, budget)?;
+        let seed = best.as_ref().map(|(peak, placement, _)| (placement, *peak));
+        let placement = placer.place_from(problem, seed, budget)?;
         let peak = uncapped.check(&placement)?;
         members.push(MemberResult {
             name: placer.name(),
             peak,
             elapsed: t0.elapsed(),
+            skipped: false,
         });
         if best.as_ref().is_none_or(|(b, _, _)| peak < *b) {
             best = Some((peak, placement, placer.name()));

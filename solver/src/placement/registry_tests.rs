@@ -50,7 +50,9 @@ fn member_names_are_unique_and_found_by_name() {
             "greedy-conflicts",
             "first-fit",
             "coloring",
-            "squeaky"
+            "skyline",
+            "squeaky",
+            "local-search"
         ]
     );
 }
@@ -131,5 +133,45 @@ fn the_portfolio_beats_greedy_by_size_on_the_minimalloc_instances_when_present()
             (result.stats.objective as f64) < 1.3 * p.load() as f64,
             "{name}"
         );
+    }
+}
+
+#[test]
+fn members_after_one_that_reaches_load_are_skipped() {
+    // Two buffers that never overlap: greedy by size reaches LOAD at once.
+    let p = PlacementProblem::new(vec![
+        Buffer {
+            lifetime: Lifetime::new(0, 1),
+            size: 8,
+            alignment: 1,
+        },
+        Buffer {
+            lifetime: Lifetime::new(1, 2),
+            size: 8,
+            alignment: 1,
+        },
+    ]);
+    let result = run_portfolio(&registry(), &p, &Budget::UNLIMITED).unwrap();
+    assert_eq!(result.stats.objective, 8);
+    assert_eq!(result.method, "greedy-size");
+    assert!(!result.members[0].skipped);
+    assert!(result.members[1..].iter().all(|m| m.skipped && m.peak == 8));
+}
+
+#[test]
+fn later_members_start_from_the_best_so_far_and_never_lose_it() {
+    for name in ["A", "B", "C"] {
+        let Some(p) = shared(&format!("minimalloc/{name}.1048576.csv")) else {
+            continue;
+        };
+        let result = run_portfolio(&registry(), &p, &Budget::UNLIMITED).unwrap();
+        let before_last = result.members[..result.members.len() - 1]
+            .iter()
+            .map(|m| m.peak)
+            .min()
+            .unwrap();
+        let last = result.members.last().unwrap();
+        assert_eq!(last.name, "local-search");
+        assert!(last.peak <= before_last, "{name}");
     }
 }

@@ -1,0 +1,719 @@
+//! The depth-first search over canonical placements, with an explicit stack.
+//!
+//! Idea (Moffitt, "MiniMalloc", ASPLOS 2023, §3–§5): a placement is *canonical* when every
+//! buffer sits at the lowest aligned offset above all buffers alive with it that lie below it,
+//! between the fixed buffers. Every feasible placement drops (by gravity) to a canonical one
+//! that is no higher, so searching canonical placements only is complete. The search builds
+//! them bottom-up: every unplaced buffer `b` has a lowest offset `min_off[b]` (above the placed
+//! buffers alive with it), and placements happen in non-decreasing offset order, always at the
+//! current *level*: the lowest `min_off` of the unplaced buffers not excluded from it. A node
+//! branches on candidates at the level, `c1, …, ck`: child `i` excludes (*blocks*) `c1..c(i-1)`
+//! from the level and places `ci` there; the last child blocks them all. A blocked buffer
+//! waits until a placement raises its `min_off`. This is MiniMalloc's canonical order with
+//! the tie-break made explicit, so the branching point can be chosen per node. Each placement
+//! raises the lowest offsets of the unplaced buffers alive with it (forward checking: a buffer
+//! that no longer fits fails the node) and the floors of its sections; then
+//! - *section inference*: in every section of the piece, `max(floor, level) + bytes still to
+//!   place + fixed bytes above` must fit under the capacity;
+//! - *dominance*: (i) a section's floor rises to the lowest offset any of its unplaced buffers
+//!   can take (a blocked buffer lands at least one overlapping buffer higher); (ii) a blocked
+//!   buffer that fits entirely below the level fails the node: dropping it back gives a
+//!   placement of its sibling branch; (iii) identical buffers (same lifetime, size and
+//!   alignment) are placed in index order, and blocking one blocks the later ones; (iv) a
+//!   buffer no unplaced buffer meets is placed at once, as the only child (a blocked one
+//!   can never rise: the node fails);
+//! - *dynamic ordering* ([`super::ordering`]): the candidates of a node are those covering
+//!   the section of the level with the fewest candidates (then the least slack), tried in
+//!   preorder rank; without it, all candidates at the level in index order;
+//! - *decomposition*: independent pieces are solved one after the other
+//!   ([`super::decompose`]).
+//! Every change is recorded on a trail and undone on backtrack. The stack holds `Node` frames
+//! (a piece, its candidates, the next child, the trail mark) and `Split` frames (the pieces of
+//! a decomposition, the next to solve, the trail mark): a solved piece keeps its placements and
+//! the next piece starts; a failed piece undoes the whole split and fails its parent node.
+//!
+//! Complexity: exponential in the worst case (the problem is strongly NP-hard). Per node:
+//! `O(k + Σ spans of candidates)` for the `k` members of the piece, plus `O(span + overlaps)`
+//! for a placement, `O(Σ live)` over the affected sections for the floors, and `O(S_g)`
+//! (`O(S_g log f)` with fixed buffers) for the section check of the piece's `S_g` sections.
+//! Memory `O(n + S + depth · k)`.
+
+use super::decompose::{initial_cuts, split, Piece};
+use super::sections::{Instance, NONE32};
+use crate::budget::BudgetClock;
+use crate::problem::align_up;
+
+/// Which techniques are on (see [`super::ExactOptions`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    /// Section inference.
+    pub section_inference: bool,
+    /// Dominance (floor raising, gap dominance, twins, isolated buffers).
+    pub dominance: bool,
+    /// Branch on the most constrained section, candidates by rank (else all candidates at the
+    /// level by rank, which is then the index).
+    pub dynamic_ordering: bool,
+    /// Temporal decomposition.
+    pub decomposition: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunEnd {
+    /// Offsets of the local buffers, all under the capacity.
+    Found(Vec<u64>),
+    /// No placement exists (proof by exhaustion).
+    Infeasible,
+    /// The node limit of this run was reached.
+    NodeLimit,
+    /// The time limit of the budget was reached.
+    TimeLimit,
+}
+
+/// Nodes between two looks at the clock.
+const CLOCK_EVERY: u64 = 256;
+
+const NONE: u64 = u64::MAX;
+
+#[derive(Debug, Clone, Copy)]
+enum Undo {
+    Place(u32),
+    Floor(u32, u64),
+    MinOff(u32, u64),
+    Block(u32, u64),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Group {
+    ms: usize,
+    me: usize,
+    s0: u32,
+    s1: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Frame {
+    Node {
+        g: usize,
+        cstart: usize,
+        cend: usize,
+        /// Next child: `0..k` place a candidate, `k` blocks them all.
+        next: usize,
+        mark: usize,
+        level: u64,
+        /// The single candidate is isolated: no blocking child.
+        free: bool,
+    },
+    Split {
+        gstart: usize,
+        gend: usize,
+        next: usize,
+        mark: usize,
+        member_mark: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Sig {
+    Descend(usize),
+    TryNext,
+    StartGroup,
+    Success,
+    Fail,
+}
+
+/// What a node does.
+enum Choice {
+    /// The piece has no unplaced buffer.
+    Done,
+    /// The node fails.
+    Fail,
+    /// Branch on the candidates pushed at `cstart..cend` at `level`.
+    Branch {
+        cstart: usize,
+        cend: usize,
+        level: u64,
+        free: bool,
+    },
+}
+
+/// The search state for one capacity and one rank order.
+#[derive(Debug)]
+pub(crate) struct Search<'a> {
+    inst: &'a Instance,
+    cap: u64,
+    cfg: Config,
+    rank: Vec<u32>,
+    off: Vec<u64>,
+    min_off: Vec<u64>,
+    /// Level a buffer is excluded from (it is blocked while `min_off` is not above it).
+    blocked: Vec<u64>,
+    floor: Vec<u64>,
+    total: Vec<u64>,
+    cuts: Vec<u32>,
+    trail: Vec<Undo>,
+    groups: Vec<Group>,
+    group_members: Vec<u32>,
+    cands: Vec<u32>,
+    stack: Vec<Frame>,
+    /// Sections whose floors may rise after the last change.
+    affected: (u32, u32),
+    /// Per section, an unplaced buffer of lowest offset seen last (a hint, not undone).
+    witness: Vec<u32>,
+    /// Per buffer, the number of unplaced buffers alive with it.
+    open: Vec<u32>,
+    /// Per section, candidates covering it (scratch, zero between nodes).
+    count: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+impl<'a> Search<'a> {
+    /// A fresh search of `inst` under `cap` with ranks `rank`.
+    pub(crate) fn new(inst: &'a Instance, cap: u64, cfg: Config, rank: Vec<u32>) -> Self {
+        let m = inst.len();
+        Search {
+            inst,
+            cap,
+            cfg,
+            rank,
+            off: vec![NONE; m],
+            min_off: vec![0; m],
+            blocked: vec![NONE; m],
+            floor: vec![0; inst.n_sec],
+            total: inst.total.clone(),
+            cuts: initial_cuts(inst),
+            trail: Vec::new(),
+            groups: Vec::new(),
+            group_members: Vec::new(),
+            cands: Vec::new(),
+            stack: Vec::new(),
+            affected: (0, 0),
+            witness: vec![NONE32; inst.n_sec],
+            open: (0..m).map(|i| inst.overlaps.row(i).len() as u32).collect(),
+            count: vec![0; inst.n_sec],
+            touched: Vec::new(),
+        }
+    }
+
+    fn unplaced(&self, b: u32) -> bool {
+        self.off[b as usize] == NONE
+    }
+
+    fn is_blocked(&self, b: usize) -> bool {
+        self.blocked[b] != NONE && self.min_off[b] <= self.blocked[b]
+    }
+
+    /// A lower bound of the offset of unplaced buffer `b`.
+    fn lowest(&self, b: usize) -> u64 {
+        if self.is_blocked(b) {
+            // It will rest on a buffer alive with it, placed at the blocked level or above.
+            let above = self.blocked[b].saturating_add(self.inst.min_overlap_size[b]);
+            align_up(above, self.inst.bufs[b].alignment)
+                .unwrap_or(NONE)
+                .max(self.min_off[b])
+        } else {
+            self.min_off[b]
+        }
+    }
+
+    /// Runs until a placement is found, infeasibility is proven, `*nodes` reaches `limit`, or
+    /// the clock runs out. `*nodes` counts the nodes entered.
+    pub(crate) fn run(&mut self, limit: u64, clock: &BudgetClock, nodes: &mut u64) -> RunEnd {
+        let m = self.inst.len();
+        // Root: lowest offsets, forward check, floors, section check.
+        for i in 0..m {
+            let x = self.inst.fit(i, 0).unwrap_or(NONE);
+            self.min_off[i] = x;
+            if x.saturating_add(self.inst.bufs[i].size) > self.cap {
+                return RunEnd::Infeasible;
+            }
+        }
+        let n_sec = self.inst.n_sec as u32;
+        self.affected = (0, n_sec);
+        if !self.check(0, n_sec, 0) {
+            return RunEnd::Infeasible;
+        }
+        let pieces = if self.cfg.decomposition {
+            split(self.inst, &self.cuts, 0..m as u32, 0, n_sec)
+        } else {
+            vec![Piece {
+                members: (0..m as u32).collect(),
+                s0: 0,
+                s1: n_sec,
+            }]
+        };
+        for p in pieces {
+            self.push_group(&p.members, p.s0, p.s1);
+        }
+        self.stack.push(Frame::Split {
+            gstart: 0,
+            gend: self.groups.len(),
+            next: 0,
+            mark: 0,
+            member_mark: 0,
+        });
+        let mut sig = Sig::StartGroup;
+        loop {
+            match sig {
+                Sig::Descend(g) => {
+                    if *nodes >= limit {
+                        STATS.with(|st| eprintln!("splits {:?}", st.borrow()));
+                        return RunEnd::NodeLimit;
+                    }
+                    *nodes += 1;
+                    if *nodes % CLOCK_EVERY == 0 && clock.exhausted().is_some() {
+                        STATS.with(|st| eprintln!("splits {:?}", st.borrow()));
+                        return RunEnd::TimeLimit;
+                    }
+                    sig = match self.choose(g) {
+                        Choice::Done => Sig::Success,
+                        Choice::Fail => Sig::Fail,
+                        Choice::Branch {
+                            cstart,
+                            cend,
+                            level,
+                            free,
+                        } => {
+                            self.stack.push(Frame::Node {
+                                g,
+                                cstart,
+                                cend,
+                                next: 0,
+                                mark: self.trail.len(),
+                                level,
+                                free,
+                            });
+                            Sig::TryNext
+                        }
+                    };
+                }
+                Sig::TryNext => {
+                    let Some(Frame::Node {
+                        g,
+                        cstart,
+                        cend,
+                        next,
+                        mark,
+                        level,
+                        free,
+                    }) = self.stack.last().copied()
+                    else {
+                        return RunEnd::Infeasible;
+                    };
+                    self.undo_to(mark);
+                    let k = cend - cstart;
+                    if next > k || (free && next == k) {
+                        self.stack.pop();
+                        self.cands.truncate(cstart);
+                        sig = Sig::Fail;
+                        continue;
+                    }
+                    if let Some(Frame::Node { next: n, .. }) = self.stack.last_mut() {
+                        *n += 1;
+                    }
+                    let (mut a0, mut a1) = (u32::MAX, 0u32);
+                    for j in cstart..cstart + next {
+                        let c = self.cands[j];
+                        self.block(c, level);
+                        a0 = a0.min(self.inst.lo[c as usize]);
+                        a1 = a1.max(self.inst.hi[c as usize]);
+                    }
+                    let placed = if next < k {
+                        let b = self.cands[cstart + next];
+                        let x = self.min_off[b as usize];
+                        if !self.place(b, x) {
+                            continue; // sig stays TryNext
+                        }
+                        a0 = a0.min(self.affected.0);
+                        a1 = a1.max(self.affected.1);
+                        Some(b)
+                    } else {
+                        None
+                    };
+                    self.affected = (a0, a1.max(a0));
+                    let grp = self.groups[g];
+                    if !self.check(grp.s0, grp.s1, level) {
+                        continue;
+                    }
+                    sig = match placed {
+                        Some(b) if self.cfg.decomposition && self.try_split(g, b) => {
+                            Sig::StartGroup
+                        }
+                        _ => Sig::Descend(g),
+                    };
+                }
+                Sig::StartGroup => {
+                    let Some(Frame::Split {
+                        gend,
+                        next,
+                        member_mark,
+                        gstart,
+                        ..
+                    }) = self.stack.last().copied()
+                    else {
+                        return RunEnd::Infeasible;
+                    };
+                    if next == gend {
+                        self.stack.pop();
+                        self.groups.truncate(gstart);
+                        self.group_members.truncate(member_mark);
+                        sig = Sig::Success;
+                    } else {
+                        if let Some(Frame::Split { next: n, .. }) = self.stack.last_mut() {
+                            *n += 1;
+                        }
+                        sig = Sig::Descend(next);
+                    }
+                }
+                Sig::Success => match self.stack.last().copied() {
+                    None => { STATS.with(|st| eprintln!("splits {:?}", st.borrow())); return RunEnd::Found(self.off.clone()) },
+                    Some(Frame::Node { cstart, .. }) => {
+                        self.stack.pop();
+                        self.cands.truncate(cstart);
+                    }
+                    Some(Frame::Split { .. }) => sig = Sig::StartGroup,
+                },
+                Sig::Fail => match self.stack.last().copied() {
+                    None => return RunEnd::Infeasible,
+                    Some(Frame::Node { .. }) => sig = Sig::TryNext,
+                    Some(Frame::Split {
+                        gstart,
+                        mark,
+                        member_mark,
+                        next,
+                        ..
+                    }) => {
+                        STATS.with(|st| { let mut st = st.borrow_mut(); st.1 += 1; st.2 += (next - gstart) as u64; });
+                        self.undo_to(mark);
+                        self.stack.pop();
+                        self.groups.truncate(gstart);
+                        self.group_members.truncate(member_mark);
+                    }
+                },
+            }
+        }
+    }
+
+    fn push_group(&mut self, members: &[u32], s0: u32, s1: u32) {
+        let ms = self.group_members.len();
+        self.group_members.extend_from_slice(members);
+        self.groups.push(Group {
+            ms,
+            me: self.group_members.len(),
+            s0,
+            s1,
+        });
+    }
+
+    /// Decides what node of piece `g` does; candidates go onto the candidate arena.
+    fn choose(&mut self, g: usize) -> Choice {
+        let grp = self.groups[g];
+        let dominance = self.cfg.dominance;
+        let mut level = NONE;
+        let mut any = false;
+        let mut isolated = NONE32;
+        let mut blocked_height = NONE;
+        for &b in &self.group_members[grp.ms..grp.me] {
+            let bi = b as usize;
+            if self.off[bi] != NONE {
+                continue;
+            }
+            any = true;
+            if self.is_blocked(bi) {
+                if dominance && self.open[bi] == 0 {
+                    return Choice::Fail; // nothing can ever lift it
+                }
+                let h = self.min_off[bi].saturating_add(self.inst.bufs[bi].size);
+                blocked_height = blocked_height.min(h);
+                continue;
+            }
+            level = level.min(self.min_off[bi]);
+            if dominance && self.open[bi] == 0 && isolated == NONE32 {
+                isolated = b;
+            }
+        }
+        if !any {
+            return Choice::Done;
+        }
+        if level == NONE || (dominance && blocked_height <= level) {
+            return Choice::Fail;
+        }
+        let cstart = self.cands.len();
+        if isolated != NONE32 {
+            self.cands.push(isolated);
+            return Choice::Branch {
+                cstart,
+                cend: cstart + 1,
+                level,
+                free: true,
+            };
+        }
+        for k in grp.ms..grp.me {
+            let b = self.group_members[k];
+            let bi = b as usize;
+            if self.off[bi] != NONE || self.min_off[bi] != level || self.is_blocked(bi) {
+                continue;
+            }
+            if dominance {
+                let twin = self.inst.twin_prev[bi];
+                if twin != NONE32 && self.unplaced(twin) {
+                    continue;
+                }
+            }
+            self.cands.push(b);
+        }
+        if self.cands.len() == cstart {
+            // Cannot happen (the first unplaced twin at the level is a candidate), but never
+            // loop: fall back to every unblocked buffer at the level.
+            for k in grp.ms..grp.me {
+                let b = self.group_members[k];
+                let bi = b as usize;
+                if self.off[bi] == NONE && self.min_off[bi] == level && !self.is_blocked(bi) {
+                    self.cands.push(b);
+                }
+            }
+        }
+        if self.cfg.dynamic_ordering && self.cands.len() - cstart > 1 && pivot_mode() != 9 {
+            self.narrow(cstart, level);
+        }
+        let rank = &self.rank;
+        self.cands[cstart..].sort_unstable_by_key(|&b| rank[b as usize]);
+        Choice::Branch {
+            cstart,
+            cend: self.cands.len(),
+            level,
+            free: false,
+        }
+    }
+
+    /// Keeps the candidates covering the section with the fewest of them (ties: least slack,
+    /// then lowest index): the most constrained point of the level.
+    fn narrow(&mut self, cstart: usize, level: u64) {
+        for j in cstart..self.cands.len() {
+            let c = self.cands[j] as usize;
+            for s in self.inst.lo[c]..self.inst.hi[c] {
+                if self.count[s as usize] == 0 {
+                    self.touched.push(s);
+                }
+                self.count[s as usize] += 1;
+            }
+        }
+        let mut best: Option<(u32, u64, u32)> = None;
+        for &s in &self.touched {
+            let si = s as usize;
+            let used = self.floor[si].max(level).saturating_add(self.total[si]);
+            let slack = self.cap.saturating_sub(used);
+            let key = match pivot_mode() {
+                1 => (0, slack, s),
+                2 => (self.count[si], 0, s),
+                3 => (self.count[si].min(2), slack, s),
+                _ => (self.count[si], slack, s),
+            };
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
+            }
+        }
+        for &s in &self.touched {
+            self.count[s as usize] = 0;
+        }
+        self.touched.clear();
+        if let Some((_, _, s)) = best {
+            let (lo, hi) = (&self.inst.lo, &self.inst.hi);
+            let mut keep = cstart;
+            for j in cstart..self.cands.len() {
+                let c = self.cands[j] as usize;
+                if lo[c] <= s && s < hi[c] {
+                    self.cands[keep] = self.cands[j];
+                    keep += 1;
+                }
+            }
+            self.cands.truncate(keep);
+        }
+    }
+
+    /// Excludes `b` (and, under dominance, its later identical twins) from `level`.
+    fn block(&mut self, b: u32, level: u64) {
+        let mut c = b;
+        loop {
+            let ci = c as usize;
+            if self.off[ci] == NONE && self.blocked[ci] != level {
+                self.trail.push(Undo::Block(c, self.blocked[ci]));
+                self.blocked[ci] = level;
+            }
+            if !self.cfg.dominance {
+                break;
+            }
+            c = self.inst.twin_next[ci];
+            if c == NONE32 {
+                break;
+            }
+        }
+    }
+
+    /// Places `b` at `x` and propagates; `false` when an unplaced buffer no longer fits.
+    /// Sets `affected` to the sections whose floors may rise.
+    fn place(&mut self, b: u32, x: u64) -> bool {
+        let bi = b as usize;
+        let size = self.inst.bufs[bi].size;
+        let h = x.saturating_add(size);
+        let (lo, hi) = (self.inst.lo[bi], self.inst.hi[bi]);
+        self.off[bi] = x;
+        self.trail.push(Undo::Place(b));
+        for s in lo..hi {
+            let si = s as usize;
+            self.total[si] = self.total[si].saturating_sub(size);
+            if self.floor[si] < h {
+                self.trail.push(Undo::Floor(s, self.floor[si]));
+                self.floor[si] = h;
+            }
+        }
+        for k in lo..hi.saturating_sub(1) {
+            self.cuts[k as usize] = self.cuts[k as usize].saturating_sub(1);
+        }
+        let (mut a0, mut a1) = (lo, hi);
+        let mut ok = true;
+        for &o in self.inst.overlaps.row(bi) {
+            let oi = o as usize;
+            self.open[oi] = self.open[oi].saturating_sub(1);
+            if !ok || self.off[oi] != NONE || self.min_off[oi] >= h {
+                continue;
+            }
+            let nx = self.inst.fit(oi, h).unwrap_or(NONE);
+            self.trail.push(Undo::MinOff(o, self.min_off[oi]));
+            self.min_off[oi] = nx;
+            if nx.saturating_add(self.inst.bufs[oi].size) > self.cap {
+                ok = false;
+            }
+            a0 = a0.min(self.inst.lo[oi]);
+            a1 = a1.max(self.inst.hi[oi]);
+        }
+        self.affected = (a0, a1);
+        ok
+    }
+
+    /// Raises the floors of the affected sections (dominance) and checks the sections
+    /// `[s0, s1)` with all later offsets at least `level` (section inference).
+    fn check(&mut self, s0: u32, s1: u32, level: u64) -> bool {
+        if self.cfg.dominance {
+            let (a0, a1) = self.affected;
+            for s in a0..a1 {
+                let si = s as usize;
+                if self.total[si] == 0 {
+                    continue;
+                }
+                // Raising the floor to `level` or below changes nothing: all later offsets of
+                // the piece are at least `level`. A witness at or below settles it in O(1).
+                let at = self.floor[si].max(level);
+                let w = self.witness[si];
+                if w != NONE32 && self.off[w as usize] == NONE && self.lowest(w as usize) <= at {
+                    continue;
+                }
+                let mut lowest = NONE;
+                for &o in self.inst.members.row(si) {
+                    let oi = o as usize;
+                    if self.off[oi] != NONE {
+                        continue;
+                    }
+                    let l = self.lowest(oi);
+                    if l < lowest {
+                        lowest = l;
+                        self.witness[si] = o;
+                        if lowest <= at {
+                            break;
+                        }
+                    }
+                }
+                if lowest != NONE && lowest > self.floor[si] {
+                    self.trail.push(Undo::Floor(s, self.floor[si]));
+                    self.floor[si] = lowest;
+                }
+            }
+        }
+        if self.cfg.section_inference {
+            for s in s0..s1 {
+                let si = s as usize;
+                let t = self.total[si];
+                if t == 0 {
+                    continue;
+                }
+                let base = self.floor[si].max(level);
+                let need = base
+                    .saturating_add(t)
+                    .saturating_add(self.inst.fixed_above(si, base));
+                if need > self.cap {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// After placing `b` in piece `g`: when a boundary of the piece lost its last crossing
+    /// buffer and the piece falls apart, pushes a `Split` frame and returns `true`.
+    fn try_split(&mut self, g: usize, b: u32) -> bool {
+        let grp = self.groups[g];
+        let bi = b as usize;
+        let from = self.inst.lo[bi].max(grp.s0);
+        let to = self.inst.hi[bi].min(grp.s1).saturating_sub(1);
+        if !(from..to).any(|k| self.cuts[k as usize] == 0) {
+            return false;
+        }
+        let members: Vec<u32> = self.group_members[grp.ms..grp.me]
+            .iter()
+            .copied()
+            .filter(|&o| self.off[o as usize] == NONE)
+            .collect();
+        let pieces = split(self.inst, &self.cuts, members.into_iter(), grp.s0, grp.s1);
+        if pieces.len() < 2 {
+            return false;
+        }
+        STATS.with(|st| st.borrow_mut().0 += 1);
+        let gstart = self.groups.len();
+        let member_mark = self.group_members.len();
+        for p in pieces {
+            self.push_group(&p.members, p.s0, p.s1);
+        }
+        self.stack.push(Frame::Split {
+            gstart,
+            gend: self.groups.len(),
+            next: gstart,
+            mark: self.trail.len(),
+            member_mark,
+        });
+        true
+    }
+
+    fn undo_to(&mut self, mark: usize) {
+        while self.trail.len() > mark {
+            let Some(u) = self.trail.pop() else { break };
+            match u {
+                Undo::Place(b) => {
+                    let bi = b as usize;
+                    self.off[bi] = NONE;
+                    let size = self.inst.bufs[bi].size;
+                    let (lo, hi) = (self.inst.lo[bi], self.inst.hi[bi]);
+                    for s in lo..hi {
+                        self.total[s as usize] = self.total[s as usize].saturating_add(size);
+                    }
+                    for k in lo..hi.saturating_sub(1) {
+                        self.cuts[k as usize] += 1;
+                    }
+                    for &o in self.inst.overlaps.row(bi) {
+                        self.open[o as usize] += 1;
+                    }
+                }
+                Undo::Floor(s, v) => self.floor[s as usize] = v,
+                Undo::MinOff(b, v) => self.min_off[b as usize] = v,
+                Undo::Block(b, v) => self.blocked[b as usize] = v,
+            }
+        }
+    }
+}
+
+fn pivot_mode() -> u32 {
+    use std::sync::OnceLock;
+    static M: OnceLock<u32> = OnceLock::new();
+    *M.get_or_init(|| std::env::var("PIVOT").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
+thread_local! { static STATS: std::cell::RefCell<(u64,u64,u64)> = const { std::cell::RefCell::new((0,0,0)) }; }
