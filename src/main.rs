@@ -4,8 +4,9 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use memplan::graph::Graph;
 use memplan::plan::Plan;
-use memplan::planner::{self, OrderMode, PlanOptions};
-use memplan_solver::{csv, placement, Budget};
+use memplan::planner::{self, OrderMode, PlanOptions, Strategy};
+use memplan_solver::place::{self, PlaceOptions};
+use memplan_solver::{csv, Budget};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -37,7 +38,11 @@ enum Command {
         /// `given`: the listed order; `auto`: also try memory-aware reorderings, keep the best.
         #[arg(long, value_enum, default_value_t = OrderArg::Auto)]
         order: OrderArg,
-        /// Time limit in seconds for the order search and placement.
+        /// `heuristic`: heuristics only; `auto`: heuristics, then the exact placement search
+        /// within the time limit.
+        #[arg(long, value_enum, default_value_t = StrategyArg::Auto)]
+        strategy: StrategyArg,
+        /// Time limit in seconds for the whole planning.
         #[arg(long, default_value_t = 1.0)]
         time_limit: f64,
         /// Honour the graph's in-place hints (plans use the `inplace_of` alloc extension,
@@ -56,16 +61,20 @@ enum Command {
         budget: Option<u64>,
     },
     /// Place buffers from a minimalloc CSV (id,lower,upper,size[,alignment]); writes the CSV
-    /// with an offset column. Exit 1 if the placement exceeds --capacity.
+    /// with an offset column. With --capacity: fit it (exit 1 if that fails); without:
+    /// minimise the peak. Heuristics first, then the exact search within the time limit.
     Place {
         /// Buffer CSV.
         buffers: PathBuf,
         /// Write the placed CSV here instead of stdout.
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Arena capacity in bytes.
+        /// Arena capacity in bytes to fit.
         #[arg(long)]
         capacity: Option<u64>,
+        /// Heuristics only (no exact search).
+        #[arg(long)]
+        heuristic: bool,
         /// Time limit in seconds.
         #[arg(long, default_value_t = 1.0)]
         time_limit: f64,
@@ -79,6 +88,12 @@ enum Command {
         /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
         graph: String,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum StrategyArg {
+    Heuristic,
+    Auto,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -162,6 +177,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             graph,
             output,
             order,
+            strategy,
             time_limit: tl,
             inplace,
         } => {
@@ -171,13 +187,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     OrderArg::Given => OrderMode::Given,
                     OrderArg::Auto => OrderMode::Auto,
                 },
+                strategy: match strategy {
+                    StrategyArg::Heuristic => Strategy::Heuristic,
+                    StrategyArg::Auto => Strategy::Auto,
+                },
                 time_limit: Some(time_limit(tl)?),
                 inplace,
             };
             let plan = planner::plan(&g, &opts)?;
             let s = &plan.stats;
             eprintln!(
-                "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {}, {:.1} ms",
+                "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), {:.1} ms",
                 g.name,
                 g.ops.len(),
                 s.peak_bytes,
@@ -187,6 +207,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 s.load_bytes.unwrap_or(0),
                 s.order_method.as_deref().unwrap_or("-"),
                 s.method,
+                s.placement_status.as_deref().unwrap_or("-"),
                 s.elapsed_ms
             );
             let mut text = plan.to_json();
@@ -220,6 +241,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             buffers,
             output,
             capacity,
+            heuristic,
             time_limit: tl,
             alignment,
         } => {
@@ -233,30 +255,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .map_err(|e| bad(format!("{}: {e}", buffers.display())))?;
             let mut problem = parsed.problem;
             problem.capacity = capacity;
-            let budget = Budget::with_time(time_limit(tl)?);
-            let result = placement::portfolio(&problem, &budget)?;
+            let opts = PlaceOptions {
+                budget: Budget::with_time(time_limit(tl)?),
+                exact: !heuristic,
+            };
+            let result = place::place(&problem, &opts)?;
             let load = problem.load();
             let peak = result.stats.objective;
-            write_out(
-                &output,
-                &csv::write(&parsed.ids, &problem, &result.placement),
-            )?;
+            write_out(&output, &csv::write(&parsed.ids, &problem, &result.placement))?;
             eprintln!(
-                "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, {:.1} ms",
+                "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, lower bound {} B (gap {:.2}%), status {}{}, {:.1} ms",
                 problem.buffers.len(),
-                if load == 0 {
-                    1.0
-                } else {
-                    peak as f64 / load as f64
-                },
+                if load == 0 { 1.0 } else { peak as f64 / load as f64 },
                 result.method,
+                result.stats.lower_bound,
+                result.stats.gap() * 100.0,
+                result.stats.status,
+                result
+                    .exact
+                    .map(|e| format!(", exact search {:?} after {} nodes", e.status, e.nodes))
+                    .unwrap_or_default(),
                 started.elapsed().as_secs_f64() * 1e3
             );
-            if let Some(cap) = capacity {
-                if peak > cap {
-                    eprintln!("does not fit: peak {peak} B exceeds the capacity {cap} B");
-                    return Ok(ExitCode::from(1));
-                }
+            if !result.fits {
+                eprintln!(
+                    "does not fit: peak {peak} B exceeds the capacity {} B{}",
+                    capacity.unwrap_or(0),
+                    if result.stats.status == memplan_solver::SolveStatus::Infeasible {
+                        " (proven: no placement fits)"
+                    } else {
+                        ""
+                    }
+                );
+                return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
         }

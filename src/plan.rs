@@ -94,6 +94,17 @@ impl MemberStat {
     }
 }
 
+/// The exact placement search's figures in the plan stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExactStat {
+    /// optimal / feasible / infeasible / timeout.
+    pub status: String,
+    /// Search nodes entered.
+    pub nodes: u64,
+    /// Milliseconds it took.
+    pub ms: f64,
+}
+
 /// Plan statistics. Only `peak_bytes` is checked by the replay; the rest is informative.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PlanStats {
@@ -127,6 +138,13 @@ pub struct PlanStats {
     /// Each placement heuristic's peak on the chosen order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<MemberStat>,
+    /// Status of the placement step for the chosen order (optimal / heuristic / time_limit /
+    /// node_limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_status: Option<String>,
+    /// What the exact placement search did, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact: Option<ExactStat>,
     /// Whether in-place hints were honoured.
     #[serde(default)]
     pub inplace: bool,

@@ -1,12 +1,13 @@
 //! The planning pipeline: graph → order problem → candidate orders (listed, and with
-//! `--order auto` the order heuristics' best) → buffer lifetimes → placement portfolio →
-//! plan. The plan with the lowest peak wins (ties keep the listed order), so `auto` is never
-//! worse than `given`. Every emitted plan is replayed by the validator in debug builds.
+//! `--order auto` the order heuristics' best) → buffer lifetimes → heuristic placement
+//! portfolio per candidate → (strategy `auto`) the exact placement search on the candidates,
+//! best first, within the time limit → plan. The plan with the lowest peak wins (ties keep the
+//! listed order). Every emitted plan is replayed by the validator in debug builds.
 
-use crate::graph::{Graph, GraphError, OrderMapping};
+use crate::graph::{Graph, GraphError};
 use crate::plan::{emit, MemberStat, Plan};
-use memplan_solver::order::{self, lifetimes, LifetimeOptions, OrderProblem};
-use memplan_solver::placement;
+use memplan_solver::order::{self, lifetimes, LifetimeOptions, OrderLifetimes};
+use memplan_solver::place::{self, PlaceOutcome};
 use memplan_solver::{Budget, PlacementError, SolveStats};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -21,12 +22,25 @@ pub enum OrderMode {
     Auto,
 }
 
+/// Which solvers to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Heuristics only (fast).
+    Heuristic,
+    /// Heuristics, then the exact placement search within the time limit.
+    #[default]
+    Auto,
+}
+
 /// Planning options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanOptions {
     /// Orders to consider.
     pub order: OrderMode,
-    /// Time limit for the order search and placement (the listed order is always planned).
+    /// Solvers to run.
+    pub strategy: Strategy,
+    /// Time limit for the whole planning (the listed order is always planned). `None`: the
+    /// searches stop at their own node caps, so the result is deterministic.
     pub time_limit: Option<Duration>,
     /// Honour in-place hints (plans then use the `inplace_of` alloc extension, which
     /// `tools/check_plan.py` does not know).
@@ -37,6 +51,7 @@ impl Default for PlanOptions {
     fn default() -> Self {
         PlanOptions {
             order: OrderMode::Auto,
+            strategy: Strategy::Auto,
             time_limit: Some(Duration::from_secs(1)),
             inplace: false,
         }
@@ -52,95 +67,115 @@ pub enum PlanError {
     /// A placement problem was malformed (an internal error).
     #[error("placement: {0}")]
     Placement(#[from] PlacementError),
+    /// An invariant broke (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The emitted plan failed the validator (an internal error).
     #[error("internal error: emitted plan is invalid: {0}")]
     Invalid(#[from] crate::validate::Violation),
+}
+
+/// One candidate order with its buffers and current placement.
+struct Candidate {
+    order: Vec<usize>,
+    method: &'static str,
+    lt: OrderLifetimes,
+    placed: PlaceOutcome,
 }
 
 /// Plans `graph` (see the module doc).
 pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let started = Instant::now();
     let (problem, mapping) = graph.order_problem_with_mapping();
-    let lopts = LifetimeOptions {
-        inplace: opts.inplace,
-    };
-    let budget = Budget {
-        time: opts.time_limit,
+    let lopts = LifetimeOptions { inplace: opts.inplace };
+    let remaining = || Budget {
+        time: opts.time_limit.map(|t| t.saturating_sub(started.elapsed())),
         nodes: None,
     };
-    let listed = problem
-        .listed_topological_order()
-        .map_err(|e| graph.order_error(e))?;
-    let mut best = plan_order(
-        graph, &problem, &mapping, &listed, "listed", &lopts, &budget,
-    )?;
-    let mut order_stats = None;
+    let listed = problem.listed_topological_order().map_err(|e| graph.order_error(e))?;
+    let mut orders = vec![(listed, "listed")];
+    let mut order_result = None;
     if opts.order == OrderMode::Auto {
-        let result = order::best_order(&order::registry(), &problem, &lopts, &budget)
+        let r = order::best_order(&order::registry(), &problem, &lopts, &remaining())
             .map_err(|e| graph.order_error(e))?;
-        if result.order != listed {
-            let candidate = plan_order(
-                graph,
-                &problem,
-                &mapping,
-                &result.order,
-                result.method,
-                &lopts,
-                &budget,
-            )?;
-            if candidate.stats.peak_bytes < best.stats.peak_bytes {
-                best = candidate;
-            }
+        if r.order != orders[0].0 {
+            orders.push((r.order.clone(), r.method));
         }
-        order_stats = Some(result);
+        order_result = Some(r);
     }
-    let load = best.stats.load_bytes.unwrap_or(0);
-    let (lower, order_bound) = match &order_stats {
-        Some(r) => (r.stats.lower_bound, Some(r.stats.lower_bound)),
-        None => (load, None),
+    let mut candidates = Vec::new();
+    for (order, method) in orders {
+        let lt = lifetimes(&problem, &order, &lopts);
+        let placed = place::heuristics(&lt.problem, &remaining())?;
+        candidates.push(Candidate {
+            order,
+            method,
+            lt,
+            placed,
+        });
+    }
+    // Best first; a stable sort keeps the listed order ahead on ties.
+    candidates.sort_by_key(|c| c.placed.stats.objective);
+    if opts.strategy == Strategy::Auto {
+        let count = candidates.len() as u32;
+        for k in 0..candidates.len() {
+            let best_peak = candidates.iter().map(|c| c.placed.stats.objective).min().unwrap_or(0);
+            let c = &candidates[k];
+            // Only worth it where the exact search could beat the best plan so far.
+            if c.placed.stats.objective <= c.placed.stats.lower_bound || c.lt.problem.load() >= best_peak {
+                continue;
+            }
+            // Split what is left evenly over the candidates still to refine.
+            let left = remaining();
+            let share = Budget {
+                time: left.time.map(|t| t / (count - k as u32).max(1)),
+                nodes: None,
+            };
+            let c = &mut candidates[k];
+            c.placed = place::refine(&c.lt.problem, &c.placed, &share)?;
+        }
+    }
+    let best = candidates
+        .into_iter()
+        .enumerate()
+        .min_by_key(|(i, c)| (c.placed.stats.objective, *i))
+        .map(|(_, c)| c)
+        .ok_or_else(|| PlanError::Internal("no candidate order".into()))?;
+    let mut plan = emit(graph, &best.order, &best.lt, &best.placed.placement, &mapping);
+    let load = best.lt.problem.load();
+    let s = &best.placed;
+    plan.stats.method = s.method.clone();
+    plan.stats.load_bytes = Some(load);
+    plan.stats.order_method = Some(best.method.to_string());
+    plan.stats.members = s.members.iter().map(|m| MemberStat::new(m.name, m.peak, m.elapsed)).collect();
+    plan.stats.placement_status = Some(s.stats.status.as_str().to_string());
+    if let Some(e) = &s.exact {
+        plan.stats.exact = Some(crate::plan::ExactStat {
+            status: format!("{:?}", e.status).to_lowercase(),
+            nodes: e.nodes,
+            ms: ms(e.elapsed),
+        });
+    }
+    // The bound: for `given`, the placement's proven bound for that order (LOAD or better);
+    // for `auto`, the order-independent bound (other orders could go lower).
+    let peak = plan.stats.peak_bytes;
+    let lower = match &order_result {
+        Some(r) => r.stats.lower_bound,
+        None => s.stats.lower_bound,
     };
-    let peak = best.stats.peak_bytes;
-    let s = SolveStats::heuristic(peak, lower, started.elapsed());
-    best.stats.lower_bound_bytes = lower;
-    best.stats.status = Some(s.status.as_str().to_string());
-    best.stats.gap = Some(s.gap());
-    best.stats.order_lower_bound_bytes = order_bound;
-    if let Some(r) = &order_stats {
-        best.stats.order_members = r
-            .members
-            .iter()
-            .map(|m| MemberStat::new(m.name, m.load, m.elapsed))
-            .collect();
+    let solve = SolveStats::heuristic(peak, lower, started.elapsed());
+    plan.stats.lower_bound_bytes = lower;
+    plan.stats.status = Some(solve.status.as_str().to_string());
+    plan.stats.gap = Some(solve.gap());
+    if let Some(r) = &order_result {
+        plan.stats.order_lower_bound_bytes = Some(r.stats.lower_bound);
+        plan.stats.order_members = r.members.iter().map(|m| MemberStat::new(m.name, m.load, m.elapsed)).collect();
     }
-    best.stats.inplace = opts.inplace;
-    best.stats.elapsed_ms = ms(started.elapsed());
+    plan.stats.inplace = opts.inplace;
+    plan.stats.elapsed_ms = ms(started.elapsed());
     if cfg!(debug_assertions) {
-        crate::validate::validate(graph, &best, None)?;
+        crate::validate::validate(graph, &plan, None)?;
     }
-    Ok(best)
-}
-
-/// Places one order with the portfolio and emits its plan.
-fn plan_order(
-    graph: &Graph,
-    problem: &OrderProblem,
-    mapping: &OrderMapping,
-    order: &[usize],
-    order_method: &str,
-    lopts: &LifetimeOptions,
-    budget: &Budget,
-) -> Result<Plan, PlanError> {
-    let lt = lifetimes(problem, order, lopts);
-    let result = placement::portfolio(&lt.problem, budget)?;
-    let mut plan = emit(graph, order, &lt, &result.placement, mapping);
-    plan.stats.method = result.method.to_string();
-    plan.stats.load_bytes = Some(lt.problem.load());
-    plan.stats.order_method = Some(order_method.to_string());
-    plan.stats.members = result
-        .members
-        .iter()
-        .map(|m| MemberStat::new(m.name, m.peak, m.elapsed))
-        .collect();
     Ok(plan)
 }
 

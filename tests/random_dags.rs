@@ -114,7 +114,7 @@ proptest! {
             let given = plan(&graph, &PlanOptions { order: OrderMode::Given, inplace, ..Default::default() }).unwrap();
             prop_assert!(full.stats.peak_bytes <= given.stats.peak_bytes);
             // Deterministic: no time limit, same input, same plan.
-            let unlimited = PlanOptions { order: OrderMode::Auto, inplace, time_limit: None };
+            let unlimited = PlanOptions { order: OrderMode::Auto, inplace, time_limit: None, ..Default::default() };
             let (a, b) = (plan(&graph, &unlimited).unwrap(), plan(&graph, &unlimited).unwrap());
             prop_assert_eq!(&a.instructions, &b.instructions);
         }

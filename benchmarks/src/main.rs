@@ -1,40 +1,57 @@
-//! Benchmark table over the shared model zoo and allocation traces.
+//! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
-//! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]`
-//! (SHARED_DIR defaults to `../shared`). Prints a Markdown table with, per graph: ops,
-//! tensors, LOAD of the listed order, the order-independent bound, the peak with the listed
-//! order (and its ratio to LOAD), the peak with `--order auto` (and its ratio to the bound),
-//! and the planning time of each. For each trace CSV: buffers, LOAD, the placement
-//! portfolio's peak and ratio to LOAD, the best member and the time.
-//! Every zoo plan is replayed by the validator; a failure aborts the run.
+//! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
+//! [--only zoo|traces]` (SHARED_DIR defaults to `../shared`, S to 1 s per plan / instance).
+//!
+//! - **zoo** (`SHARED_DIR/zoo/*.json`): ops, tensors, LOAD of the listed order, the
+//!   order-independent bound; with the heuristics only: the peak with the listed order (and
+//!   its ratio to LOAD), the peak with `--order auto` (and its ratio to the bound), and the
+//!   planning time of each; with the exact placement search (strategy auto, listed order):
+//!   the peak over LOAD, the placement status and the time.
+//! - **traces** (`SHARED_DIR/bench/traces/*.csv`, `SHARED_DIR/bench/minimalloc/*.csv`):
+//!   buffers, LOAD, the heuristic portfolio's peak and best member, then the exact search:
+//!   status, final peak, proven lower bound, seconds. Files named `NAME.CAPACITY.csv` are fitted
+//!   to that capacity; the others are minimised.
+//!
+//! Every zoo plan is replayed by the validator and every placement re-checked; a failure
+//! aborts the run.
 
 use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
-use memplan::planner::{graph_stats, plan, OrderMode, PlanOptions};
-use memplan_solver::{csv, placement, Budget};
+use memplan::planner::{graph_stats, plan, OrderMode, PlanOptions, Strategy};
+use memplan_solver::place;
+use memplan_solver::{csv, Budget, PlacementProblem};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn main() -> Result<()> {
     let mut shared = PathBuf::from("../shared");
     let mut time_limit = 1.0f64;
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--time-limit" => {
                 time_limit = args.next().context("--time-limit needs seconds")?.parse()?;
             }
+            "--only" => only = Some(args.next().context("--only needs zoo or traces")?),
             "-h" | "--help" => {
-                println!("usage: memplan-benchmarks [SHARED_DIR] [--time-limit S]");
+                println!("usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces]");
                 return Ok(());
             }
             other => shared = PathBuf::from(other),
         }
     }
-    let tl = Duration::from_secs_f64(time_limit);
-    zoo_table(&shared.join("zoo"), tl)?;
-    println!();
-    trace_table(&shared.join("bench/traces"), tl)?;
+    let tl = Duration::try_from_secs_f64(time_limit).context("--time-limit must be a non-negative number")?;
+    if only.as_deref().is_none_or(|o| o == "zoo") {
+        zoo_table(&shared.join("zoo"), tl)?;
+        println!();
+    }
+    if only.as_deref().is_none_or(|o| o == "traces") {
+        let mut files = files(&shared.join("bench/traces"), "csv")?;
+        files.extend(files_or_empty(&shared.join("bench/minimalloc"), "csv"));
+        trace_table(&files, tl)?;
+    }
     Ok(())
 }
 
@@ -46,6 +63,10 @@ fn files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>> {
         .collect();
     v.sort();
     Ok(v)
+}
+
+fn files_or_empty(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    files(dir, ext).unwrap_or_default()
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -61,19 +82,19 @@ fn mib(b: u64) -> f64 {
 }
 
 fn zoo_table(dir: &Path, tl: Duration) -> Result<()> {
-    println!("| graph | ops | tensors | LOAD(listed) MiB | order bound MiB | LOAD/bound | peak(listed) MiB | peak/LOAD | peak(auto) MiB | auto/bound | auto order | listed ms | auto ms |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    println!("| graph | ops | tensors | LOAD(listed) MiB | order bound MiB | LOAD/bound | peak(listed) MiB | peak/LOAD | peak(auto) MiB | auto/bound | auto order | listed ms | auto ms | exact peak/LOAD | exact status | exact ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|");
     let (mut worst_listed, mut worst_name) = (0.0f64, String::new());
     for path in files(dir, "json")? {
-        let g = Graph::parse(&std::fs::read_to_string(&path)?)
-            .with_context(|| path.display().to_string())?;
+        let g = Graph::parse(&std::fs::read_to_string(&path)?).with_context(|| path.display().to_string())?;
         let s = graph_stats(&g)?;
-        let run = |order| -> Result<(memplan::Plan, f64)> {
+        let run = |order, strategy| -> Result<(memplan::Plan, f64)> {
             let t0 = Instant::now();
             let p = plan(
                 &g,
                 &PlanOptions {
                     order,
+                    strategy,
                     time_limit: Some(tl),
                     inplace: false,
                 },
@@ -84,15 +105,16 @@ fn zoo_table(dir: &Path, tl: Duration) -> Result<()> {
             }
             Ok((p, ms))
         };
-        let (given, given_ms) = run(OrderMode::Given)?;
-        let (auto, auto_ms) = run(OrderMode::Auto)?;
+        let (given, given_ms) = run(OrderMode::Given, Strategy::Heuristic)?;
+        let (auto, auto_ms) = run(OrderMode::Auto, Strategy::Heuristic)?;
+        let (exact, exact_ms) = run(OrderMode::Given, Strategy::Auto)?;
         let r = ratio(given.stats.peak_bytes, s.listed_load);
         if r > worst_listed {
             worst_listed = r;
             worst_name = g.name.clone();
         }
         println!(
-            "| {} | {} | {} | {:.1} | {:.1} | {:.3} | {:.1} | {:.4} | {:.1} | {:.3} | {} | {:.1} | {:.1} |",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.3} | {:.1} | {:.4} | {:.1} | {:.3} | {} | {:.1} | {:.1} | {:.4} | {} | {:.1} |",
             g.name,
             s.ops,
             s.tensors,
@@ -105,38 +127,55 @@ fn zoo_table(dir: &Path, tl: Duration) -> Result<()> {
             ratio(auto.stats.peak_bytes, s.order_lower_bound),
             auto.stats.order_method.as_deref().unwrap_or("-"),
             given_ms,
-            auto_ms
+            auto_ms,
+            ratio(exact.stats.peak_bytes, s.listed_load),
+            exact.stats.placement_status.as_deref().unwrap_or("-"),
+            exact_ms
         );
     }
-    println!("\nworst peak(listed)/LOAD: {worst_listed:.4} ({worst_name})");
+    println!("\nworst heuristic peak(listed)/LOAD: {worst_listed:.4} ({worst_name})");
     Ok(())
 }
 
-fn trace_table(dir: &Path, tl: Duration) -> Result<()> {
-    println!("| trace | buffers | LOAD MiB | peak MiB | peak/LOAD | best member | members (peak/LOAD) | ms |");
-    println!("|---|---:|---:|---:|---:|---|---|---:|");
-    for path in files(dir, "csv")? {
-        let parsed = csv::parse(&std::fs::read_to_string(&path)?, 1)
-            .with_context(|| path.display().to_string())?;
+/// The capacity in a `NAME.CAPACITY.csv` file name, if any.
+fn capacity_in_name(path: &Path) -> Option<u64> {
+    let stem = path.file_stem()?.to_string_lossy().to_string();
+    stem.rsplit_once('.').and_then(|(_, c)| c.parse().ok())
+}
+
+fn trace_table(paths: &[PathBuf], tl: Duration) -> Result<()> {
+    println!("| instance | buffers | LOAD | capacity | heuristic peak/LOAD | best heuristic | exact status | final peak/LOAD | lower bound/LOAD | nodes | s |");
+    println!("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|");
+    for path in paths {
+        let parsed = csv::parse(&std::fs::read_to_string(path)?, 1).with_context(|| path.display().to_string())?;
+        let capacity = capacity_in_name(path);
+        let problem = PlacementProblem {
+            buffers: parsed.problem.buffers,
+            capacity,
+        };
+        let load = problem.load();
         let t0 = Instant::now();
-        let result = placement::portfolio(&parsed.problem, &Budget::with_time(tl))?;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
-        let load = parsed.problem.load();
-        let members: Vec<String> = result
-            .members
-            .iter()
-            .map(|m| format!("{} {:.3}", m.name, ratio(m.peak, load)))
-            .collect();
+        let heur = place::heuristics(&problem, &Budget::with_time(tl))?;
+        let out = place::refine(&problem, &heur, &Budget::with_time(tl.saturating_sub(t0.elapsed())))?;
+        let secs = t0.elapsed().as_secs_f64();
+        let peak = PlacementProblem::new(problem.buffers.clone()).check(&out.placement)?;
+        if peak != out.stats.objective {
+            bail!("{}: reported peak {} but the placement reaches {peak}", path.display(), out.stats.objective);
+        }
         println!(
-            "| {} | {} | {:.2} | {:.2} | {:.4} | {} | {} | {:.0} |",
-            path.file_stem().unwrap_or_default().to_string_lossy(),
-            parsed.problem.buffers.len(),
-            mib(load),
-            mib(result.stats.objective),
-            ratio(result.stats.objective, load),
-            result.method,
-            members.join(", "),
-            ms
+            "| {} | {} | {} | {} | {:.4} | {} | {} | {:.4} | {:.4} | {} | {:.2} |",
+            path.file_name().unwrap_or_default().to_string_lossy(),
+            problem.buffers.len(),
+            load,
+            capacity.map_or("-".to_string(), |c| c.to_string()),
+            ratio(heur.stats.objective, load),
+            heur.method,
+            out.exact
+                .map_or(out.stats.status.to_string(), |e| format!("{:?}", e.status).to_lowercase()),
+            ratio(peak, load),
+            ratio(out.stats.lower_bound, load),
+            out.exact.map_or(0, |e| e.nodes),
+            secs
         );
     }
     Ok(())

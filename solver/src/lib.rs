@@ -9,7 +9,8 @@
 //! - two buffers **conflict** when their lifetimes intersect; conflicting buffers may not share bytes.
 //!
 //! Modules: [`problem`] (buffers, placements, LOAD, the placement checker), [`budget`] (solver
-//! limits and statistics), [`placement`] (heuristic placement portfolio), [`order`] (op-order
+//! limits and statistics), [`placement`] (heuristic placement portfolio), [`exact`] (exact placement search),
+//! [`place`] (the whole placement step: portfolio, then exact search), [`order`] (op-order
 //! problem, lifetimes of an order, order heuristics and the order-independent bound),
 //! [`csv`] (the minimalloc buffer CSV), [`ilp`] (integer programs on HiGHS).
 //!
@@ -34,6 +35,7 @@ pub mod csv;
 pub mod exact;
 pub mod ilp;
 pub mod order;
+pub mod place;
 pub mod placement;
 pub mod problem;
 

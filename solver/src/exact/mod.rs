@@ -41,7 +41,7 @@ pub use minimise::{minimise, MinimiseOutcome};
 use crate::budget::{Budget, BudgetClock};
 use crate::problem::{Placement, PlacementProblem};
 use ordering::{ranks, PREORDERS};
-use search::{Config, RunEnd, Search};
+use search::{Config, Nogoods, RunEnd, Search};
 use sections::Instance;
 use std::time::Duration;
 
@@ -212,25 +212,52 @@ pub(crate) fn solve_with_clock(
             })
             .collect()
     });
-    let rank_sets: Vec<Vec<u32>> = if let Some(e) = env_pre {
+    let seeds: Option<u64> = std::env::var("SEEDS").ok().and_then(|v| v.parse().ok());
+    let rank_sets: Vec<Vec<u32>> = if let Some(k) = seeds {
+        let s0: u64 = std::env::var("SEED0").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        (s0..s0 + k)
+            .map(|seed| {
+                let base = ranks(&inst, &PREORDERS[(seed % 3) as usize]);
+                let mut st = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+                let mut keyed: Vec<(u64, usize)> = base
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &r)| {
+                        st ^= st << 13;
+                        st ^= st >> 7;
+                        st ^= st << 17;
+                        (u64::from(r) + st % (inst.len() as u64 / 4 + 1), i)
+                    })
+                    .collect();
+                keyed.sort_unstable();
+                let mut rank = vec![0u32; inst.len()];
+                for (r, &(_, i)) in keyed.iter().enumerate() {
+                    rank[i] = r as u32;
+                }
+                rank
+            })
+            .collect()
+    } else if let Some(e) = env_pre {
         e.iter().map(|k| ranks(&inst, k)).collect()
     } else if preorders.is_empty() {
         vec![ranks(&inst, &[])]
     } else {
         preorders.iter().map(|keys| ranks(&inst, keys)).collect()
     };
+    let mut nogoods = Nogoods::default();
     let end = if rank_sets.len() == 1 {
         let rank = rank_sets.into_iter().next().unwrap_or_default();
-        Search::new(&inst, capacity, cfg, rank).run(limit, clock, nodes)
+        Search::new(&inst, capacity, cfg, rank, &mut nogoods).run(limit, clock, nodes)
     } else {
         // Round robin with a doubling node limit per run.
-        let mut per_run = (inst.len() as u64).max(16);
+        let mut per_run = std::env::var("PERRUN").ok().and_then(|v| v.parse().ok()).unwrap_or((inst.len() as u64).max(16));
         'outer: loop {
             per_run = per_run.saturating_mul(2);
             for rank in &rank_sets {
                 let run_limit = nodes.saturating_add(per_run).min(limit);
                 let end =
-                    Search::new(&inst, capacity, cfg, rank.clone()).run(run_limit, clock, nodes);
+                    Search::new(&inst, capacity, cfg, rank.clone(), &mut nogoods)
+                    .run(run_limit, clock, nodes);
                 match end {
                     RunEnd::NodeLimit if *nodes < limit => continue,
                     other => break 'outer other,

@@ -165,11 +165,43 @@ pub(crate) struct Search<'a> {
     /// Per section, candidates covering it (scratch, zero between nodes).
     count: Vec<u32>,
     touched: Vec<u32>,
+    /// Pieces proven infeasible.
+    nogoods: &'a mut Nogoods,
+}
+
+/// Pieces proven infeasible, keyed by [`Search::piece_key`]; shared by the runs of one
+/// capacity.
+#[derive(Debug, Default)]
+pub(crate) struct Nogoods {
+    set: std::collections::HashSet<Vec<u64>>,
+    words: usize,
+}
+
+/// At most this many words are kept in [`Nogoods`].
+const NOGOOD_WORDS: usize = 1 << 22;
+
+impl Nogoods {
+    fn insert(&mut self, key: Vec<u64>) {
+        if self.words.saturating_add(key.len()) <= NOGOOD_WORDS {
+            self.words += key.len();
+            self.set.insert(key);
+        }
+    }
+
+    fn contains(&self, key: &[u64]) -> bool {
+        self.set.contains(key)
+    }
 }
 
 impl<'a> Search<'a> {
     /// A fresh search of `inst` under `cap` with ranks `rank`.
-    pub(crate) fn new(inst: &'a Instance, cap: u64, cfg: Config, rank: Vec<u32>) -> Self {
+    pub(crate) fn new(
+        inst: &'a Instance,
+        cap: u64,
+        cfg: Config,
+        rank: Vec<u32>,
+        nogoods: &'a mut Nogoods,
+    ) -> Self {
         let m = inst.len();
         Search {
             inst,
@@ -192,6 +224,7 @@ impl<'a> Search<'a> {
             open: (0..m).map(|i| inst.overlaps.row(i).len() as u32).collect(),
             count: vec![0; inst.n_sec],
             touched: Vec::new(),
+            nogoods,
         }
     }
 
@@ -257,12 +290,10 @@ impl<'a> Search<'a> {
             match sig {
                 Sig::Descend(g) => {
                     if *nodes >= limit {
-                        STATS.with(|st| eprintln!("splits {:?}", st.borrow()));
                         return RunEnd::NodeLimit;
                     }
                     *nodes += 1;
                     if *nodes % CLOCK_EVERY == 0 && clock.exhausted().is_some() {
-                        STATS.with(|st| eprintln!("splits {:?}", st.borrow()));
                         return RunEnd::TimeLimit;
                     }
                     sig = match self.choose(g) {
@@ -362,11 +393,15 @@ impl<'a> Search<'a> {
                         if let Some(Frame::Split { next: n, .. }) = self.stack.last_mut() {
                             *n += 1;
                         }
-                        sig = Sig::Descend(next);
+                        sig = if self.nogoods.contains(&self.piece_key(next)) {
+                            Sig::Fail
+                        } else {
+                            Sig::Descend(next)
+                        };
                     }
                 }
                 Sig::Success => match self.stack.last().copied() {
-                    None => { STATS.with(|st| eprintln!("splits {:?}", st.borrow())); return RunEnd::Found(self.off.clone()) },
+                    None => return RunEnd::Found(self.off.clone()),
                     Some(Frame::Node { cstart, .. }) => {
                         self.stack.pop();
                         self.cands.truncate(cstart);
@@ -383,7 +418,11 @@ impl<'a> Search<'a> {
                         next,
                         ..
                     }) => {
-                        STATS.with(|st| { let mut st = st.borrow_mut(); st.1 += 1; st.2 += (next - gstart) as u64; });
+                        // The piece that failed is back at its start: remember it.
+                        if next > gstart {
+                            let key = self.piece_key(next - 1);
+                            self.nogoods.insert(key);
+                        }
                         self.undo_to(mark);
                         self.stack.pop();
                         self.groups.truncate(gstart);
@@ -392,6 +431,20 @@ impl<'a> Search<'a> {
                 },
             }
         }
+    }
+
+    /// What decides the fate of piece `g` (at its start): its buffers with their lowest
+    /// offsets and blocked levels.
+    fn piece_key(&self, g: usize) -> Vec<u64> {
+        let grp = self.groups[g];
+        let mut key = Vec::with_capacity(3 * (grp.me - grp.ms));
+        for &b in &self.group_members[grp.ms..grp.me] {
+            let bi = b as usize;
+            key.push(u64::from(b));
+            key.push(self.min_off[bi]);
+            key.push(if self.is_blocked(bi) { self.blocked[bi] } else { NONE });
+        }
+        key
     }
 
     fn push_group(&mut self, members: &[u32], s0: u32, s1: u32) {
@@ -667,7 +720,6 @@ impl<'a> Search<'a> {
         if pieces.len() < 2 {
             return false;
         }
-        STATS.with(|st| st.borrow_mut().0 += 1);
         let gstart = self.groups.len();
         let member_mark = self.group_members.len();
         for p in pieces {
@@ -715,5 +767,3 @@ fn pivot_mode() -> u32 {
     static M: OnceLock<u32> = OnceLock::new();
     *M.get_or_init(|| std::env::var("PIVOT").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
 }
-
-thread_local! { static STATS: std::cell::RefCell<(u64,u64,u64)> = const { std::cell::RefCell::new((0,0,0)) }; }

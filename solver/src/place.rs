@@ -1,0 +1,180 @@
+//! The whole placement step: the heuristic [`placement`](crate::placement) portfolio, then the
+//! exact search ([`exact`](crate::exact)) within what is left of the budget.
+//!
+//! - With a capacity: if the heuristics fit it, done; otherwise the exact search tries to fit
+//!   it, and either finds a placement, proves none exists, or runs out of budget.
+//! - Without: the exact search lowers the peak from the heuristics' best towards LOAD and
+//!   reports the proven lower bound (LOAD, or higher where infeasibility was proven).
+//!
+//! The result is never worse than the heuristics'. Without a time limit the exact search gets
+//! [`DEFAULT_EXACT_NODES`] search nodes, so a call always ends and is deterministic.
+
+use crate::budget::{Budget, SolveStats, SolveStatus};
+use crate::exact::{self, ExactOptions, ExactStatus};
+use crate::placement::{self, MemberResult};
+use crate::problem::{Placement, PlacementError, PlacementProblem};
+use std::time::{Duration, Instant};
+
+/// Node budget of the exact search when the caller gives no limit at all.
+pub const DEFAULT_EXACT_NODES: u64 = 2_000_000;
+
+/// Options of [`place`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlaceOptions {
+    /// Limits for the whole step (heuristics first, the exact search gets the rest).
+    pub budget: Budget,
+    /// Run the exact search after the heuristics.
+    pub exact: bool,
+}
+
+impl Default for PlaceOptions {
+    fn default() -> Self {
+        PlaceOptions {
+            budget: Budget::UNLIMITED,
+            exact: true,
+        }
+    }
+}
+
+/// What the exact search did, when it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExactReport {
+    /// Its status.
+    pub status: ExactStatus,
+    /// Search nodes entered.
+    pub nodes: u64,
+    /// Time it took.
+    pub elapsed: Duration,
+}
+
+/// The chosen placement and how it was found.
+#[derive(Debug, Clone)]
+pub struct PlaceOutcome {
+    /// The placement (valid; see `stats` for its peak).
+    pub placement: Placement,
+    /// `exact` when the exact search improved on the heuristics, else the heuristic's name.
+    pub method: String,
+    /// The heuristic portfolio's members.
+    pub members: Vec<MemberResult>,
+    /// The exact search's report, when it ran.
+    pub exact: Option<ExactReport>,
+    /// Objective = peak; lower bound = LOAD or better; status optimal / heuristic /
+    /// time_limit / node_limit / infeasible (capacity proven unreachable).
+    pub stats: SolveStats,
+    /// Whether the peak fits `problem.capacity` (true when there is none).
+    pub fits: bool,
+}
+
+/// Places `problem` (see the module doc): [`heuristics`], then [`refine`] with what is left
+/// of the budget when `opts.exact`. `problem.capacity`, when set, is the target.
+pub fn place(problem: &PlacementProblem, opts: &PlaceOptions) -> Result<PlaceOutcome, PlacementError> {
+    let started = Instant::now();
+    let heur = heuristics(problem, &opts.budget)?;
+    if !opts.exact {
+        return Ok(heur);
+    }
+    let remaining = Budget {
+        time: opts.budget.time.map(|t| t.saturating_sub(started.elapsed())),
+        nodes: opts.budget.nodes,
+    };
+    refine(problem, &heur, &remaining)
+}
+
+/// The heuristic portfolio alone, as a [`PlaceOutcome`] (lower bound LOAD).
+pub fn heuristics(problem: &PlacementProblem, budget: &Budget) -> Result<PlaceOutcome, PlacementError> {
+    let heur = placement::portfolio(problem, budget)?;
+    let peak = heur.stats.objective;
+    Ok(PlaceOutcome {
+        placement: heur.placement,
+        method: heur.method.to_string(),
+        members: heur.members,
+        exact: None,
+        fits: problem.capacity.is_none_or(|c| peak <= c),
+        stats: heur.stats,
+    })
+}
+
+/// Runs the exact search from `start` (a valid placement of `problem`, e.g. from
+/// [`heuristics`]) within `budget` and keeps whichever is better. Without any limit in
+/// `budget` the search gets [`DEFAULT_EXACT_NODES`] nodes.
+pub fn refine(problem: &PlacementProblem, start: &PlaceOutcome, budget: &Budget) -> Result<PlaceOutcome, PlacementError> {
+    let started = Instant::now();
+    let load = problem.load();
+    let uncapped = PlacementProblem::new(problem.buffers.clone());
+    let mut placement = start.placement.clone();
+    let mut method = start.method.clone();
+    let start_stats = &start.stats;
+    let mut peak = uncapped.check(&placement)?;
+    let mut lower = start_stats.lower_bound.max(load).min(peak);
+    let mut status = start_stats.status;
+    let fits_now = |peak: u64| problem.capacity.is_none_or(|c| peak <= c);
+    let mut report = None;
+    let done = peak <= lower || (problem.capacity.is_some() && fits_now(peak));
+    if !done {
+        let eopts = ExactOptions {
+            budget: Budget {
+                time: budget.time,
+                nodes: match (budget.time, budget.nodes) {
+                    (None, None) => Some(DEFAULT_EXACT_NODES),
+                    (_, n) => n,
+                },
+            },
+            ..ExactOptions::default()
+        };
+        let (found, exact_status, proven) = match problem.capacity {
+            Some(capacity) => {
+                let out = exact::solve(problem, capacity, &[], &eopts);
+                report = Some(ExactReport {
+                    status: out.status,
+                    nodes: out.nodes,
+                    elapsed: out.elapsed,
+                });
+                let proven = if out.status == ExactStatus::Infeasible {
+                    capacity.saturating_add(1)
+                } else {
+                    load
+                };
+                (out.placement, out.status, proven)
+            }
+            None => {
+                let out = exact::minimise(problem, &placement, &eopts);
+                report = Some(ExactReport {
+                    status: out.status,
+                    nodes: out.nodes,
+                    elapsed: out.elapsed,
+                });
+                (Some(out.placement), out.status, out.lower_bound)
+            }
+        };
+        if let Some(p) = found {
+            if let Ok(p_peak) = uncapped.check(&p) {
+                if p_peak < peak {
+                    (placement, peak, method) = (p, p_peak, "exact".to_string());
+                }
+            }
+        }
+        lower = lower.max(proven).min(peak);
+        status = match exact_status {
+            ExactStatus::Infeasible if problem.capacity.is_some() => SolveStatus::Infeasible,
+            ExactStatus::Timeout if budget.time.is_some_and(|t| started.elapsed() >= t) => SolveStatus::TimeLimit,
+            ExactStatus::Timeout => SolveStatus::NodeLimit,
+            _ => SolveStatus::Heuristic,
+        };
+    }
+    if peak <= lower {
+        status = SolveStatus::Optimal;
+    }
+    Ok(PlaceOutcome {
+        placement,
+        method,
+        members: start.members.clone(),
+        exact: report,
+        stats: SolveStats {
+            status,
+            elapsed: start_stats.elapsed + started.elapsed(),
+            objective: peak,
+            lower_bound: lower,
+        },
+        fits: fits_now(peak),
+    })
+}
