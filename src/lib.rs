@@ -12,5 +12,5 @@ pub mod validate;
 
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
 pub use plan::{Instruction, Plan};
-pub use planner::{plan, OrderMode, PlanError, PlanOptions};
+pub use planner::{plan, OrderMode, PlanError, PlanOptions, Strategy};
 pub use validate::{validate, Replay, Violation, ViolationKind};

@@ -262,7 +262,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let result = place::place(&problem, &opts)?;
             let load = problem.load();
             let peak = result.stats.objective;
-            write_out(&output, &csv::write(&parsed.ids, &problem, &result.placement))?;
+            write_out(
+                &output,
+                &csv::write(&parsed.ids, &problem, &result.placement),
+            )?;
             eprintln!(
                 "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, lower bound {} B (gap {:.2}%), status {}{}, {:.1} ms",
                 problem.buffers.len(),

@@ -87,12 +87,16 @@ struct Candidate {
 pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let started = Instant::now();
     let (problem, mapping) = graph.order_problem_with_mapping();
-    let lopts = LifetimeOptions { inplace: opts.inplace };
+    let lopts = LifetimeOptions {
+        inplace: opts.inplace,
+    };
     let remaining = || Budget {
         time: opts.time_limit.map(|t| t.saturating_sub(started.elapsed())),
         nodes: None,
     };
-    let listed = problem.listed_topological_order().map_err(|e| graph.order_error(e))?;
+    let listed = problem
+        .listed_topological_order()
+        .map_err(|e| graph.order_error(e))?;
     let mut orders = vec![(listed, "listed")];
     let mut order_result = None;
     if opts.order == OrderMode::Auto {
@@ -119,10 +123,16 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     if opts.strategy == Strategy::Auto {
         let count = candidates.len() as u32;
         for k in 0..candidates.len() {
-            let best_peak = candidates.iter().map(|c| c.placed.stats.objective).min().unwrap_or(0);
+            let best_peak = candidates
+                .iter()
+                .map(|c| c.placed.stats.objective)
+                .min()
+                .unwrap_or(0);
             let c = &candidates[k];
             // Only worth it where the exact search could beat the best plan so far.
-            if c.placed.stats.objective <= c.placed.stats.lower_bound || c.lt.problem.load() >= best_peak {
+            if c.placed.stats.objective <= c.placed.stats.lower_bound
+                || c.lt.problem.load() >= best_peak
+            {
                 continue;
             }
             // Split what is left evenly over the candidates still to refine.
@@ -141,13 +151,23 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         .min_by_key(|(i, c)| (c.placed.stats.objective, *i))
         .map(|(_, c)| c)
         .ok_or_else(|| PlanError::Internal("no candidate order".into()))?;
-    let mut plan = emit(graph, &best.order, &best.lt, &best.placed.placement, &mapping);
+    let mut plan = emit(
+        graph,
+        &best.order,
+        &best.lt,
+        &best.placed.placement,
+        &mapping,
+    );
     let load = best.lt.problem.load();
     let s = &best.placed;
     plan.stats.method = s.method.clone();
     plan.stats.load_bytes = Some(load);
     plan.stats.order_method = Some(best.method.to_string());
-    plan.stats.members = s.members.iter().map(|m| MemberStat::new(m.name, m.peak, m.elapsed)).collect();
+    plan.stats.members = s
+        .members
+        .iter()
+        .map(|m| MemberStat::new(m.name, m.peak, m.elapsed))
+        .collect();
     plan.stats.placement_status = Some(s.stats.status.as_str().to_string());
     if let Some(e) = &s.exact {
         plan.stats.exact = Some(crate::plan::ExactStat {
@@ -169,7 +189,11 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     plan.stats.gap = Some(solve.gap());
     if let Some(r) = &order_result {
         plan.stats.order_lower_bound_bytes = Some(r.stats.lower_bound);
-        plan.stats.order_members = r.members.iter().map(|m| MemberStat::new(m.name, m.load, m.elapsed)).collect();
+        plan.stats.order_members = r
+            .members
+            .iter()
+            .map(|m| MemberStat::new(m.name, m.load, m.elapsed))
+            .collect();
     }
     plan.stats.inplace = opts.inplace;
     plan.stats.elapsed_ms = ms(started.elapsed());

@@ -5,7 +5,7 @@
 
 use memplan::graph::Graph;
 use memplan::plan::emit;
-use memplan::{plan, validate, OrderMode, PlanOptions};
+use memplan::{plan, validate, OrderMode, PlanOptions, Strategy as Solvers};
 use memplan_solver::order::{self, lifetimes, LifetimeOptions};
 use memplan_solver::{placement, Budget};
 use proptest::prelude::*;
@@ -109,14 +109,40 @@ proptest! {
                     prop_assert!(p.stats.peak_bytes >= load, "{} peak below LOAD", placer.name());
                 }
             }
-            let full = plan(&graph, &PlanOptions { order: OrderMode::Auto, inplace, ..Default::default() }).unwrap();
+            // Heuristics only: `auto` is never worse than `given` by construction.
+            let heuristic = |order| PlanOptions { order, strategy: Solvers::Heuristic, inplace, time_limit: None };
+            let full = plan(&graph, &heuristic(OrderMode::Auto)).unwrap();
             prop_assert!(validate(&graph, &full, None).is_ok());
-            let given = plan(&graph, &PlanOptions { order: OrderMode::Given, inplace, ..Default::default() }).unwrap();
+            let given = plan(&graph, &heuristic(OrderMode::Given)).unwrap();
             prop_assert!(full.stats.peak_bytes <= given.stats.peak_bytes);
             // Deterministic: no time limit, same input, same plan.
-            let unlimited = PlanOptions { order: OrderMode::Auto, inplace, time_limit: None, ..Default::default() };
-            let (a, b) = (plan(&graph, &unlimited).unwrap(), plan(&graph, &unlimited).unwrap());
-            prop_assert_eq!(&a.instructions, &b.instructions);
+            let again = plan(&graph, &heuristic(OrderMode::Auto)).unwrap();
+            prop_assert_eq!(&full.instructions, &again.instructions);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn the_exact_strategy_yields_valid_plans_never_worse_than_the_heuristics(g in arb_graph()) {
+        let graph = Graph::parse(&g.to_string()).unwrap();
+        for inplace in [false, true] {
+            for order in [OrderMode::Given, OrderMode::Auto] {
+                let opts = |strategy| PlanOptions {
+                    order,
+                    strategy,
+                    inplace,
+                    time_limit: Some(std::time::Duration::from_millis(100)),
+                };
+                let heur = plan(&graph, &opts(Solvers::Heuristic)).unwrap();
+                let exact = plan(&graph, &opts(Solvers::Auto)).unwrap();
+                let r = validate(&graph, &exact, None);
+                prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+                prop_assert!(exact.stats.peak_bytes <= heur.stats.peak_bytes);
+                prop_assert!(exact.stats.lower_bound_bytes <= exact.stats.peak_bytes);
+            }
         }
     }
 }

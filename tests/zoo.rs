@@ -3,7 +3,7 @@
 //! listed order. Skips (with a message) when ../shared is not present.
 
 use memplan::graph::Graph;
-use memplan::{plan, validate, OrderMode, PlanOptions};
+use memplan::{plan, validate, OrderMode, PlanOptions, Strategy};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -62,16 +62,20 @@ fn every_zoo_plan_passes_check_plan_py_and_auto_never_loses_to_listed() {
     );
     for path in graphs {
         let g = Graph::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let given = plan(
-            &g,
-            &PlanOptions {
-                order: OrderMode::Given,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let auto = plan(&g, &PlanOptions::default()).unwrap();
-        for (tag, p) in [("given", &given), ("auto", &auto)] {
+        let heuristic = |order| PlanOptions {
+            order,
+            strategy: Strategy::Heuristic,
+            ..Default::default()
+        };
+        let given = plan(&g, &heuristic(OrderMode::Given)).unwrap();
+        let auto = plan(&g, &heuristic(OrderMode::Auto)).unwrap();
+        let exact = plan(&g, &PlanOptions::default()).unwrap();
+        assert!(
+            exact.stats.peak_bytes <= auto.stats.peak_bytes,
+            "{}: exact search made it worse",
+            g.name
+        );
+        for (tag, p) in [("given", &given), ("auto", &auto), ("exact", &exact)] {
             let ours = validate(&g, p, None).unwrap_or_else(|v| panic!("{} {tag}: {v}", g.name));
             let theirs = python_check(&shared, &path, &p.to_json(), tag);
             assert_eq!(theirs["peak"].as_u64(), Some(ours.peak), "{} {tag}", g.name);

@@ -36,13 +36,16 @@ fn main() -> Result<()> {
             }
             "--only" => only = Some(args.next().context("--only needs zoo or traces")?),
             "-h" | "--help" => {
-                println!("usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces]");
+                println!(
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces]"
+                );
                 return Ok(());
             }
             other => shared = PathBuf::from(other),
         }
     }
-    let tl = Duration::try_from_secs_f64(time_limit).context("--time-limit must be a non-negative number")?;
+    let tl = Duration::try_from_secs_f64(time_limit)
+        .context("--time-limit must be a non-negative number")?;
     if only.as_deref().is_none_or(|o| o == "zoo") {
         zoo_table(&shared.join("zoo"), tl)?;
         println!();
@@ -86,7 +89,8 @@ fn zoo_table(dir: &Path, tl: Duration) -> Result<()> {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|");
     let (mut worst_listed, mut worst_name) = (0.0f64, String::new());
     for path in files(dir, "json")? {
-        let g = Graph::parse(&std::fs::read_to_string(&path)?).with_context(|| path.display().to_string())?;
+        let g = Graph::parse(&std::fs::read_to_string(&path)?)
+            .with_context(|| path.display().to_string())?;
         let s = graph_stats(&g)?;
         let run = |order, strategy| -> Result<(memplan::Plan, f64)> {
             let t0 = Instant::now();
@@ -147,7 +151,8 @@ fn trace_table(paths: &[PathBuf], tl: Duration) -> Result<()> {
     println!("| instance | buffers | LOAD | capacity | heuristic peak/LOAD | best heuristic | exact status | final peak/LOAD | lower bound/LOAD | nodes | s |");
     println!("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|");
     for path in paths {
-        let parsed = csv::parse(&std::fs::read_to_string(path)?, 1).with_context(|| path.display().to_string())?;
+        let parsed = csv::parse(&std::fs::read_to_string(path)?, 1)
+            .with_context(|| path.display().to_string())?;
         let capacity = capacity_in_name(path);
         let problem = PlacementProblem {
             buffers: parsed.problem.buffers,
@@ -156,11 +161,19 @@ fn trace_table(paths: &[PathBuf], tl: Duration) -> Result<()> {
         let load = problem.load();
         let t0 = Instant::now();
         let heur = place::heuristics(&problem, &Budget::with_time(tl))?;
-        let out = place::refine(&problem, &heur, &Budget::with_time(tl.saturating_sub(t0.elapsed())))?;
+        let out = place::refine(
+            &problem,
+            &heur,
+            &Budget::with_time(tl.saturating_sub(t0.elapsed())),
+        )?;
         let secs = t0.elapsed().as_secs_f64();
         let peak = PlacementProblem::new(problem.buffers.clone()).check(&out.placement)?;
         if peak != out.stats.objective {
-            bail!("{}: reported peak {} but the placement reaches {peak}", path.display(), out.stats.objective);
+            bail!(
+                "{}: reported peak {} but the placement reaches {peak}",
+                path.display(),
+                out.stats.objective
+            );
         }
         println!(
             "| {} | {} | {} | {} | {:.4} | {} | {} | {:.4} | {:.4} | {} | {:.2} |",
@@ -171,7 +184,8 @@ fn trace_table(paths: &[PathBuf], tl: Duration) -> Result<()> {
             ratio(heur.stats.objective, load),
             heur.method,
             out.exact
-                .map_or(out.stats.status.to_string(), |e| format!("{:?}", e.status).to_lowercase()),
+                .map_or(out.stats.status.to_string(), |e| format!("{:?}", e.status)
+                    .to_lowercase()),
             ratio(peak, load),
             ratio(out.stats.lower_bound, load),
             out.exact.map_or(0, |e| e.nodes),

@@ -700,7 +700,9 @@ mod tests {
         let take: Vec<_> = (0..3).map(|_| vars.add(variable().binary())).collect();
         let value: good_lp::Expression = take.iter().zip(values).map(|(&x, v)| v * x).sum();
         let weight: good_lp::Expression = take.iter().zip(weights).map(|(&x, w)| w * x).sum();
-        let mut model = vars.maximise(value.clone()).using(good_lp::solvers::highs::highs);
+        let mut model = vars
+            .maximise(value.clone())
+            .using(good_lp::solvers::highs::highs);
         model.set_verbose(false);
         let solution = model.with(constraint!(weight <= 8.0)).solve().unwrap();
         let picked: Vec<f64> = take.iter().map(|&x| solution.value(x).round()).collect();

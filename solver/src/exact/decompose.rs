@@ -80,7 +80,7 @@ mod tests {
         };
         // Sections [0,1) [1,2) [2,3) [3,4) [4,5); boundaries 0..4.
         let p = PlacementProblem::new(vec![buf(0, 2), buf(2, 3), buf(3, 5), buf(1, 4)]);
-        let inst = Instance::new(&p, &[]);
+        let inst = Instance::new(&p, &[], u64::MAX);
         let mut cuts = initial_cuts(&inst);
         assert_eq!(cuts, vec![1, 1, 1, 1]);
         assert_eq!(split(&inst, &cuts, 0..4, 0, 5).len(), 1);

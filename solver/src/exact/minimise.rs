@@ -1,34 +1,235 @@
-//! placeholder
-use super::*;
-/// Outcome.
+//! Capacity minimisation: the lowest peak the search can reach from a valid placement.
+//!
+//! Idea: the fit problem ([`super::solve`]) answers "is there a placement under capacity
+//! `C`?"; minimisation asks it for decreasing `C`. The first question is LOAD itself (the
+//! usual answer on real traces, and then the placement is optimal at once); after that a
+//! binary search between the best lower bound and the best peak found, where every found
+//! placement lowers the upper end to its own peak and every proof of infeasibility raises the
+//! lower bound; an unanswered question (budget) only stops that side from being retried. Each
+//! question gets half of the budget left, so the total stays within the budget. Instances with
+//! more than [`WINDOW_ABOVE`] buffers are too large for the search as a whole: they go to the
+//! window search of [`super::window`] instead, which repairs the placement piecewise.
+//!
+//! Complexity: `O(log(peak − LOAD))` fit problems, each bounded by its share of the budget.
+
+use super::dive::{dive, DiveOrder};
+use super::window;
+use super::{solve_with_clock, ExactOptions, ExactStatus};
+use crate::budget::Budget;
+use crate::problem::{align_up, Placement, PlacementProblem};
+use std::time::Duration;
+
+/// Above this many buffers, [`minimise`] repairs windows instead of searching the whole.
+pub const WINDOW_ABOVE: usize = 4096;
+
+/// The answer of [`minimise`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MinimiseOutcome {
-    /// The best placement.
+    /// The best placement found (the start when nothing better was found).
     pub placement: Placement,
     /// Its peak.
     pub peak: u64,
-    /// Proven lower bound.
+    /// A proven lower bound of every placement's peak: LOAD, or one more than the highest
+    /// capacity proven infeasible.
     pub lower_bound: u64,
-    /// Status.
+    /// [`ExactStatus::Optimal`] when `peak == lower_bound`, [`ExactStatus::Feasible`]
+    /// otherwise, [`ExactStatus::Infeasible`] for an invalid problem.
     pub status: ExactStatus,
-    /// Nodes.
+    /// Search nodes entered in all.
     pub nodes: u64,
-    /// Time.
+    /// Wall-clock time spent.
     pub elapsed: Duration,
 }
-/// Minimise.
+
+/// Lowers the peak of `start` (capacities of `problem` are ignored) towards LOAD within
+/// `opts.budget`.
+///
+/// The result is never worse than `start`; a `start` that does not pass
+/// [`PlacementProblem::check`] is replaced by all buffers stacked one above the other. An
+/// invalid problem (zero size, bad alignment, empty lifetime) returns `start` as given, with
+/// peak and bound 0 and status [`ExactStatus::Infeasible`].
 pub fn minimise(
     problem: &PlacementProblem,
     start: &Placement,
     opts: &ExactOptions,
 ) -> MinimiseOutcome {
-    let _ = (problem, opts);
+    let clock = opts.budget.start();
+    let mut nodes = 0u64;
+    let uncapped = PlacementProblem {
+        buffers: problem.buffers.clone(),
+        capacity: None,
+    };
+    let stacked = stack(problem);
+    let valid = match (problem.validate(), uncapped.check(start), stacked) {
+        (Err(_), _, _) => None,
+        (Ok(()), Ok(peak), _) => Some((start.clone(), peak)),
+        (Ok(()), Err(_), Some(s)) => uncapped.check(&s).ok().map(|p| (s, p)),
+        (Ok(()), Err(_), None) => None,
+    };
+    let Some((mut best, mut peak)) = valid else {
+        return MinimiseOutcome {
+            placement: start.clone(),
+            peak: 0,
+            lower_bound: 0,
+            status: ExactStatus::Infeasible,
+            nodes,
+            elapsed: clock.elapsed(),
+        };
+    };
+    let mut lower_bound = problem.load();
+    // Cheap upper bounds first: canonical dives (no backtracking).
+    for order in [DiveOrder::AreaWidthSize, DiveOrder::SizeAreaWidth] {
+        if peak <= lower_bound || clock.exhausted().is_some() {
+            break;
+        }
+        let max_pushes = (problem.buffers.len() as u64).saturating_mul(256);
+        if let Some(placement) = dive(problem, order, max_pushes, &clock) {
+            if let Ok(p) = uncapped.check(&placement) {
+                if p < peak {
+                    best = placement;
+                    peak = p;
+                }
+            }
+        }
+    }
+    if peak <= lower_bound {
+        // Already optimal.
+    } else if problem.buffers.len() > WINDOW_ABOVE {
+        let mut offsets = best.offsets.clone();
+        window::improve(problem, &mut offsets, lower_bound, opts, &clock, &mut nodes);
+        let candidate = Placement { offsets };
+        if let Ok(p) = uncapped.check(&candidate) {
+            if p < peak {
+                best = candidate;
+                peak = p;
+            }
+        }
+    } else {
+        // `lo`: the lowest capacity still worth asking about (proven or given up below it).
+        let mut lo = lower_bound;
+        let mut first = true;
+        while lo < peak && clock.exhausted().is_none() {
+            let cap = if first {
+                lower_bound
+            } else {
+                lo + (peak - 1 - lo) / 2
+            };
+            first = false;
+            let sub = ExactOptions {
+                budget: half_of_what_is_left(&opts.budget, clock.elapsed(), nodes),
+                ..*opts
+            };
+            let sub_clock = sub.budget.start();
+            match solve_with_clock(problem, cap, &[], &sub, &sub_clock, &mut nodes) {
+                Ok(placement) => {
+                    if let Ok(p) = uncapped.check(&placement) {
+                        if p < peak {
+                            best = placement;
+                            peak = p;
+                        }
+                    }
+                }
+                Err(ExactStatus::Infeasible) => {
+                    lower_bound = lower_bound.max(cap.saturating_add(1));
+                    lo = lo.max(cap.saturating_add(1));
+                }
+                Err(_) => lo = cap.saturating_add(1),
+            }
+        }
+    }
     MinimiseOutcome {
-        placement: start.clone(),
-        peak: 0,
-        lower_bound: 0,
-        status: ExactStatus::Timeout,
-        nodes: 0,
-        elapsed: Duration::ZERO,
+        placement: best,
+        peak,
+        lower_bound: lower_bound.min(peak),
+        status: if peak <= lower_bound {
+            ExactStatus::Optimal
+        } else {
+            ExactStatus::Feasible
+        },
+        nodes,
+        elapsed: clock.elapsed(),
+    }
+}
+
+/// Half of the time and nodes `budget` leaves after `elapsed` and `nodes` (unlimited stays
+/// unlimited; at least one node and one millisecond).
+pub(crate) fn half_of_what_is_left(budget: &Budget, elapsed: Duration, nodes: u64) -> Budget {
+    Budget {
+        time: budget
+            .time
+            .map(|t| (t.saturating_sub(elapsed) / 2).max(Duration::from_millis(1))),
+        nodes: budget.nodes.map(|n| (n.saturating_sub(nodes) / 2).max(1)),
+    }
+}
+
+/// Every buffer above the previous ones (always valid when it fits in `u64`).
+fn stack(problem: &PlacementProblem) -> Option<Placement> {
+    let mut top = 0u64;
+    let mut offsets = Vec::with_capacity(problem.buffers.len());
+    for b in &problem.buffers {
+        let off = align_up(top, b.alignment.max(1))?;
+        top = off.checked_add(b.size)?;
+        offsets.push(off);
+    }
+    Some(Placement { offsets })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{Buffer, Lifetime};
+
+    fn buf(start: u64, end: u64, size: u64) -> Buffer {
+        Buffer {
+            lifetime: Lifetime::new(start, end),
+            size,
+            alignment: 1,
+        }
+    }
+
+    #[test]
+    fn a_stacked_start_drops_to_load_and_is_proven_optimal() {
+        let p = PlacementProblem::new(vec![buf(0, 2, 4), buf(1, 3, 4), buf(2, 4, 4), buf(3, 5, 4)]);
+        let start = stack(&p).unwrap();
+        assert_eq!(p.check(&start), Ok(16));
+        let out = minimise(&p, &start, &ExactOptions::default());
+        assert_eq!(out.status, ExactStatus::Optimal);
+        assert_eq!((out.peak, out.lower_bound), (8, 8));
+        assert_eq!(p.check(&out.placement), Ok(8));
+    }
+
+    #[test]
+    fn an_invalid_start_is_replaced_and_an_invalid_problem_is_refused() {
+        let p = PlacementProblem::new(vec![buf(0, 2, 4), buf(1, 3, 4)]);
+        let out = minimise(
+            &p,
+            &Placement {
+                offsets: vec![0, 0],
+            },
+            &ExactOptions::default(),
+        );
+        assert_eq!((out.peak, out.status), (8, ExactStatus::Optimal));
+        let bad = PlacementProblem::new(vec![buf(0, 2, 0)]);
+        let out = minimise(
+            &bad,
+            &Placement { offsets: vec![0] },
+            &ExactOptions::default(),
+        );
+        assert_eq!(out.status, ExactStatus::Infeasible);
+    }
+
+    #[test]
+    fn the_budget_halves_what_is_left() {
+        let b = Budget {
+            time: Some(Duration::from_secs(10)),
+            nodes: Some(100),
+        };
+        let h = half_of_what_is_left(&b, Duration::from_secs(4), 40);
+        assert_eq!(h.time, Some(Duration::from_secs(3)));
+        assert_eq!(h.nodes, Some(30));
+        assert_eq!(
+            half_of_what_is_left(&Budget::UNLIMITED, Duration::ZERO, 5),
+            Budget::UNLIMITED
+        );
     }
 }

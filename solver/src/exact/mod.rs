@@ -9,12 +9,14 @@
 //!   capacities towards LOAD; returns the best placement (never worse than the start) and the
 //!   best proven lower bound.
 //!
-//! The search ([`search`]) places buffers one at a time at their lowest offsets in a canonical
-//! order, with an explicit stack (no recursion). Its pruning techniques are switches of
-//! [`ExactOptions`], all on by default: section inference ([`sections`]), dominance
-//! ([`search`]), dynamic ordering with restarts ([`ordering`]) and temporal decomposition
-//! ([`decompose`]). Results are deterministic for a node budget; a time budget stops the
-//! search wherever the clock says.
+//! The search ([`search`]) places buffers one at a time, bottom-up, at their lowest offsets in
+//! a canonical order, with an explicit stack (no recursion; instances reach 28k buffers). Its
+//! techniques are switches of [`ExactOptions`], all on by default: section inference
+//! ([`sections`]), dominance ([`search`]), dynamic ordering with restarts ([`ordering`]),
+//! temporal decomposition ([`decompose`]) and a failed-state memo. [`minimise`] also builds
+//! upper bounds by canonical dives (the search's first path, `O(n log n)`) and, above a few
+//! thousand buffers, repairs windows of a placement with the rest fixed. Results are
+//! deterministic under a node budget; a time budget stops wherever the clock says.
 //!
 //! ```
 //! use memplan_solver::exact::{self, ExactOptions, ExactStatus};
@@ -28,6 +30,8 @@
 //! ```
 
 pub mod decompose;
+mod dive;
+mod memo;
 mod minimise;
 pub mod ordering;
 pub mod search;
@@ -40,8 +44,9 @@ pub use minimise::{minimise, MinimiseOutcome};
 
 use crate::budget::{Budget, BudgetClock};
 use crate::problem::{Placement, PlacementProblem};
-use ordering::{ranks, PREORDERS};
-use search::{Config, Nogoods, RunEnd, Search};
+use memo::Memo;
+use ordering::{ranks, Pivot, STRATEGIES};
+use search::{Config, RunEnd, Search};
 use sections::Instance;
 use std::time::Duration;
 
@@ -50,21 +55,27 @@ use std::time::Duration;
 pub struct ExactOptions {
     /// Time and node limits; a node is one partial placement entered by the search.
     pub budget: Budget,
-    /// Section inference: prune when, in some section, the floor (or the last offset placed)
-    /// plus the bytes still to place there (plus fixed bytes above) exceeds the capacity.
+    /// Section inference: prune when, in some section, the floor (or the current level) plus
+    /// the bytes still to place there (plus fixed bytes above the floor) exceeds the capacity.
     pub section_inference: bool,
-    /// Dominance: raise section floors over gaps no unplaced buffer can use, skip candidates
-    /// that would leave room below them for another whole buffer, and try only the first of
-    /// identical buffers.
+    /// Dominance: raise section floors over gaps no unplaced buffer can use, fail branches
+    /// where an excluded buffer would fit entirely below the level (an equivalent sibling
+    /// holds it), place identical buffers in index order, and place a buffer that meets no
+    /// unplaced one at once.
     pub dominance: bool,
-    /// Dynamic ordering: try candidates by lowest offset, then by a preorder rank (width,
-    /// area, section total); off: by input index alone.
+    /// Dynamic ordering: branch on the candidates covering the most constrained section of
+    /// the lowest level (pivot), tried by flushness then by a preorder rank (size, area,
+    /// width…); off: all candidates of the lowest level by input index.
     pub dynamic_ordering: bool,
-    /// Restarts: with dynamic ordering, rotate three preorders under a doubling node limit.
+    /// Restarts: with dynamic ordering, rotate four strategies (pivot rule × preorder) under
+    /// a node limit per run that doubles every round.
     pub restarts: bool,
     /// Temporal decomposition: solve pieces separated by boundaries no unplaced buffer
     /// crosses one after the other.
     pub decomposition: bool,
+    /// Failed-state memo: remember (128-bit fingerprints of) exhausted search states and fail
+    /// on meeting one again, across restarts too.
+    pub memo: bool,
 }
 
 impl Default for ExactOptions {
@@ -76,6 +87,7 @@ impl Default for ExactOptions {
             dynamic_ordering: true,
             restarts: true,
             decomposition: true,
+            memo: true,
         }
     }
 }
@@ -95,6 +107,7 @@ impl ExactOptions {
             dominance: self.dominance,
             dynamic_ordering: self.dynamic_ordering,
             decomposition: self.decomposition,
+            memo: self.memo,
         }
     }
 }
@@ -107,7 +120,8 @@ pub enum ExactStatus {
     Optimal,
     /// [`minimise`]: a placement was found without proof of minimality.
     Feasible,
-    /// No placement fits the capacity (proven by exhausting the canonical placements).
+    /// No placement fits the capacity (proven by exhausting the canonical placements; with
+    /// the memo on, up to 128-bit fingerprint collisions, see its module).
     Infeasible,
     /// The budget ran out first.
     Timeout,
@@ -187,84 +201,8 @@ pub(crate) fn solve_with_clock(
             return Err(ExactStatus::Infeasible);
         }
     }
-    let inst = Instance::new(problem, fixed);
-    let limit = opts.budget.nodes.unwrap_or(u64::MAX);
-    let cfg = opts.config();
-    let preorders: &[[ordering::Key; 3]] = if !opts.dynamic_ordering {
-        &[]
-    } else if opts.restarts {
-        &PREORDERS
-    } else {
-        &PREORDERS[..1]
-    };
-    let env_pre: Option<Vec<Vec<ordering::Key>>> = std::env::var("PRE").ok().map(|v| {
-        v.split(',')
-            .map(|w| {
-                w.chars()
-                    .filter_map(|c| match c {
-                        'W' => Some(ordering::Key::Width),
-                        'A' => Some(ordering::Key::Area),
-                        'T' => Some(ordering::Key::Total),
-                        'Z' => Some(ordering::Key::Size),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .collect()
-    });
-    let seeds: Option<u64> = std::env::var("SEEDS").ok().and_then(|v| v.parse().ok());
-    let rank_sets: Vec<Vec<u32>> = if let Some(k) = seeds {
-        let s0: u64 = std::env::var("SEED0").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-        (s0..s0 + k)
-            .map(|seed| {
-                let base = ranks(&inst, &PREORDERS[(seed % 3) as usize]);
-                let mut st = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-                let mut keyed: Vec<(u64, usize)> = base
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &r)| {
-                        st ^= st << 13;
-                        st ^= st >> 7;
-                        st ^= st << 17;
-                        (u64::from(r) + st % (inst.len() as u64 / 4 + 1), i)
-                    })
-                    .collect();
-                keyed.sort_unstable();
-                let mut rank = vec![0u32; inst.len()];
-                for (r, &(_, i)) in keyed.iter().enumerate() {
-                    rank[i] = r as u32;
-                }
-                rank
-            })
-            .collect()
-    } else if let Some(e) = env_pre {
-        e.iter().map(|k| ranks(&inst, k)).collect()
-    } else if preorders.is_empty() {
-        vec![ranks(&inst, &[])]
-    } else {
-        preorders.iter().map(|keys| ranks(&inst, keys)).collect()
-    };
-    let mut nogoods = Nogoods::default();
-    let end = if rank_sets.len() == 1 {
-        let rank = rank_sets.into_iter().next().unwrap_or_default();
-        Search::new(&inst, capacity, cfg, rank, &mut nogoods).run(limit, clock, nodes)
-    } else {
-        // Round robin with a doubling node limit per run.
-        let mut per_run = std::env::var("PERRUN").ok().and_then(|v| v.parse().ok()).unwrap_or((inst.len() as u64).max(16));
-        'outer: loop {
-            per_run = per_run.saturating_mul(2);
-            for rank in &rank_sets {
-                let run_limit = nodes.saturating_add(per_run).min(limit);
-                let end =
-                    Search::new(&inst, capacity, cfg, rank.clone(), &mut nogoods)
-                    .run(run_limit, clock, nodes);
-                match end {
-                    RunEnd::NodeLimit if *nodes < limit => continue,
-                    other => break 'outer other,
-                }
-            }
-        }
-    };
+    let inst = Instance::new(problem, fixed, capacity);
+    let end = fit(&inst, capacity, opts, clock, nodes);
     match end {
         RunEnd::Found(local) => {
             let mut offsets: Vec<u64> = (0..n)
@@ -282,5 +220,50 @@ pub(crate) fn solve_with_clock(
         }
         RunEnd::Infeasible => Err(ExactStatus::Infeasible),
         RunEnd::NodeLimit | RunEnd::TimeLimit => Err(ExactStatus::Timeout),
+    }
+}
+
+/// Runs the search on `inst` under `capacity` with the strategies of `opts` (restarts and
+/// the memo shared by them), at most `opts.budget.nodes` more nodes and until `clock` runs out.
+pub(crate) fn fit(
+    inst: &Instance,
+    capacity: u64,
+    opts: &ExactOptions,
+    clock: &BudgetClock,
+    nodes: &mut u64,
+) -> RunEnd {
+    let limit = opts
+        .budget
+        .nodes
+        .map_or(u64::MAX, |l| nodes.saturating_add(l));
+    let cfg = opts.config();
+    let strategies: Vec<(Pivot, Vec<u32>)> = if !opts.dynamic_ordering {
+        vec![(Pivot::Fewest, ranks(inst, &[]))]
+    } else {
+        let count = if opts.restarts { STRATEGIES.len() } else { 1 };
+        STRATEGIES[..count]
+            .iter()
+            .map(|s| (s.pivot, ranks(inst, &s.keys)))
+            .collect()
+    };
+    let mut memo = Memo::default();
+    if let [strategy] = strategies.as_slice() {
+        return Search::new(inst, capacity, cfg, strategy.clone(), &mut memo)
+            .run(limit, clock, nodes);
+    }
+    // Round robin with a node limit per run doubling every round; the memo carries the failed
+    // states over from run to run.
+    let mut per_run = (inst.len() as u64).max(64);
+    loop {
+        for strategy in &strategies {
+            let run_limit = nodes.saturating_add(per_run).min(limit);
+            let end = Search::new(inst, capacity, cfg, strategy.clone(), &mut memo)
+                .run(run_limit, clock, nodes);
+            match end {
+                RunEnd::NodeLimit if *nodes < limit => continue,
+                other => return other,
+            }
+        }
+        per_run = per_run.saturating_mul(2);
     }
 }

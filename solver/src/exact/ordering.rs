@@ -1,15 +1,21 @@
-//! Dynamic ordering: the order in which the search tries the buffers that may go next.
+//! Dynamic ordering: where the search branches next and in which order it tries the buffers.
 //!
-//! Idea (Moffitt, "MiniMalloc", ASPLOS 2023, §5.1): at every node the candidates are the
-//! unplaced buffers at their lowest offsets; trying them by *increasing lowest offset* first
-//! (the branching point follows the lowest free level of the partial placement, so it is chosen
-//! adaptively) and, among equal offsets, by a static *preorder* rank that puts the buffers
-//! hardest to place first. A preorder compares, key by key and all descending, `W` (lifetime
-//! width), `A` (area: width × size) and `T` (the largest section total the buffer lives in),
-//! ties by index. The search restarts with a doubling node limit over a rotation of preorders
-//! (WAT, TAW, TWA), which tames the heavy tail of a single ordering.
+//! Idea (after Moffitt, "MiniMalloc", ASPLOS 2023, §5.1, and the "fewest options first" rule of
+//! exact-cover search, Knuth's Dancing Links): every node works at the current *level* (the
+//! lowest free offset of the partial placement), so the branching point follows the placement
+//! adaptively. Among the sections of the level, the node branches on the candidates covering
+//! the *pivot* section: the one with the fewest candidates ([`Pivot::Fewest`]) or the least
+//! slack ([`Pivot::Tightest`]); a section with one candidate is a forced move. Candidates are
+//! tried first by *flushness* (how many of its two time neighbours end exactly at the
+//! candidate's top once placed: flat profiles leave no slivers), then by a static *preorder*
+//! rank that puts the buffers hardest to place first. A preorder compares, key by key and all
+//! descending, `Z` (size), `A` (area: lifetime width × size), `W` (lifetime width) and `T` (the
+//! largest section total the buffer lives in), ties by index. A *strategy* is a pivot rule and a
+//! preorder; restarts rotate [`STRATEGIES`] under a doubling node limit, which tames the heavy
+//! tail of any single ordering.
 //!
-//! Complexity: a rank is `O(n log n)` to compute; sorting `k` candidates is `O(k log k)`.
+//! Complexity: a rank is `O(n log n)` to compute; a pivot is `O(Σ spans)` over the candidates;
+//! sorting `k` candidates is `O(k log k)`.
 
 use super::sections::Instance;
 
@@ -26,11 +32,44 @@ pub(crate) enum Key {
     Size,
 }
 
-/// The rotation of preorders used by restarts (the first alone without restarts).
-pub(crate) const PREORDERS: [[Key; 3]; 3] = [
-    [Key::Width, Key::Area, Key::Total],
-    [Key::Total, Key::Area, Key::Width],
-    [Key::Total, Key::Width, Key::Area],
+/// Which section of the level a node branches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pivot {
+    /// Fewest candidates covering it, then least slack.
+    Fewest,
+    /// Least slack, then fewest candidates.
+    Tightest,
+}
+
+/// A pivot rule and a preorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Strategy {
+    /// Pivot rule.
+    pub pivot: Pivot,
+    /// Preorder keys.
+    pub keys: [Key; 3],
+}
+
+/// The restart rotation (the first alone without restarts). Measured on the MiniMalloc
+/// benchmarks A–F: ZAW with the fewest-candidates pivot solves all six; the others cover its
+/// slow cases (A, B, F in a few hundred nodes).
+pub(crate) const STRATEGIES: [Strategy; 4] = [
+    Strategy {
+        pivot: Pivot::Fewest,
+        keys: [Key::Size, Key::Area, Key::Width],
+    },
+    Strategy {
+        pivot: Pivot::Tightest,
+        keys: [Key::Width, Key::Area, Key::Total],
+    },
+    Strategy {
+        pivot: Pivot::Tightest,
+        keys: [Key::Size, Key::Area, Key::Width],
+    },
+    Strategy {
+        pivot: Pivot::Fewest,
+        keys: [Key::Width, Key::Area, Key::Total],
+    },
 ];
 
 /// Rank of each local buffer (0 = first) under `keys`, or by index when `keys` is empty.
@@ -74,16 +113,17 @@ mod tests {
     use crate::problem::{Buffer, Lifetime, PlacementProblem};
 
     #[test]
-    fn width_first_then_area_then_index_breaks_ties() {
+    fn keys_compare_in_turn_and_the_index_breaks_ties() {
         let buf = |s, e, size| Buffer {
             lifetime: Lifetime::new(s, e),
             size,
             alignment: 1,
         };
         let p = PlacementProblem::new(vec![buf(0, 2, 5), buf(0, 4, 1), buf(1, 3, 9), buf(2, 4, 9)]);
-        let inst = Instance::new(&p, &[]);
-        // Widths 2, 4, 2, 2; areas 10, 4, 18, 18.
-        assert_eq!(ranks(&inst, &PREORDERS[0]), vec![3, 0, 1, 2]);
+        let inst = Instance::new(&p, &[], u64::MAX);
+        // Widths 2, 4, 2, 2; areas 10, 4, 18, 18; sizes 5, 1, 9, 9.
+        assert_eq!(ranks(&inst, &STRATEGIES[1].keys), vec![3, 0, 1, 2]);
+        assert_eq!(ranks(&inst, &STRATEGIES[0].keys), vec![2, 3, 0, 1]);
         assert_eq!(ranks(&inst, &[]), vec![0, 1, 2, 3]);
     }
 }

@@ -12,21 +12,24 @@
 //! waits until a placement raises its `min_off`. This is MiniMalloc's canonical order with
 //! the tie-break made explicit, so the branching point can be chosen per node. Each placement
 //! raises the lowest offsets of the unplaced buffers alive with it (forward checking: a buffer
-//! that no longer fits fails the node) and the floors of its sections; then
+//! that no longer fits fails the node) and the floors of its sections. Then:
+//!
 //! - *section inference*: in every section of the piece, `max(floor, level) + bytes still to
-//!   place + fixed bytes above` must fit under the capacity;
-//! - *dominance*: (i) a section's floor rises to the lowest offset any of its unplaced buffers
-//!   can take (a blocked buffer lands at least one overlapping buffer higher); (ii) a blocked
-//!   buffer that fits entirely below the level fails the node: dropping it back gives a
-//!   placement of its sibling branch; (iii) identical buffers (same lifetime, size and
-//!   alignment) are placed in index order, and blocking one blocks the later ones; (iv) a
-//!   buffer no unplaced buffer meets is placed at once, as the only child (a blocked one
-//!   can never rise: the node fails);
+//!   place + fixed bytes between the floor and the capacity` must fit under the capacity;
+//! - *dominance*: (i) a section's floor rises to the lowest offset any of its unplaced
+//!   buffers can take (a blocked one lands on a buffer placed at its level or higher);
+//!   (ii) a blocked buffer that fits entirely below the level fails the node: dropping it
+//!   back gives a placement of a sibling branch; (iii) identical buffers (same lifetime, size
+//!   and alignment) are placed in index order, and blocking one blocks the later ones;
+//!   (iv) a buffer no unplaced buffer meets is placed at once, as the only child (a blocked
+//!   one can never rise: the node fails);
 //! - *dynamic ordering* ([`super::ordering`]): the candidates of a node are those covering
-//!   the section of the level with the fewest candidates (then the least slack), tried in
-//!   preorder rank; without it, all candidates at the level in index order;
+//!   the pivot section of the level, tried by flushness then preorder rank; without it, all
+//!   candidates at the level in index order;
 //! - *decomposition*: independent pieces are solved one after the other
-//!   ([`super::decompose`]).
+//!   ([`super::decompose`]);
+//! - *memo*: a node whose state is known to fail fails at once ([`super::memo`]).
+//!
 //! Every change is recorded on a trail and undone on backtrack. The stack holds `Node` frames
 //! (a piece, its candidates, the next child, the trail mark) and `Split` frames (the pieces of
 //! a decomposition, the next to solve, the trail mark): a solved piece keeps its placements and
@@ -36,9 +39,11 @@
 //! `O(k + Σ spans of candidates)` for the `k` members of the piece, plus `O(span + overlaps)`
 //! for a placement, `O(Σ live)` over the affected sections for the floors, and `O(S_g)`
 //! (`O(S_g log f)` with fixed buffers) for the section check of the piece's `S_g` sections.
-//! Memory `O(n + S + depth · k)`.
+//! Memory `O(n + S + Σ overlaps + depth · k)`.
 
 use super::decompose::{initial_cuts, split, Piece};
+use super::memo::{add, term, Memo};
+use super::ordering::Pivot;
 use super::sections::{Instance, NONE32};
 use crate::budget::BudgetClock;
 use crate::problem::align_up;
@@ -55,6 +60,8 @@ pub(crate) struct Config {
     pub dynamic_ordering: bool,
     /// Temporal decomposition.
     pub decomposition: bool,
+    /// Failed-state memo.
+    pub memo: bool,
 }
 
 /// How a run ended.
@@ -103,6 +110,8 @@ enum Frame {
         level: u64,
         /// The single candidate is isolated: no blocking child.
         free: bool,
+        /// Fingerprint of the node's state.
+        key: u128,
     },
     Split {
         gstart: usize,
@@ -134,6 +143,7 @@ enum Choice {
         cend: usize,
         level: u64,
         free: bool,
+        key: u128,
     },
 }
 
@@ -143,6 +153,7 @@ pub(crate) struct Search<'a> {
     inst: &'a Instance,
     cap: u64,
     cfg: Config,
+    pivot: Pivot,
     rank: Vec<u32>,
     off: Vec<u64>,
     min_off: Vec<u64>,
@@ -165,48 +176,25 @@ pub(crate) struct Search<'a> {
     /// Per section, candidates covering it (scratch, zero between nodes).
     count: Vec<u32>,
     touched: Vec<u32>,
-    /// Pieces proven infeasible.
-    nogoods: &'a mut Nogoods,
-}
-
-/// Pieces proven infeasible, keyed by [`Search::piece_key`]; shared by the runs of one
-/// capacity.
-#[derive(Debug, Default)]
-pub(crate) struct Nogoods {
-    set: std::collections::HashSet<Vec<u64>>,
-    words: usize,
-}
-
-/// At most this many words are kept in [`Nogoods`].
-const NOGOOD_WORDS: usize = 1 << 22;
-
-impl Nogoods {
-    fn insert(&mut self, key: Vec<u64>) {
-        if self.words.saturating_add(key.len()) <= NOGOOD_WORDS {
-            self.words += key.len();
-            self.set.insert(key);
-        }
-    }
-
-    fn contains(&self, key: &[u64]) -> bool {
-        self.set.contains(key)
-    }
+    /// Fingerprints of failed states (shared by the runs of one capacity).
+    memo: &'a mut Memo,
 }
 
 impl<'a> Search<'a> {
-    /// A fresh search of `inst` under `cap` with ranks `rank`.
+    /// A fresh search of `inst` under `cap` with pivot rule `pivot` and ranks `rank`.
     pub(crate) fn new(
         inst: &'a Instance,
         cap: u64,
         cfg: Config,
-        rank: Vec<u32>,
-        nogoods: &'a mut Nogoods,
+        (pivot, rank): (Pivot, Vec<u32>),
+        memo: &'a mut Memo,
     ) -> Self {
         let m = inst.len();
         Search {
             inst,
             cap,
             cfg,
+            pivot,
             rank,
             off: vec![NONE; m],
             min_off: vec![0; m],
@@ -224,7 +212,7 @@ impl<'a> Search<'a> {
             open: (0..m).map(|i| inst.overlaps.row(i).len() as u32).collect(),
             count: vec![0; inst.n_sec],
             touched: Vec::new(),
-            nogoods,
+            memo,
         }
     }
 
@@ -292,7 +280,7 @@ impl<'a> Search<'a> {
                     if *nodes >= limit {
                         return RunEnd::NodeLimit;
                     }
-                    *nodes += 1;
+                    *nodes = nodes.saturating_add(1);
                     if *nodes % CLOCK_EVERY == 0 && clock.exhausted().is_some() {
                         return RunEnd::TimeLimit;
                     }
@@ -304,6 +292,7 @@ impl<'a> Search<'a> {
                             cend,
                             level,
                             free,
+                            key,
                         } => {
                             self.stack.push(Frame::Node {
                                 g,
@@ -313,6 +302,7 @@ impl<'a> Search<'a> {
                                 mark: self.trail.len(),
                                 level,
                                 free,
+                                key,
                             });
                             Sig::TryNext
                         }
@@ -327,6 +317,7 @@ impl<'a> Search<'a> {
                         mark,
                         level,
                         free,
+                        key,
                     }) = self.stack.last().copied()
                     else {
                         return RunEnd::Infeasible;
@@ -334,6 +325,9 @@ impl<'a> Search<'a> {
                     self.undo_to(mark);
                     let k = cend - cstart;
                     if next > k || (free && next == k) {
+                        if self.cfg.memo {
+                            self.memo.insert(key);
+                        }
                         self.stack.pop();
                         self.cands.truncate(cstart);
                         sig = Sig::Fail;
@@ -393,11 +387,7 @@ impl<'a> Search<'a> {
                         if let Some(Frame::Split { next: n, .. }) = self.stack.last_mut() {
                             *n += 1;
                         }
-                        sig = if self.nogoods.contains(&self.piece_key(next)) {
-                            Sig::Fail
-                        } else {
-                            Sig::Descend(next)
-                        };
+                        sig = Sig::Descend(next);
                     }
                 }
                 Sig::Success => match self.stack.last().copied() {
@@ -415,14 +405,8 @@ impl<'a> Search<'a> {
                         gstart,
                         mark,
                         member_mark,
-                        next,
                         ..
                     }) => {
-                        // The piece that failed is back at its start: remember it.
-                        if next > gstart {
-                            let key = self.piece_key(next - 1);
-                            self.nogoods.insert(key);
-                        }
                         self.undo_to(mark);
                         self.stack.pop();
                         self.groups.truncate(gstart);
@@ -431,20 +415,6 @@ impl<'a> Search<'a> {
                 },
             }
         }
-    }
-
-    /// What decides the fate of piece `g` (at its start): its buffers with their lowest
-    /// offsets and blocked levels.
-    fn piece_key(&self, g: usize) -> Vec<u64> {
-        let grp = self.groups[g];
-        let mut key = Vec::with_capacity(3 * (grp.me - grp.ms));
-        for &b in &self.group_members[grp.ms..grp.me] {
-            let bi = b as usize;
-            key.push(u64::from(b));
-            key.push(self.min_off[bi]);
-            key.push(if self.is_blocked(bi) { self.blocked[bi] } else { NONE });
-        }
-        key
     }
 
     fn push_group(&mut self, members: &[u32], s0: u32, s1: u32) {
@@ -466,12 +436,21 @@ impl<'a> Search<'a> {
         let mut any = false;
         let mut isolated = NONE32;
         let mut blocked_height = NONE;
+        let mut key = 0u128;
         for &b in &self.group_members[grp.ms..grp.me] {
             let bi = b as usize;
             if self.off[bi] != NONE {
                 continue;
             }
             any = true;
+            if self.cfg.memo {
+                let blk = if self.is_blocked(bi) {
+                    self.blocked[bi]
+                } else {
+                    NONE
+                };
+                key = add(key, term(b, self.min_off[bi], blk));
+            }
             if self.is_blocked(bi) {
                 if dominance && self.open[bi] == 0 {
                     return Choice::Fail; // nothing can ever lift it
@@ -488,7 +467,13 @@ impl<'a> Search<'a> {
         if !any {
             return Choice::Done;
         }
+        if self.cfg.memo && self.memo.contains(key) {
+            return Choice::Fail;
+        }
         if level == NONE || (dominance && blocked_height <= level) {
+            if self.cfg.memo {
+                self.memo.insert(key);
+            }
             return Choice::Fail;
         }
         let cstart = self.cands.len();
@@ -499,6 +484,7 @@ impl<'a> Search<'a> {
                 cend: cstart + 1,
                 level,
                 free: true,
+                key,
             };
         }
         for k in grp.ms..grp.me {
@@ -526,17 +512,37 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        if self.cfg.dynamic_ordering && self.cands.len() - cstart > 1 && pivot_mode() != 9 {
+        if self.cfg.dynamic_ordering && self.cands.len() - cstart > 1 {
             self.narrow(cstart, level);
         }
-        let rank = &self.rank;
-        self.cands[cstart..].sort_unstable_by_key(|&b| rank[b as usize]);
+        if self.cfg.dynamic_ordering {
+            self.order_by_flushness(cstart, level);
+        } else {
+            let rank = &self.rank;
+            self.cands[cstart..].sort_unstable_by_key(|&b| rank[b as usize]);
+        }
         Choice::Branch {
             cstart,
             cend: self.cands.len(),
             level,
             free: false,
+            key,
         }
+    }
+
+    /// Sorts the candidates by flushness (time neighbours whose floor equals the candidate's
+    /// top at `level`: 0, 1 or 2, most first), then by rank.
+    fn order_by_flushness(&mut self, cstart: usize, level: u64) {
+        let (inst, floor, rank) = (self.inst, &self.floor, &self.rank);
+        let n_sec = inst.n_sec as u32;
+        self.cands[cstart..].sort_unstable_by_key(|&c| {
+            let ci = c as usize;
+            let top = level.saturating_add(inst.bufs[ci].size);
+            let (lo, hi) = (inst.lo[ci], inst.hi[ci]);
+            let left = lo > 0 && floor[(lo - 1) as usize] == top;
+            let right = hi < n_sec && floor[hi as usize] == top;
+            (2 - u32::from(left) - u32::from(right), rank[ci])
+        });
     }
 
     /// Keeps the candidates covering the section with the fewest of them (ties: least slack,
@@ -551,16 +557,14 @@ impl<'a> Search<'a> {
                 self.count[s as usize] += 1;
             }
         }
-        let mut best: Option<(u32, u64, u32)> = None;
+        let mut best: Option<(u64, u64, u32)> = None;
         for &s in &self.touched {
             let si = s as usize;
             let used = self.floor[si].max(level).saturating_add(self.total[si]);
             let slack = self.cap.saturating_sub(used);
-            let key = match pivot_mode() {
-                1 => (0, slack, s),
-                2 => (self.count[si], 0, s),
-                3 => (self.count[si].min(2), slack, s),
-                _ => (self.count[si], slack, s),
+            let key = match self.pivot {
+                Pivot::Fewest => (u64::from(self.count[si]), slack, s),
+                Pivot::Tightest => (slack, u64::from(self.count[si]), s),
             };
             if best.is_none_or(|b| key < b) {
                 best = Some(key);
@@ -690,9 +694,11 @@ impl<'a> Search<'a> {
                     continue;
                 }
                 let base = self.floor[si].max(level);
-                let need = base
-                    .saturating_add(t)
-                    .saturating_add(self.inst.fixed_above(si, base));
+                let fixed = self
+                    .inst
+                    .fixed_above(si, base)
+                    .saturating_sub(self.inst.fixed_above(si, self.cap));
+                let need = base.saturating_add(t).saturating_add(fixed);
                 if need > self.cap {
                     return false;
                 }
@@ -760,10 +766,4 @@ impl<'a> Search<'a> {
             }
         }
     }
-}
-
-fn pivot_mode() -> u32 {
-    use std::sync::OnceLock;
-    static M: OnceLock<u32> = OnceLock::new();
-    *M.get_or_init(|| std::env::var("PIVOT").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
 }

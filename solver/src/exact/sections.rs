@@ -15,6 +15,7 @@
 //! `O(n_free · n_fixed)` filtering and `O(k log k)` merging of obstacles; a section bound is
 //! `O(log k)` for `k` merged fixed ranges in the section (`O(1)` without fixed buffers).
 
+use crate::budget::{Budget, BudgetClock};
 use crate::problem::{align_up, Buffer, PlacementProblem};
 
 /// Compressed sparse rows: `items[start[i]..start[i + 1]]` is row `i`.
@@ -106,7 +107,7 @@ impl Ranges {
 
 /// The instance the search runs on: the free buffers (local indices `0..m`), their sections,
 /// overlaps, obstacles, and the fixed buffers' occupancy per section.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Instance {
     /// Global index of each local buffer.
     pub global: Vec<usize>,
@@ -144,8 +145,21 @@ pub(crate) const NONE32: u32 = u32::MAX;
 
 impl Instance {
     /// Builds the instance of the buffers of `problem` whose `fixed` entry is `None` (all when
-    /// `fixed` is empty); `fixed` ones are obstacles.
-    pub(crate) fn new(problem: &PlacementProblem, fixed: &[Option<u64>]) -> Self {
+    /// `fixed` is empty); `fixed` ones are obstacles (those starting at or above `cap` are
+    /// dropped: nothing under the capacity meets them).
+    pub(crate) fn new(problem: &PlacementProblem, fixed: &[Option<u64>], cap: u64) -> Self {
+        // An unlimited clock never stops the build, so the default is never used.
+        Self::within(problem, fixed, cap, &Budget::UNLIMITED.start()).unwrap_or_default()
+    }
+
+    /// [`Instance::new`], or `None` when `clock` runs out while the obstacles are gathered
+    /// (the costly part with many fixed buffers).
+    pub(crate) fn within(
+        problem: &PlacementProblem,
+        fixed: &[Option<u64>],
+        cap: u64,
+        clock: &BudgetClock,
+    ) -> Option<Self> {
         let is_fixed = |i: usize| fixed.get(i).copied().flatten();
         let global: Vec<usize> = (0..problem.buffers.len())
             .filter(|&i| is_fixed(i).is_none())
@@ -203,45 +217,58 @@ impl Instance {
         }
         let overlaps = Csr::from_rows(ov);
 
-        // Fixed obstacles.
-        let mut fixed_bufs: Vec<(Buffer, u64)> = (0..problem.buffers.len())
-            .filter_map(|i| is_fixed(i).map(|off| (problem.buffers[i], off)))
-            .collect();
-        fixed_bufs
-            .sort_unstable_by_key(|(b, off)| (b.lifetime.start, b.lifetime.end, *off, b.size));
+        if clock.exhausted().is_some() {
+            return None;
+        }
+        // Fixed obstacles: only those meeting the span of the free buffers and starting below
+        // the capacity matter. Short ones are found by their start (a short one starts at most
+        // `short` steps before a query), the few long ones by a scan.
         let mut obstacles = vec![Ranges::default(); m];
         let mut sec_fixed = vec![Ranges::default(); n_sec];
         let mut has_fixed = false;
-        if !fixed_bufs.is_empty() && m > 0 {
-            // Only fixed buffers that meet the span of the free ones matter.
-            let (t0, t1) = (times[0], times[times.len() - 1]);
-            let relevant: Vec<(u64, u64, u64, u64)> = fixed_bufs
-                .iter()
-                .filter(|(b, _)| b.lifetime.start < t1 && t0 < b.lifetime.end)
+        if let (Some(&t0), Some(&t1)) = (times.first(), times.last()) {
+            let mut relevant: Vec<(u64, u64, u64, u64)> = (0..problem.buffers.len())
+                .filter_map(|i| is_fixed(i).map(|off| (problem.buffers[i], off)))
+                .filter(|(b, off)| b.lifetime.start < t1 && t0 < b.lifetime.end && *off < cap)
                 .map(|(b, off)| {
                     (
                         b.lifetime.start,
                         b.lifetime.end,
-                        *off,
+                        off,
                         off.saturating_add(b.size),
                     )
                 })
                 .collect();
-            // `relevant` is sorted by start: scan those starting before the query's end.
+            relevant.sort_unstable();
+            let mut lens: Vec<u64> = relevant.iter().map(|r| r.1 - r.0).collect();
+            lens.sort_unstable();
+            let short = lens.get(lens.len() * 15 / 16).copied().unwrap_or(0);
+            let (shorts, longs): (Vec<_>, Vec<_>) =
+                relevant.into_iter().partition(|r| r.1 - r.0 <= short);
             let meeting = |a: u64, b: u64| -> Vec<(u64, u64)> {
-                let stop = relevant.partition_point(|r| r.0 < b);
-                relevant[..stop]
+                let from = shorts.partition_point(|r| r.0 < a.saturating_sub(short));
+                let to = shorts.partition_point(|r| r.0 < b);
+                shorts[from..to.max(from)]
                     .iter()
-                    .filter(|r| r.1 > a)
+                    .chain(longs.iter())
+                    .filter(|r| r.0 < b && r.1 > a)
                     .map(|r| (r.2, r.3))
                     .collect()
             };
-            for (i, b) in bufs.iter().enumerate() {
-                obstacles[i] = Ranges::merged(meeting(b.lifetime.start, b.lifetime.end));
-                has_fixed |= !obstacles[i].is_empty();
-            }
-            for (s, r) in sec_fixed.iter_mut().enumerate() {
-                *r = Ranges::merged(meeting(times[s], times[s + 1]));
+            if !shorts.is_empty() || !longs.is_empty() {
+                for (i, b) in bufs.iter().enumerate() {
+                    if i % 64 == 63 && clock.exhausted().is_some() {
+                        return None;
+                    }
+                    obstacles[i] = Ranges::merged(meeting(b.lifetime.start, b.lifetime.end));
+                    has_fixed |= !obstacles[i].is_empty();
+                }
+                for (s, r) in sec_fixed.iter_mut().enumerate() {
+                    if s % 64 == 63 && clock.exhausted().is_some() {
+                        return None;
+                    }
+                    *r = Ranges::merged(meeting(times[s], times[s + 1]));
+                }
             }
         }
 
@@ -279,7 +306,7 @@ impl Instance {
             })
             .collect();
 
-        Instance {
+        Some(Instance {
             global,
             bufs,
             lo,
@@ -294,7 +321,7 @@ impl Instance {
             twin_prev,
             twin_next,
             min_overlap_size,
-        }
+        })
     }
 
     /// Number of free buffers.
@@ -337,7 +364,7 @@ mod tests {
     #[test]
     fn sections_are_cut_at_every_boundary_and_hold_the_live_bytes() {
         let p = PlacementProblem::new(vec![buf(0, 4, 10), buf(2, 6, 20), buf(4, 6, 5)]);
-        let inst = Instance::new(&p, &[]);
+        let inst = Instance::new(&p, &[], u64::MAX);
         assert_eq!(inst.n_sec, 3); // [0,2) [2,4) [4,6)
         assert_eq!(inst.total, vec![10, 30, 25]);
         assert_eq!((inst.lo[1], inst.hi[1]), (1, 3));
@@ -349,7 +376,7 @@ mod tests {
     #[test]
     fn fixed_buffers_become_obstacles_that_first_fit_jumps_over() {
         let p = PlacementProblem::new(vec![buf(0, 4, 10), buf(0, 2, 4), buf(3, 5, 4)]);
-        let inst = Instance::new(&p, &[None, Some(2), Some(12)]);
+        let inst = Instance::new(&p, &[None, Some(2), Some(12)], u64::MAX);
         assert_eq!(inst.len(), 1);
         // Obstacles [2,6) and [12,16): 10 bytes fit at 16 only; 2 bytes fit at 0 or 6.
         assert_eq!(inst.fit(0, 0), Some(16));
@@ -365,7 +392,7 @@ mod tests {
     #[test]
     fn identical_buffers_point_to_their_previous_twin() {
         let p = PlacementProblem::new(vec![buf(0, 2, 8), buf(0, 3, 8), buf(0, 2, 8)]);
-        let inst = Instance::new(&p, &[]);
+        let inst = Instance::new(&p, &[], u64::MAX);
         assert_eq!(inst.twin_prev, vec![NONE32, NONE32, 0]);
         assert_eq!(inst.twin_next, vec![2, NONE32, NONE32]);
         assert_eq!(inst.min_overlap_size, vec![8, 8, 8]);

@@ -1,1 +1,545 @@
+//! Tests of the exact search against brute force, per-technique node counts, budgets, and the
+//! MiniMalloc benchmarks when `../../shared` is present.
 
+use super::*;
+use crate::problem::{align_up, Buffer, Lifetime};
+use proptest::prelude::*;
+
+fn buf(start: u64, end: u64, size: u64) -> Buffer {
+    Buffer {
+        lifetime: Lifetime::new(start, end),
+        size,
+        alignment: 1,
+    }
+}
+
+/// The lowest aligned offset where buffer `i` fits between the placed ones.
+fn lowest_fit(p: &PlacementProblem, offsets: &[Option<u64>], i: usize) -> u64 {
+    let b = p.buffers[i];
+    let mut taken: Vec<(u64, u64)> = (0..p.buffers.len())
+        .filter(|&j| j != i && p.buffers[j].lifetime.overlaps(&b.lifetime))
+        .filter_map(|j| offsets[j].map(|o| (o, o + p.buffers[j].size)))
+        .collect();
+    taken.sort_unstable();
+    let mut x = 0;
+    loop {
+        x = align_up(x, b.alignment).unwrap();
+        match taken.iter().find(|&&(a, e)| a < x + b.size && x < e) {
+            Some(&(_, e)) => x = e,
+            None => return x,
+        }
+    }
+}
+
+/// The minimum peak over all placements keeping `fixed` (brute force: every order of the
+/// free buffers, each at its lowest fit; some order reproduces any optimum, see below).
+///
+/// Given an optimal placement, taking its free buffers by increasing offset and dropping each
+/// to its lowest fit never moves one above its optimal offset (by induction: whatever lies
+/// below it at its optimal offset was placed there or lower), so that order reaches the optimum.
+fn brute_force(p: &PlacementProblem, fixed: &[Option<u64>]) -> u64 {
+    let n = p.buffers.len();
+    let pinned = |i: usize| fixed.get(i).copied().flatten();
+    let mut perm: Vec<usize> = (0..n).filter(|&i| pinned(i).is_none()).collect();
+    let eval = |perm: &[usize]| -> u64 {
+        let mut offsets: Vec<Option<u64>> = (0..n).map(pinned).collect();
+        for &i in perm {
+            offsets[i] = Some(lowest_fit(p, &offsets, i));
+        }
+        (0..n)
+            .map(|i| offsets[i].unwrap() + p.buffers[i].size)
+            .max()
+            .unwrap_or(0)
+    };
+    // Heap's algorithm, iteratively.
+    let k = perm.len();
+    let mut best = eval(&perm);
+    let mut c = vec![0usize; k];
+    let mut i = 0;
+    while i < k {
+        if c[i] < i {
+            if i % 2 == 0 {
+                perm.swap(0, i);
+            } else {
+                perm.swap(c[i], i);
+            }
+            best = best.min(eval(&perm));
+            c[i] += 1;
+            i = 0;
+        } else {
+            c[i] = 0;
+            i += 1;
+        }
+    }
+    best
+}
+
+/// A deterministic xorshift generator for fixed test instances.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// A tiny random instance with mixed alignments.
+fn tiny(rng: &mut Rng) -> PlacementProblem {
+    let n = 1 + rng.below(7) as usize;
+    PlacementProblem::new(
+        (0..n)
+            .map(|_| {
+                let s = rng.below(6);
+                let len = 1 + rng.below(4);
+                Buffer {
+                    lifetime: Lifetime::new(s, s + len),
+                    size: 1 + rng.below(6),
+                    alignment: [1, 1, 2, 4][rng.below(4) as usize],
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Pins some buffers where `placement` puts them.
+fn pin_some(rng: &mut Rng, placement: &Placement) -> Vec<Option<u64>> {
+    placement
+        .offsets
+        .iter()
+        .map(|&o| (rng.below(3) == 0).then_some(o))
+        .collect()
+}
+
+/// Every combination of the switches, restarts included.
+fn all_switches() -> impl Iterator<Item = ExactOptions> {
+    (0..64u32).map(|m| ExactOptions {
+        budget: Budget::UNLIMITED,
+        section_inference: m & 1 == 0,
+        dominance: m & 2 == 0,
+        dynamic_ordering: m & 4 == 0,
+        restarts: m & 8 == 0,
+        decomposition: m & 16 == 0,
+        memo: m & 32 == 0,
+    })
+}
+
+/// Checks one answer of `solve` against the brute-force optimum `opt`.
+fn agrees(p: &PlacementProblem, cap: u64, fixed: &[Option<u64>], opt: u64, o: &ExactOptions) {
+    let out = solve(p, cap, fixed, o);
+    match out.status {
+        ExactStatus::Optimal => {
+            let placement = out.placement.expect("a placement comes with Optimal");
+            let capped = PlacementProblem {
+                buffers: p.buffers.clone(),
+                capacity: Some(cap),
+            };
+            assert!(capped.check(&placement).is_ok(), "{p:?} cap {cap}");
+            for (f, o) in fixed.iter().zip(&placement.offsets) {
+                if let Some(f) = f {
+                    assert_eq!(f, o, "pinned offsets are kept");
+                }
+            }
+            assert!(opt <= cap);
+        }
+        ExactStatus::Infeasible => assert!(opt > cap, "{p:?} fits {cap} (optimum {opt})"),
+        s => panic!("unexpected {s:?} without a budget"),
+    }
+}
+
+#[test]
+fn every_switch_combination_agrees_with_brute_force_on_tiny_instances() {
+    let mut rng = Rng::new(7);
+    for _ in 0..150 {
+        let p = tiny(&mut rng);
+        let opt = brute_force(&p, &[]);
+        for cap in [opt - 1, opt, opt + 1] {
+            for o in all_switches() {
+                agrees(&p, cap, &[], opt, &o);
+            }
+        }
+    }
+}
+
+#[test]
+fn pinned_buffers_are_obstacles_and_brute_force_agrees() {
+    let mut rng = Rng::new(11);
+    for _ in 0..150 {
+        let p = tiny(&mut rng);
+        let best = minimise(&p, &Placement::default(), &ExactOptions::default());
+        let fixed = pin_some(&mut rng, &best.placement);
+        let opt = brute_force(&p, &fixed);
+        for cap in [opt - 1, opt, opt + 2] {
+            for o in all_switches().step_by(5) {
+                agrees(&p, cap, &fixed, opt, &o);
+            }
+        }
+    }
+}
+
+#[test]
+fn minimise_reaches_the_brute_force_optimum_and_proves_it() {
+    let mut rng = Rng::new(13);
+    for _ in 0..150 {
+        let p = tiny(&mut rng);
+        let opt = brute_force(&p, &[]);
+        let out = minimise(&p, &Placement::default(), &ExactOptions::default());
+        assert_eq!(out.status, ExactStatus::Optimal, "{p:?}");
+        assert_eq!((out.peak, out.lower_bound), (opt, opt), "{p:?}");
+        assert_eq!(p.check(&out.placement), Ok(opt));
+    }
+}
+
+/// Seven buffers whose LOAD (10) no placement reaches: found by random search, checked by
+/// brute force here.
+fn gadget(shift: u64) -> Vec<Buffer> {
+    [
+        (5, 9, 5),
+        (4, 8, 4),
+        (0, 3, 5),
+        (0, 2, 5),
+        (3, 5, 2),
+        (2, 4, 3),
+        (2, 5, 2),
+    ]
+    .iter()
+    .map(|&(s, e, z)| buf(s + shift, e + shift, z))
+    .collect()
+}
+
+#[test]
+fn a_gadget_that_misses_its_load_is_proven_infeasible_there_and_solved_one_above() {
+    let p = PlacementProblem::new(gadget(0));
+    assert_eq!(p.load(), 10);
+    assert_eq!(brute_force(&p, &[]), 11);
+    let o = ExactOptions::default();
+    assert_eq!(solve(&p, 10, &[], &o).status, ExactStatus::Infeasible);
+    assert_eq!(solve(&p, 11, &[], &o).status, ExactStatus::Optimal);
+    let out = minimise(&p, &Placement::default(), &o);
+    assert_eq!(
+        (out.peak, out.lower_bound, out.status),
+        (11, 11, ExactStatus::Optimal)
+    );
+}
+
+/// A perfect packing of a `horizon × cap` rectangle cut into `pieces` buffers (guillotine cuts
+/// in time or in offset), with about one buffer in ten removed: LOAD-tight and hard.
+fn planted(seed: u64, horizon: u64, cap: u64, pieces: usize) -> PlacementProblem {
+    let mut rng = Rng::new(seed);
+    let mut rects = vec![(0u64, horizon, 0u64, cap)];
+    while rects.len() < pieces {
+        let (k, _) = rects
+            .iter()
+            .enumerate()
+            .map(|(k, r)| (k, (r.1 - r.0) * (r.3 - r.2)))
+            .max_by_key(|&(k, a)| (a, std::cmp::Reverse(k)))
+            .unwrap();
+        let (t0, t1, y0, y1) = rects.swap_remove(k);
+        if rng.below(2) == 0 && t1 - t0 >= 2 {
+            let t = t0 + 1 + rng.below(t1 - t0 - 1);
+            rects.extend([(t0, t, y0, y1), (t, t1, y0, y1)]);
+        } else if y1 - y0 >= 2 {
+            let y = y0 + 1 + rng.below(y1 - y0 - 1);
+            rects.extend([(t0, t1, y0, y), (t0, t1, y, y1)]);
+        } else {
+            rects.push((t0, t1, y0, y1));
+            break;
+        }
+    }
+    let mut buffers: Vec<Buffer> = rects
+        .iter()
+        .map(|&(t0, t1, y0, y1)| buf(t0, t1, y1 - y0))
+        .collect();
+    let mut drop = Rng(seed + 77);
+    buffers.retain(|_| drop.below(100) >= 10);
+    PlacementProblem::new(buffers)
+}
+
+/// Nodes to solve `p` at its LOAD with `o` under a node cap (a timeout counts as the cap).
+fn nodes_at_load(p: &PlacementProblem, o: ExactOptions) -> u64 {
+    let o = ExactOptions {
+        budget: Budget {
+            time: None,
+            nodes: Some(200_000),
+        },
+        ..o
+    };
+    let out = solve(p, p.load(), &[], &o);
+    assert_ne!(out.status, ExactStatus::Infeasible);
+    out.nodes
+}
+
+/// One strategy, everything else on: the baseline of the node-count tests.
+fn single_run() -> ExactOptions {
+    ExactOptions {
+        restarts: false,
+        ..ExactOptions::default()
+    }
+}
+
+#[test]
+fn section_inference_cuts_the_nodes_of_a_planted_packing() {
+    let p = planted(3, 30, 200, 60);
+    let on = nodes_at_load(&p, single_run());
+    let off = nodes_at_load(
+        &p,
+        ExactOptions {
+            section_inference: false,
+            ..single_run()
+        },
+    );
+    // Measured: 3439 against more than 200000 (the cap).
+    assert!(on * 10 < off, "{on} vs {off}");
+}
+
+#[test]
+fn dominance_cuts_the_nodes_of_a_planted_packing() {
+    let p = planted(3, 30, 200, 60);
+    let on = nodes_at_load(&p, single_run());
+    let off = nodes_at_load(
+        &p,
+        ExactOptions {
+            dominance: false,
+            ..single_run()
+        },
+    );
+    // Measured: 3439 against 23879.
+    assert!(on * 2 < off, "{on} vs {off}");
+}
+
+#[test]
+fn dynamic_ordering_cuts_the_nodes_of_a_planted_packing() {
+    let p = planted(3, 30, 200, 60);
+    let on = nodes_at_load(&p, single_run());
+    let off = nodes_at_load(
+        &p,
+        ExactOptions {
+            dynamic_ordering: false,
+            ..single_run()
+        },
+    );
+    // Measured: 3439 against 115226.
+    assert!(on * 10 < off, "{on} vs {off}");
+}
+
+#[test]
+fn the_memo_cuts_the_nodes_of_a_planted_packing() {
+    let p = planted(3, 30, 200, 60);
+    let on = nodes_at_load(&p, single_run());
+    let off = nodes_at_load(
+        &p,
+        ExactOptions {
+            memo: false,
+            ..single_run()
+        },
+    );
+    // Measured: 3439 against 7713.
+    assert!(on < off, "{on} vs {off}");
+}
+
+#[test]
+fn restarts_cut_the_nodes_of_a_planted_packing() {
+    let p = planted(3, 30, 200, 60);
+    let on = nodes_at_load(&p, ExactOptions::default());
+    let off = nodes_at_load(&p, single_run());
+    // Measured: 707 against 3439.
+    assert!(on < off, "{on} vs {off}");
+}
+
+#[test]
+fn decomposition_solves_independent_pieces_once() {
+    // A long thin buffer under two independent parts: four buffers that stack in any of 24
+    // orders, then the gadget, which cannot fit. Without decomposition every order of the
+    // first part meets the gadget's failure again.
+    let mut buffers = vec![buf(0, 20, 1)];
+    buffers.extend([1, 2, 3, 4].map(|z| buf(0, 3, z)));
+    buffers.extend(gadget(10));
+    let p = PlacementProblem::new(buffers);
+    assert_eq!(p.load(), 11);
+    let run = |decomposition| {
+        let out = solve(
+            &p,
+            11,
+            &[],
+            &ExactOptions {
+                decomposition,
+                ..single_run()
+            },
+        );
+        assert_eq!(out.status, ExactStatus::Infeasible);
+        out.nodes
+    };
+    let (on, off) = (run(true), run(false));
+    // Measured: 86 against 122.
+    assert!(on < off, "{on} vs {off}");
+}
+
+#[test]
+fn the_node_budget_stops_the_search_with_a_timeout() {
+    let p = planted(3, 30, 200, 60);
+    let o = ExactOptions {
+        budget: Budget {
+            time: None,
+            nodes: Some(100),
+        },
+        ..single_run()
+    };
+    let out = solve(&p, p.load(), &[], &o);
+    assert_eq!(out.status, ExactStatus::Timeout);
+    assert!(out.placement.is_none());
+    assert!(out.nodes <= 100);
+}
+
+#[test]
+fn the_time_budget_stops_the_search_and_minimise_keeps_the_start() {
+    let p = planted(3, 30, 200, 60);
+    let o = ExactOptions::with_budget(Budget::with_time(Duration::ZERO));
+    let out = solve(&p, p.load(), &[], &o);
+    assert_eq!(out.status, ExactStatus::Timeout);
+    let start = Placement {
+        offsets: p
+            .buffers
+            .iter()
+            .scan(0, |top, b| {
+                let off = *top;
+                *top += b.size;
+                Some(off)
+            })
+            .collect(),
+    };
+    let peak = p.check(&start).unwrap();
+    let m = minimise(&p, &start, &o);
+    assert!(m.peak <= peak && m.lower_bound <= m.peak);
+    assert_eq!(p.check(&m.placement), Ok(m.peak));
+}
+
+#[test]
+fn invalid_inputs_are_infeasible() {
+    let p = PlacementProblem::new(vec![buf(0, 2, 4), buf(1, 3, 4)]);
+    let o = ExactOptions::default();
+    // Wrong length of `fixed`; pinned buffers overlapping; a pinned buffer over the capacity.
+    assert_eq!(solve(&p, 8, &[None], &o).status, ExactStatus::Infeasible);
+    assert_eq!(
+        solve(&p, 8, &[Some(0), Some(2)], &o).status,
+        ExactStatus::Infeasible
+    );
+    assert_eq!(
+        solve(&p, 8, &[None, Some(6)], &o).status,
+        ExactStatus::Infeasible
+    );
+    let zero = PlacementProblem::new(vec![buf(0, 2, 0)]);
+    assert_eq!(solve(&zero, 8, &[], &o).status, ExactStatus::Infeasible);
+    // An empty problem fits anything.
+    let empty = solve(&PlacementProblem::default(), 0, &[], &o);
+    assert_eq!(empty.status, ExactStatus::Optimal);
+}
+
+#[test]
+fn minimalloc_benchmarks_fit_their_capacity_when_shared_is_present() {
+    let dir = std::path::Path::new("../../shared/bench/minimalloc");
+    if !dir.is_dir() {
+        return;
+    }
+    for name in ["A", "B", "C", "D", "E", "F"] {
+        let path = dir.join(format!("{name}.1048576.csv"));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let p = crate::csv::parse(&text, 1).unwrap().problem;
+        let o = ExactOptions::with_budget(Budget::with_time(Duration::from_secs(30)));
+        let out = solve(&p, 1_048_576, &[], &o);
+        assert_eq!(out.status, ExactStatus::Optimal, "{name}");
+    }
+}
+
+fn arb_instance() -> impl Strategy<Value = PlacementProblem> {
+    prop::collection::vec(
+        (
+            0u64..6,
+            1u64..5,
+            1u64..7,
+            prop::sample::select(vec![1u64, 1, 2, 4]),
+        ),
+        1..=6,
+    )
+    .prop_map(|v| {
+        PlacementProblem::new(
+            v.into_iter()
+                .map(|(s, len, size, alignment)| Buffer {
+                    lifetime: Lifetime::new(s, s + len),
+                    size,
+                    alignment,
+                })
+                .collect(),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn solve_returns_checked_placements_and_never_a_false_infeasible(
+        p in arb_instance(),
+        extra in 0u64..6,
+        below in any::<bool>(),
+        pin_seed in any::<u64>(),
+    ) {
+        let load = p.load();
+        let cap = if below { load.saturating_sub(1) } else { load + extra };
+        let mut rng = Rng::new(pin_seed);
+        let fixed = if pin_seed % 3 == 0 {
+            let best = minimise(&p, &Placement::default(), &ExactOptions::default());
+            pin_some(&mut rng, &best.placement)
+        } else {
+            Vec::new()
+        };
+        let opt = brute_force(&p, &fixed);
+        let out = solve(&p, cap, &fixed, &ExactOptions::default());
+        match out.status {
+            ExactStatus::Optimal => {
+                let placement = out.placement.unwrap();
+                let capped = PlacementProblem { buffers: p.buffers.clone(), capacity: Some(cap) };
+                prop_assert!(capped.check(&placement).is_ok());
+                prop_assert!(opt <= cap);
+            }
+            ExactStatus::Infeasible => prop_assert!(opt > cap),
+            s => prop_assert!(false, "unexpected {:?}", s),
+        }
+    }
+
+    #[test]
+    fn minimise_is_never_worse_than_its_start_and_its_bound_holds(
+        p in arb_instance(),
+        order in any::<u64>(),
+        nodes in 1u64..50,
+    ) {
+        // A valid start: stack the buffers in a shuffled order.
+        let mut idx: Vec<usize> = (0..p.buffers.len()).collect();
+        let mut rng = Rng::new(order);
+        for i in (1..idx.len()).rev() {
+            idx.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let mut offsets = vec![0u64; p.buffers.len()];
+        let mut top = 0;
+        for &i in &idx {
+            offsets[i] = align_up(top, p.buffers[i].alignment).unwrap();
+            top = offsets[i] + p.buffers[i].size;
+        }
+        let start = Placement { offsets };
+        let start_peak = p.check(&start).unwrap();
+        let opt = brute_force(&p, &[]);
+        let o = ExactOptions::with_budget(Budget { time: None, nodes: Some(nodes) });
+        let out = minimise(&p, &start, &o);
+        prop_assert_eq!(p.check(&out.placement), Ok(out.peak));
+        prop_assert!(out.peak <= start_peak);
+        prop_assert!(out.lower_bound <= opt && opt <= out.peak);
+        prop_assert_eq!(out.status == ExactStatus::Optimal, out.peak == out.lower_bound);
+    }
+}

@@ -1,0 +1,109 @@
+//! Failed-state memo: fingerprints of search states proven to have no completion.
+//!
+//! Idea: the fate of a node of the canonical search depends only on its *state*: the unplaced
+//! buffers of its piece, their lowest offsets and the levels they are blocked from (placed
+//! buffers matter only through those offsets). Different paths often reach the same state
+//! (a blocked buffer forgets its block once lifted, and different placements can leave the same
+//! profile for the buffers still to place), so the search records every state it exhausts and
+//! fails a node whose state is recorded. This is the transposition table of game-tree search
+//! (Zobrist, 1970) applied to the nogoods of a DFS; the memo is shared by the restarts of one
+//! capacity, which turns independent restarts into cumulative ones.
+//!
+//! A state is identified by a 128-bit fingerprint: a sum over its unplaced buffers of two
+//! independently mixed 64-bit words (so the order of buffers does not matter). Two different
+//! states share a fingerprint with probability about `2^-128` per pair; at the memo's size
+//! limit that stays below `2^-80` for a whole run, the price of `O(1)` memory per state.
+//!
+//! Complexity: `O(k)` to fingerprint a state of `k` unplaced buffers, `O(1)` expected per look-up
+//! and insertion; memory 16 bytes per state, at most [`MEMO_STATES`] states.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// At most this many states are remembered (about 100 MB with the table's overhead).
+pub(crate) const MEMO_STATES: usize = 1 << 22;
+
+/// The 64-bit finaliser of SplitMix64 (Steele, Lea, Flood 2014): a bijective mixer.
+pub(crate) fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The fingerprint contribution of one unplaced buffer.
+pub(crate) fn term(buffer: u32, min_off: u64, blocked: u64) -> u128 {
+    let lane = |seed: u64| mix(mix(mix(seed ^ u64::from(buffer)) ^ min_off) ^ blocked);
+    (u128::from(lane(0x5851_F42D_4C95_7F2D)) << 64) | u128::from(lane(0x1405_7B7E_F767_814F))
+}
+
+/// Adds two fingerprints lane by lane.
+pub(crate) fn add(a: u128, b: u128) -> u128 {
+    let hi = ((a >> 64) as u64).wrapping_add((b >> 64) as u64);
+    let lo = (a as u64).wrapping_add(b as u64);
+    (u128::from(hi) << 64) | u128::from(lo)
+}
+
+/// A hasher for keys that are already uniformly mixed: keeps the low 64 bits.
+#[derive(Debug, Default, Clone, Copy)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u128(&mut self, i: u128) {
+        self.0 = i as u64;
+    }
+}
+
+/// The fingerprints of failed states.
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    set: HashSet<u128, BuildHasherDefault<PassThrough>>,
+}
+
+impl Memo {
+    /// Records a failed state (ignored once the memo is full).
+    pub(crate) fn insert(&mut self, key: u128) {
+        if self.set.len() < MEMO_STATES {
+            self.set.insert(key);
+        }
+    }
+
+    /// Whether a state is known to fail.
+    pub(crate) fn contains(&self, key: u128) -> bool {
+        self.set.contains(&key)
+    }
+
+    /// Number of states remembered.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.set.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_ignore_order_and_tell_states_apart() {
+        let a = add(term(1, 10, u64::MAX), term(2, 20, u64::MAX));
+        let b = add(term(2, 20, u64::MAX), term(1, 10, u64::MAX));
+        assert_eq!(a, b);
+        assert_ne!(a, add(term(1, 10, u64::MAX), term(2, 21, u64::MAX)));
+        assert_ne!(term(1, 10, u64::MAX), term(1, 10, 10));
+        let mut m = Memo::default();
+        m.insert(a);
+        assert!(m.contains(b));
+        assert_eq!(m.len(), 1);
+    }
+}
