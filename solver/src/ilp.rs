@@ -88,7 +88,7 @@ pub enum IlpError {
 /// Settings of [`place_ilp`] and [`place_ilp_window`].
 #[derive(Debug, Clone)]
 pub struct IlpOptions<'a> {
-    /// Time limit (the node limit is not used by HiGHS here).
+    /// Time limit, and a limit on HiGHS branch-and-bound nodes (`mip_max_nodes`).
     pub budget: Budget,
     /// HiGHS threads (1 = deterministic).
     pub threads: u32,
@@ -607,6 +607,14 @@ fn solve(
     set_option(&mut model, "mip_rel_gap", opts.mip_rel_gap.max(0.0))?;
     if let Some(r) = remaining {
         set_option(&mut model, "time_limit", r)?;
+    }
+    if let Some(n) = opts.budget.nodes {
+        // Branch-and-bound nodes: a limit that, unlike time, keeps results deterministic.
+        set_option(
+            &mut model,
+            "mip_max_nodes",
+            i32::try_from(n).unwrap_or(i32::MAX),
+        )?;
     }
     model
         .try_set_solution(Some(&start), None, None, None)
