@@ -6,6 +6,7 @@
 //! - Without: the exact search lowers the peak from the heuristics' best towards LOAD and
 //!   reports the proven lower bound (LOAD, or higher where infeasibility was proven).
 //!
+//! Minimisation is skipped when the heuristics are within [`NEGLIGIBLE_GAP`] of the bound.
 //! The result is never worse than the heuristics'. Without a time limit the exact search gets
 //! [`DEFAULT_EXACT_NODES`] search nodes, so a call always ends and is deterministic.
 
@@ -14,6 +15,11 @@ use crate::exact::{self, ExactOptions, ExactStatus};
 use crate::placement::{self, MemberResult};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use std::time::{Duration, Instant};
+
+/// Relative gap (peak − bound) / peak under which minimisation is not attempted: the bound is
+/// LOAD in exact bytes, while offsets are aligned, so the last few bytes of alignment slack can
+/// rarely be proven away and the search would spend its whole budget for nothing.
+pub const NEGLIGIBLE_GAP: f64 = 1e-4;
 
 /// Node budget of the exact search when the caller gives no limit at all.
 pub const DEFAULT_EXACT_NODES: u64 = 200_000;
@@ -127,7 +133,7 @@ pub fn refine(
     // the lower bound.
     let done = match problem.capacity {
         Some(_) => fits_now(peak),
-        None => peak <= lower,
+        None => peak <= lower || (peak - lower) as f64 <= peak as f64 * NEGLIGIBLE_GAP,
     };
     if !done {
         let eopts = ExactOptions {
