@@ -721,14 +721,7 @@ mod tests {
     use proptest::prelude::*;
     use std::time::Duration;
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     /// Places buffers in the given order, each at its lowest aligned offset that is free of the
     /// buffers already placed and alive with it; returns the offsets.
     fn place_in_order(p: &PlacementProblem, order: &[usize]) -> Vec<u64> {

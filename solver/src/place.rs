@@ -209,16 +209,8 @@ pub fn refine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::{Buffer, Lifetime};
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     fn stacked(problem: &PlacementProblem) -> PlaceOutcome {
         let mut offsets = Vec::new();
         let mut top = 0;

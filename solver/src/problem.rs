@@ -273,17 +273,30 @@ impl PlacementProblem {
     }
 }
 
+/// Test fixtures shared by the solver's unit tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
+    use super::{Buffer, Lifetime};
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
+    /// A buffer alive `[start, end)` of `size` bytes, alignment 1.
+    pub(crate) fn buf(start: u64, end: u64, size: u64) -> Buffer {
+        aligned(start, end, size, 1)
+    }
+
+    /// A buffer alive `[start, end)` of `size` bytes with the given alignment.
+    pub(crate) fn aligned(start: u64, end: u64, size: u64, alignment: u64) -> Buffer {
         Buffer {
             lifetime: Lifetime::new(start, end),
             size,
-            alignment: 1,
+            alignment,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::buf;
+    use super::*;
 
     #[test]
     fn load_counts_buffers_that_touch_end_to_start_as_disjoint() {

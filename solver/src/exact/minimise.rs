@@ -177,16 +177,8 @@ fn stack(problem: &PlacementProblem) -> Option<Placement> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::{Buffer, Lifetime};
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     #[test]
     fn a_stacked_start_drops_to_load_and_is_proven_optimal() {
         let p = PlacementProblem::new(vec![buf(0, 2, 4), buf(1, 3, 4), buf(2, 4, 4), buf(3, 5, 4)]);

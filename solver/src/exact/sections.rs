@@ -351,16 +351,8 @@ impl Instance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::Lifetime;
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     #[test]
     fn sections_are_cut_at_every_boundary_and_hold_the_live_bytes() {
         let p = PlacementProblem::new(vec![buf(0, 4, 10), buf(2, 6, 20), buf(4, 6, 5)]);

@@ -5,14 +5,7 @@ use super::*;
 use crate::problem::{align_up, Buffer, Lifetime};
 use proptest::prelude::*;
 
-fn buf(start: u64, end: u64, size: u64) -> Buffer {
-    Buffer {
-        lifetime: Lifetime::new(start, end),
-        size,
-        alignment: 1,
-    }
-}
-
+use crate::problem::fixtures::buf;
 /// The lowest aligned offset where buffer `i` fits between the placed ones.
 fn lowest_fit(p: &PlacementProblem, offsets: &[Option<u64>], i: usize) -> u64 {
     let b = p.buffers[i];

@@ -288,14 +288,7 @@ impl Placer for Coloring {
 mod tests {
     use super::*;
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     #[test]
     fn the_sweep_graph_has_an_edge_per_overlapping_pair() {
         let b = vec![buf(0, 2, 1), buf(1, 3, 1), buf(2, 4, 1), buf(0, 4, 1)];

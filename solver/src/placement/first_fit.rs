@@ -118,16 +118,8 @@ impl Placer for FirstFit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::{Buffer, Lifetime};
 
-    fn buf(start: u64, end: u64, size: u64, alignment: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment,
-        }
-    }
-
+    use crate::problem::fixtures::aligned as buf;
     #[test]
     fn a_freed_hole_is_reused_by_the_next_buffer_that_fits() {
         // 0 [0,2) 10 @0, 1 [0,4) 10 @10; at step 2, 0 is freed and 2 (8 bytes) takes @0;

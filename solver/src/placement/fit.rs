@@ -494,14 +494,7 @@ pub fn conflict_bytes(buffers: &[Buffer]) -> Vec<u64> {
 mod tests {
     use super::*;
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     const EXACT: Closer = Closer {
         min_size: 1,
         min_align: 1,

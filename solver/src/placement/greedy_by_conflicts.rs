@@ -58,16 +58,8 @@ impl Placer for GreedyByConflicts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::{Buffer, Lifetime};
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     #[test]
     fn the_buffer_in_the_most_crowded_lifetime_goes_first() {
         // 0 [0,1) 50 meets only 1; 1 [0,3) 10 meets 0 and 2; 2 [2,3) 45 meets 1.

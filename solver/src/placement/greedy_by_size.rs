@@ -44,16 +44,8 @@ impl Placer for GreedyBySize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::{Buffer, Lifetime};
 
-    fn buf(start: u64, end: u64, size: u64, alignment: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment,
-        }
-    }
-
+    use crate::problem::fixtures::aligned as buf;
     #[test]
     fn largest_buffer_goes_first_and_smaller_ones_fill_the_tightest_gap() {
         // 0: [0,4) 100 at 0; 1: [0,1) 50 on top at 100; 2: [2,4) 30 on top at 100;

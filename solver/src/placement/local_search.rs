@@ -416,16 +416,8 @@ mod tests {
     use super::super::fit::place_in_order;
     use super::super::greedy_by_size::size_order;
     use super::*;
-    use crate::problem::Lifetime;
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     #[test]
     fn conflict_lists_hold_each_overlapping_pair_both_ways() {
         let b = vec![buf(0, 2, 1), buf(1, 3, 1), buf(2, 4, 1), buf(0, 4, 1)];

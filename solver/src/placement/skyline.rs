@@ -362,14 +362,7 @@ mod tests {
     use super::*;
     use crate::problem::Lifetime;
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     /// Greedy by size peaks at 21 here (see `greedy_by_conflicts`); LOAD is 20.
     fn stranding() -> PlacementProblem {
         PlacementProblem::new(vec![

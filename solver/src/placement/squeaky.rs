@@ -147,16 +147,8 @@ impl Placer for SqueakyWheel {
 mod tests {
     use super::*;
     use crate::budget::SolveStatus;
-    use crate::problem::{Buffer, Lifetime};
 
-    fn buf(start: u64, end: u64, size: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment: 1,
-        }
-    }
-
+    use crate::problem::fixtures::buf;
     /// Greedy by size peaks at 21 here, greedy by conflicts at LOAD = 20.
     fn stranding() -> PlacementProblem {
         PlacementProblem::new(vec![
