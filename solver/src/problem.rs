@@ -45,6 +45,18 @@ impl Lifetime {
     }
 }
 
+/// Every lifetime start and end of `buffers`, sorted, without repeats: the boundaries of the
+/// elementary time sections. `O(n log n)`.
+pub fn time_points(buffers: &[Buffer]) -> Vec<u64> {
+    let mut points: Vec<u64> = buffers
+        .iter()
+        .flat_map(|b| [b.lifetime.start, b.lifetime.end])
+        .collect();
+    points.sort_unstable();
+    points.dedup();
+    points
+}
+
 /// One buffer to place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Buffer {

@@ -121,12 +121,7 @@ pub(crate) fn dive(
 ) -> Option<Placement> {
     let bufs = &problem.buffers;
     let n = bufs.len();
-    let mut times: Vec<u64> = bufs
-        .iter()
-        .flat_map(|b| [b.lifetime.start, b.lifetime.end])
-        .collect();
-    times.sort_unstable();
-    times.dedup();
+    let times = crate::problem::time_points(bufs);
     let at = |t: u64| times.partition_point(|&x| x < t);
     let key = |i: usize| -> (Reverse<u128>, Reverse<u128>, Reverse<u128>, usize) {
         let b = &bufs[i];

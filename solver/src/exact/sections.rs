@@ -165,12 +165,7 @@ impl Instance {
             .filter(|&i| is_fixed(i).is_none())
             .collect();
         let bufs: Vec<Buffer> = global.iter().map(|&i| problem.buffers[i]).collect();
-        let mut times: Vec<u64> = bufs
-            .iter()
-            .flat_map(|b| [b.lifetime.start, b.lifetime.end])
-            .collect();
-        times.sort_unstable();
-        times.dedup();
+        let times = crate::problem::time_points(&bufs);
         let n_sec = times.len().saturating_sub(1);
         let at = |t: u64| times.partition_point(|&x| x < t) as u32;
         let lo: Vec<u32> = bufs.iter().map(|b| at(b.lifetime.start)).collect();

@@ -50,12 +50,7 @@ pub struct Coloring;
 /// `(length, pairs)`: buffers are added one by one and the ones they overlap among those already
 /// added are counted with two Fenwick trees over the lifetime boundaries (`O(n log n)`).
 fn graph_prefix(buffers: &[Buffer], order: &[usize]) -> (usize, u64) {
-    let mut points: Vec<u64> = buffers
-        .iter()
-        .flat_map(|b| [b.lifetime.start, b.lifetime.end])
-        .collect();
-    points.sort_unstable();
-    points.dedup();
+    let points = crate::problem::time_points(buffers);
     let rank = |t: u64| points.partition_point(|&p| p < t);
     let m = points.len();
     // Fenwick trees (1-based) counting added starts and added ends per boundary.

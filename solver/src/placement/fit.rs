@@ -42,12 +42,7 @@ struct TimeAxis {
 impl TimeAxis {
     /// The axis of all lifetimes of `buffers`.
     fn new(buffers: &[Buffer]) -> Self {
-        let mut points: Vec<u64> = buffers
-            .iter()
-            .flat_map(|b| [b.lifetime.start, b.lifetime.end])
-            .collect();
-        points.sort_unstable();
-        points.dedup();
+        let points = crate::problem::time_points(buffers);
         TimeAxis { points }
     }
 

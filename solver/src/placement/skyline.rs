@@ -252,12 +252,7 @@ struct Axis {
 
 impl Axis {
     fn new(buffers: &[Buffer]) -> Self {
-        let mut points: Vec<u64> = buffers
-            .iter()
-            .flat_map(|b| [b.lifetime.start, b.lifetime.end])
-            .collect();
-        points.sort_unstable();
-        points.dedup();
+        let points = crate::problem::time_points(buffers);
         let at = |t: u64| points.partition_point(|&p| p < t);
         let starts: Vec<usize> = buffers.iter().map(|b| at(b.lifetime.start)).collect();
         let ends: Vec<usize> = buffers.iter().map(|b| at(b.lifetime.end)).collect();
