@@ -1,13 +1,13 @@
 //! Placement integer programs solved by HiGHS through the `highs` crate: the big-M disjunctive
 //! model of dynamic storage allocation that OLLA, TelaMalloc and minimalloc's MIP baseline start
-//! from, strengthened with clique rows.
+//! from.
 //!
 //! **Model.** Minimise the peak `P` subject to `offset_i + size_i ≤ P` for every movable buffer
 //! and, for every pair of movable buffers alive together, one binary `z_ij` choosing which lies
 //! below (`offset_i + size_i ≤ offset_j + M·z_ij`, `offset_j + size_j ≤ offset_i + M·(1 − z_ij)`,
-//! with a per-pair big-M from the offsets' bounds). Per movable buffer `i`, two clique rows over
-//! the movable buffers alive at `i`'s heaviest step: `P ≥ offset_i + size_i + Σ sizes above i`
-//! and `offset_i ≥ Σ sizes below i`. Offsets are integer *slots* in units of
+//! with a per-pair big-M from the offsets' bounds). (Clique rows over each buffer's heaviest
+//! step were tried and removed: they cut off the optimum on an aligned 4-buffer instance, kept
+//! in `proptest-regressions/ilp.txt`.) Offsets are integer *slots* in units of
 //! `lcm(alignment, u)`, where `u` is the largest byte unit every left-packed placement is a
 //! multiple of (the gcd of sizes and fixed offsets, adjusted for alignments), which keeps the
 //! coefficients small and exact and lets HiGHS see an integral objective. Fixed buffers
@@ -15,7 +15,7 @@
 //! between the fixed buffers alive with it (one binary per gap; none when one gap fits).
 //!
 //! **Size** for `w` movable buffers, `c` conflicting movable pairs and `g` gap binaries:
-//! `1 + w + c + g` columns, `3w + 2c + 3·(buffers with several gaps)` rows. Exact, but HiGHS'
+//! `1 + w + c + g` columns, `w + 2c + 3·(buffers with several gaps)` rows. Exact, but HiGHS'
 //! LP bound rarely rises above LOAD on big instances, so it takes a pair cap, a time limit and
 //! a warm start; past a few hundred pairs prefer windows around the peak.
 //!
@@ -39,7 +39,6 @@
 use crate::budget::{Budget, SolveStats, SolveStatus};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use highs::{Col, HighsOptionValue, RowProblem, Sense};
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -330,86 +329,6 @@ impl Layout {
     }
 }
 
-/// Clique rows: for each movable buffer `i`, take the movable buffers alive at the step of
-/// `i`'s lifetime where they weigh most (a clique `C`); those of `C` above `i` lie wholly above
-/// it, those below wholly below, so `P ≥ offset_i + size_i + Σ_{j∈C above i} size_j` and
-/// `offset_i ≥ Σ_{j∈C below i} size_j`.
-fn add_clique_rows(
-    pb: &mut RowProblem,
-    problem: &PlacementProblem,
-    layout: &Layout,
-    slot_cols: &[Col],
-    peak_col: Col,
-    zcol: &HashMap<(usize, usize), Col>,
-    u: f64,
-) {
-    let bufs = &problem.buffers;
-    for (k, &i) in layout.free.iter().enumerate() {
-        let nbrs = &layout.free_nbrs[k];
-        if nbrs.is_empty() {
-            continue;
-        }
-        let life = bufs[i].lifetime;
-        // The heaviest step: some start of `i` or of a neighbour, inside `i`'s lifetime.
-        let mut best: Option<(u64, u64)> = None;
-        for t in std::iter::once(life.start).chain(
-            nbrs.iter()
-                .map(|&l| bufs[layout.free[l]].lifetime.start.max(life.start)),
-        ) {
-            let w: u64 = nbrs
-                .iter()
-                .map(|&l| &bufs[layout.free[l]])
-                .filter(|b| b.lifetime.start <= t && t < b.lifetime.end)
-                .map(|b| b.size)
-                .sum();
-            if best.is_none_or(|(bw, _)| w > bw) {
-                best = Some((w, t));
-            }
-        }
-        let Some((_, t)) = best else { continue };
-        let clique: Vec<usize> = nbrs
-            .iter()
-            .copied()
-            .filter(|&l| {
-                let lt = bufs[layout.free[l]].lifetime;
-                lt.start <= t && t < lt.end
-            })
-            .collect();
-        if clique.is_empty() {
-            continue;
-        }
-        let fi = layout.step[k] as f64 / u;
-        let si = bufs[i].size as f64 / u;
-        // Above: [l above k] = 1 - z(k,l) when k < l, z(l,k) when l < k.
-        let mut above = vec![(slot_cols[k], fi), (peak_col, -1.0)];
-        let mut above_rhs = -si;
-        // Below: [l below k] = z(k,l) when k < l, 1 - z(l,k) when l < k.
-        let mut below = vec![(slot_cols[k], fi)];
-        let mut below_rhs = 0.0;
-        for &l in &clique {
-            let sl = bufs[layout.free[l]].size as f64 / u;
-            let (key, k_first) = if k < l {
-                ((k, l), true)
-            } else {
-                ((l, k), false)
-            };
-            let Some(&z) = zcol.get(&key) else { continue };
-            if k_first {
-                above.push((z, -sl));
-                above_rhs -= sl;
-                below.push((z, -sl));
-            } else {
-                above.push((z, sl));
-                below.push((z, sl));
-                below_rhs += sl;
-            }
-        }
-        pb.add_row(..=above_rhs, above);
-        pb.add_row(below_rhs.., below);
-    }
-}
-
-/// Sets a HiGHS option, naming it in the error.
 fn set_option<V: HighsOptionValue>(
     model: &mut highs::Model,
     name: &str,
@@ -575,7 +494,6 @@ fn solve(
         );
     }
     // Disjunctions between movable buffers alive together. z = 0: i below j; z = 1: j below i.
-    let mut zcol: HashMap<(usize, usize), Col> = HashMap::new();
     for k in 0..n_free {
         for &l in &layout.free_nbrs[k] {
             if l <= k {
@@ -591,10 +509,8 @@ fn solve(
             let (xi, xj) = (slot_cols[k], slot_cols[l]);
             pb.add_row(..=-(si as f64) / u, [(xi, fi), (xj, -fj), (z, -m1)]);
             pb.add_row(..=m2 - sj as f64 / u, [(xj, fj), (xi, -fi), (z, m2)]);
-            zcol.insert((k, l), z);
         }
     }
-    add_clique_rows(&mut pb, problem, &layout, &slot_cols, peak_col, &zcol, u);
 
     // ---- Solve. ----
     let highs_err = |what: &str| IlpError::Solver(what.to_string());
