@@ -11,6 +11,7 @@ pub mod planner;
 pub mod validate;
 
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
+pub use memplan_solver::CancelToken;
 pub use plan::{Instruction, Plan};
-pub use planner::{plan, OrderMode, PlanError, PlanOptions, Strategy};
+pub use planner::{plan, OrderMode, PlanError, PlanOptions, Progress, ProgressSink, Strategy};
 pub use validate::{validate, Replay, Violation, ViolationKind};

@@ -193,6 +193,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
                 time_limit: Some(time_limit(tl)?),
                 inplace,
+                ..PlanOptions::default()
             };
             let plan = planner::plan(&g, &opts)?;
             let s = &plan.stats;

@@ -8,7 +8,8 @@ use crate::graph::{Graph, GraphError};
 use crate::plan::{emit, MemberStat, Plan};
 use memplan_solver::order::{self, lifetimes, LifetimeOptions, OrderLifetimes};
 use memplan_solver::place::{self, PlaceOutcome};
-use memplan_solver::{Budget, PlacementError, SolveStats};
+use memplan_solver::{Budget, CancelToken, PlacementError, SolveStats};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -45,7 +46,56 @@ pub struct PlanOptions {
     /// Honour in-place hints (plans then use the `inplace_of` alloc extension, which
     /// `tools/check_plan.py` does not know).
     pub inplace: bool,
+    /// Stop flag: once raised, every search stops at its next check and the best plan found so
+    /// far is returned (the listed order is always planned).
+    pub cancel: Option<CancelToken>,
+    /// Called after each stage with the best peak so far.
+    pub progress: Option<ProgressSink>,
 }
+
+/// A snapshot of a running [`plan`] call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// The stage just finished (`order`, `heuristics`, `exact`, …).
+    pub stage: &'static str,
+    /// Best peak so far (bytes).
+    pub best_peak: u64,
+    /// Best proven lower bound so far (bytes).
+    pub lower_bound: u64,
+    /// Time since the call started.
+    pub elapsed: Duration,
+}
+
+/// A progress callback shared between threads.
+#[derive(Clone)]
+pub struct ProgressSink(pub Arc<dyn Fn(&Progress) + Send + Sync>);
+
+impl ProgressSink {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        ProgressSink(Arc::new(f))
+    }
+
+    /// Reports one snapshot.
+    pub fn report(&self, p: &Progress) {
+        (self.0)(p)
+    }
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink(..)")
+    }
+}
+
+impl PartialEq for ProgressSink {
+    /// Sinks are equal when they share one callback.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ProgressSink {}
 
 impl Default for PlanOptions {
     fn default() -> Self {
@@ -54,6 +104,8 @@ impl Default for PlanOptions {
             strategy: Strategy::Auto,
             time_limit: Some(Duration::from_secs(1)),
             inplace: false,
+            cancel: None,
+            progress: None,
         }
     }
 }
@@ -93,6 +145,17 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let remaining = || Budget {
         time: opts.time_limit.map(|t| t.saturating_sub(started.elapsed())),
         nodes: None,
+        cancel: opts.cancel.clone(),
+    };
+    let report = |stage: &'static str, best_peak: u64, lower_bound: u64| {
+        if let Some(sink) = &opts.progress {
+            sink.report(&Progress {
+                stage,
+                best_peak,
+                lower_bound,
+                elapsed: started.elapsed(),
+            });
+        }
     };
     let listed = problem
         .listed_topological_order()
@@ -120,6 +183,18 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     }
     // Best first; a stable sort keeps the listed order ahead on ties.
     candidates.sort_by_key(|c| c.placed.stats.objective);
+    let bound_now = |cands: &[Candidate]| match &order_result {
+        Some(r) => r.stats.lower_bound,
+        None => cands.first().map_or(0, |c| c.placed.stats.lower_bound),
+    };
+    let best_now = |cands: &[Candidate]| {
+        cands
+            .iter()
+            .map(|c| c.placed.stats.objective)
+            .min()
+            .unwrap_or(0)
+    };
+    report("heuristics", best_now(&candidates), bound_now(&candidates));
     if opts.strategy == Strategy::Auto {
         let count = candidates.len() as u32;
         for k in 0..candidates.len() {
@@ -139,10 +214,11 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             let left = remaining();
             let share = Budget {
                 time: left.time.map(|t| t / (count - k as u32).max(1)),
-                nodes: None,
+                ..left
             };
             let c = &mut candidates[k];
             c.placed = place::refine(&c.lt.problem, &c.placed, &share)?;
+            report("exact", best_now(&candidates), bound_now(&candidates));
         }
     }
     let best = candidates
@@ -247,4 +323,38 @@ pub fn graph_stats(graph: &Graph) -> Result<GraphStats, PlanError> {
         weights_bytes: graph.weights_bytes(),
         order_lower_bound: order::bound::order_lower_bound(&problem, &lopts),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    fn sample() -> Graph {
+        Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap()
+    }
+
+    #[test]
+    fn a_cancelled_plan_still_returns_a_valid_plan_and_reports_progress() {
+        let g = sample();
+        let token = CancelToken::new();
+        token.cancel();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let seen = seen.clone();
+            ProgressSink::new(move |p| seen.lock().unwrap().push(p.clone()))
+        };
+        let opts = PlanOptions {
+            time_limit: None,
+            cancel: Some(token),
+            progress: Some(sink),
+            ..PlanOptions::default()
+        };
+        let plan = plan(&g, &opts).unwrap();
+        crate::validate::validate(&g, &plan, None).unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.first().map(|p| p.stage), Some("heuristics"));
+        assert!(seen.iter().all(|p| p.lower_bound <= p.best_peak));
+        assert!(seen.last().unwrap().best_peak >= plan.stats.peak_bytes);
+    }
 }

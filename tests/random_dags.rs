@@ -110,7 +110,7 @@ proptest! {
                 }
             }
             // Heuristics only: `auto` is never worse than `given` by construction.
-            let heuristic = |order| PlanOptions { order, strategy: Solvers::Heuristic, inplace, time_limit: None };
+            let heuristic = |order| PlanOptions { order, strategy: Solvers::Heuristic, inplace, time_limit: None, ..PlanOptions::default() };
             let full = plan(&graph, &heuristic(OrderMode::Auto)).unwrap();
             prop_assert!(validate(&graph, &full, None).is_ok());
             let given = plan(&graph, &heuristic(OrderMode::Given)).unwrap();
@@ -134,8 +134,7 @@ proptest! {
                     order,
                     strategy,
                     inplace,
-                    time_limit: Some(std::time::Duration::from_millis(100)),
-                };
+                    time_limit: Some(std::time::Duration::from_millis(100)), ..PlanOptions::default() };
                 let heur = plan(&graph, &opts(Solvers::Heuristic)).unwrap();
                 let exact = plan(&graph, &opts(Solvers::Auto)).unwrap();
                 let r = validate(&graph, &exact, None);

@@ -101,6 +101,7 @@ fn zoo_table(dir: &Path, tl: Duration) -> Result<()> {
                     strategy,
                     time_limit: Some(tl),
                     inplace: false,
+                    ..PlanOptions::default()
                 },
             )?;
             let ms = t0.elapsed().as_secs_f64() * 1e3;

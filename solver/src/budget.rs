@@ -1,14 +1,55 @@
 //! Explicit solver limits ([`Budget`]) and the statistics every solver returns ([`SolveStats`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A shared stop flag: another thread (an HTTP `DELETE`, a Ctrl-C handler) raises it and every
+/// solver holding a [`Budget`] with it stops at its next budget check, returning its best
+/// answer so far as if its time had run out. Clones share the flag.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A new, unraised token.
+    pub fn new() -> Self {
+        CancelToken::default()
+    }
+
+    /// Raises the flag (idempotent).
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the flag is raised.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// The underlying flag (for callbacks such as HiGHS' interrupt).
+    pub fn flag(&self) -> &AtomicBool {
+        &self.0
+    }
+}
+
+impl PartialEq for CancelToken {
+    /// Tokens are equal when they share one flag.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CancelToken {}
+
 /// Limits a solver must respect. `None` means unlimited.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Budget {
     /// Wall-clock limit.
     pub time: Option<Duration>,
     /// Limit on search nodes / iterations (solver-specific unit, documented by each solver).
     pub nodes: Option<u64>,
+    /// Stop flag checked with the limits (a raised flag reads as a spent time limit).
+    pub cancel: Option<CancelToken>,
 }
 
 impl Budget {
@@ -16,21 +57,36 @@ impl Budget {
     pub const UNLIMITED: Budget = Budget {
         time: None,
         nodes: None,
+        cancel: None,
     };
 
     /// A budget limited by wall-clock time only.
     pub fn with_time(time: Duration) -> Self {
         Budget {
             time: Some(time),
-            nodes: None,
+            ..Budget::UNLIMITED
         }
+    }
+
+    /// This budget with `time` replaced by what is left of it after `elapsed` (and the same
+    /// node limit and stop flag).
+    pub fn remaining_after(&self, elapsed: Duration) -> Self {
+        Budget {
+            time: self.time.map(|t| t.saturating_sub(elapsed)),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the stop flag is raised.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
     }
 
     /// Starts a clock that answers whether this budget is spent.
     pub fn start(&self) -> BudgetClock {
         BudgetClock {
             started: Instant::now(),
-            budget: *self,
+            budget: self.clone(),
             nodes: 0,
         }
     }
@@ -72,6 +128,9 @@ impl BudgetClock {
             if self.started.elapsed() >= t {
                 return Some(SolveStatus::TimeLimit);
             }
+        }
+        if self.budget.is_cancelled() {
+            return Some(SolveStatus::TimeLimit);
         }
         None
     }
@@ -158,11 +217,26 @@ mod tests {
         let mut c = Budget {
             time: None,
             nodes: Some(3),
+            ..Budget::UNLIMITED
         }
         .start();
         assert_eq!(c.tick(), None);
         assert_eq!(c.tick(), None);
         assert_eq!(c.tick(), Some(SolveStatus::NodeLimit));
+    }
+
+    #[test]
+    fn a_raised_cancel_token_spends_the_budget_of_every_clone() {
+        let token = CancelToken::new();
+        let budget = Budget {
+            cancel: Some(token.clone()),
+            ..Budget::UNLIMITED
+        };
+        let mut clock = budget.clone().start();
+        assert_eq!(clock.tick(), None);
+        token.cancel();
+        assert_eq!(clock.tick(), Some(SolveStatus::TimeLimit));
+        assert!(budget.is_cancelled());
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub const NEGLIGIBLE_GAP: f64 = 1e-4;
 pub const DEFAULT_EXACT_NODES: u64 = 200_000;
 
 /// Options of [`place`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlaceOptions {
     /// Limits for the whole step (heuristics first, the exact search gets the rest).
     pub budget: Budget,
@@ -82,13 +82,7 @@ pub fn place(
     if !opts.exact {
         return Ok(heur);
     }
-    let remaining = Budget {
-        time: opts
-            .budget
-            .time
-            .map(|t| t.saturating_sub(started.elapsed())),
-        nodes: opts.budget.nodes,
-    };
+    let remaining = opts.budget.remaining_after(started.elapsed());
     refine(problem, &heur, &remaining)
 }
 
@@ -143,6 +137,7 @@ pub fn refine(
                     (None, None) => Some(DEFAULT_EXACT_NODES),
                     (_, n) => n,
                 },
+                cancel: budget.cancel.clone(),
             },
             ..ExactOptions::default()
         };

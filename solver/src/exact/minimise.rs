@@ -159,6 +159,7 @@ pub(crate) fn half_of_what_is_left(budget: &Budget, elapsed: Duration, nodes: u6
             .time
             .map(|t| (t.saturating_sub(elapsed) / 2).max(Duration::from_millis(1))),
         nodes: budget.nodes.map(|n| (n.saturating_sub(nodes) / 2).max(1)),
+        cancel: budget.cancel.clone(),
     }
 }
 
@@ -215,6 +216,7 @@ mod tests {
         let b = Budget {
             time: Some(Duration::from_secs(10)),
             nodes: Some(100),
+            ..Budget::UNLIMITED
         };
         let h = half_of_what_is_left(&b, Duration::from_secs(4), 40);
         assert_eq!(h.time, Some(Duration::from_secs(3)));

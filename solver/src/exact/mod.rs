@@ -51,7 +51,7 @@ use sections::Instance;
 use std::time::Duration;
 
 /// Options of the exact search: the budget and one switch per technique (all on by default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExactOptions {
     /// Time and node limits; a node is one partial placement entered by the search.
     pub budget: Budget,

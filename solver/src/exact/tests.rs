@@ -260,6 +260,7 @@ fn nodes_at_load(p: &PlacementProblem, o: ExactOptions) -> u64 {
         budget: Budget {
             time: None,
             nodes: Some(200_000),
+            ..Budget::UNLIMITED
         },
         ..o
     };
@@ -380,6 +381,7 @@ fn the_node_budget_stops_the_search_with_a_timeout() {
         budget: Budget {
             time: None,
             nodes: Some(100),
+            ..Budget::UNLIMITED
         },
         ..single_run()
     };
@@ -528,7 +530,7 @@ proptest! {
         let start = Placement { offsets };
         let start_peak = p.check(&start).unwrap();
         let opt = brute_force(&p, &[]);
-        let o = ExactOptions::with_budget(Budget { time: None, nodes: Some(nodes) });
+        let o = ExactOptions::with_budget(Budget { time: None, nodes: Some(nodes), ..Budget::UNLIMITED });
         let out = minimise(&p, &start, &o);
         prop_assert_eq!(p.check(&out.placement), Ok(out.peak));
         prop_assert!(out.peak <= start_peak);

@@ -223,8 +223,9 @@ impl Context<'_> {
             budget: Budget {
                 time: None,
                 nodes: Some(WINDOW_NODES.saturating_mul(chosen.len() as u64).max(1024)),
+                cancel: self.opts.budget.cancel.clone(),
             },
-            ..*self.opts
+            ..self.opts.clone()
         };
         match fit(&inst, target, &opts, self.clock, nodes) {
             RunEnd::Found(local) => {

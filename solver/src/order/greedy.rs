@@ -580,6 +580,7 @@ mod tests {
         let spent = Budget {
             time: None,
             nodes: Some(0),
+            ..Budget::UNLIMITED
         };
         let order = GreedyList::default().order(&p, &listed, &opts, &spent);
         p.check_order(&order).unwrap();

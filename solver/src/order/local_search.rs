@@ -928,6 +928,7 @@ pub(crate) mod tests {
         let budget = Budget {
             time: None,
             nodes: Some(0),
+            ..Budget::UNLIMITED
         };
         let order = LocalSearch::default().order(&p, &listed, &opts, &budget);
         assert_eq!(order, listed);

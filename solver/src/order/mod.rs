@@ -269,10 +269,7 @@ pub fn best_order(
     let mut members = Vec::new();
     for o in orderers {
         let t0 = Instant::now();
-        let remaining = Budget {
-            time: budget.time.map(|t| t.saturating_sub(started.elapsed())),
-            nodes: budget.nodes,
-        };
+        let remaining = budget.remaining_after(started.elapsed());
         let order = o.order(problem, &best, opts, &remaining);
         problem.check_order(&order)?;
         let load = problem.load(&order, opts);

@@ -464,6 +464,7 @@ mod tests {
         let budget = Budget {
             time: None,
             nodes: Some(1),
+            ..Budget::UNLIMITED
         };
         let pl = improve(&p, &start, &budget).unwrap();
         assert_eq!(p.check(&pl), Ok(15));

@@ -173,6 +173,7 @@ mod tests {
         let budget = Budget {
             time: None,
             nodes: Some(1),
+            ..Budget::UNLIMITED
         };
         assert_eq!(budget.start().tick(), Some(SolveStatus::NodeLimit));
         let pl = SqueakyWheel.place(&p, &budget).unwrap();
