@@ -268,7 +268,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &csv::write(&parsed.ids, &problem, &result.placement),
             )?;
             eprintln!(
-                "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, lower bound {} B (gap {:.2}%), status {}{}, {:.1} ms",
+                "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, lower bound {} B (gap {:.2}%), status {}{}{}, {:.1} ms",
                 problem.buffers.len(),
                 if load == 0 { 1.0 } else { peak as f64 / load as f64 },
                 result.method,
@@ -278,6 +278,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 result
                     .exact
                     .map(|e| format!(", exact search {:?} after {} nodes", e.status, e.nodes))
+                    .unwrap_or_default(),
+                result
+                    .ilp
+                    .map(|i| format!(
+                        ", HiGHS model {} ({} models, {} improved)",
+                        i.status, i.models, i.improved
+                    ))
                     .unwrap_or_default(),
                 started.elapsed().as_secs_f64() * 1e3
             );

@@ -105,6 +105,19 @@ pub struct ExactStat {
     pub ms: f64,
 }
 
+/// The HiGHS placement model's figures in the plan stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IlpStat {
+    /// optimal / heuristic / time_limit.
+    pub status: String,
+    /// Models solved (one per window).
+    pub models: usize,
+    /// Models that lowered the peak.
+    pub improved: usize,
+    /// Milliseconds it took.
+    pub ms: f64,
+}
+
 /// Plan statistics. Only `peak_bytes` is checked by the replay; the rest is informative.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PlanStats {
@@ -145,6 +158,9 @@ pub struct PlanStats {
     /// What the exact placement search did, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact: Option<ExactStat>,
+    /// What the HiGHS placement model did, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ilp: Option<IlpStat>,
     /// Whether in-place hints were honoured.
     #[serde(default)]
     pub inplace: bool,

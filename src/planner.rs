@@ -252,6 +252,14 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             ms: ms(e.elapsed),
         });
     }
+    if let Some(i) = &s.ilp {
+        plan.stats.ilp = Some(crate::plan::IlpStat {
+            status: i.status.as_str().to_string(),
+            models: i.models,
+            improved: i.improved,
+            ms: ms(i.elapsed),
+        });
+    }
     // The bound: for `given`, the placement's proven bound for that order (LOAD or better);
     // for `auto`, the order-independent bound (other orders could go lower).
     let peak = plan.stats.peak_bytes;

@@ -34,6 +34,7 @@ pub mod budget;
 pub mod csv;
 pub mod exact;
 pub mod ilp;
+pub mod ilp_refine;
 pub mod order;
 pub mod place;
 pub mod placement;

@@ -6,12 +6,19 @@
 //! - Without: the exact search lowers the peak from the heuristics' best towards LOAD and
 //!   reports the proven lower bound (LOAD, or higher where infeasibility was proven).
 //!
+//! - Then, when a gap is left, the HiGHS placement model ([`ilp_refine`](crate::ilp_refine))
+//!   gets the rest of the budget: whole for small instances (its dual bound can raise the
+//!   proven bound above LOAD), by windows around the peak otherwise. With a time limit the
+//!   exact search stops at [`EXACT_SHARE`] of it so the model always gets a turn.
+//!
 //! Minimisation is skipped when the heuristics are within [`NEGLIGIBLE_GAP`] of the bound.
 //! The result is never worse than the heuristics'. Without a time limit the exact search gets
-//! [`DEFAULT_EXACT_NODES`] search nodes, so a call always ends and is deterministic.
+//! [`DEFAULT_EXACT_NODES`] search nodes and the model [`DEFAULT_ILP_MODELS`] node-limited
+//! solves, so a call always ends and is deterministic.
 
 use crate::budget::{Budget, SolveStats, SolveStatus};
 use crate::exact::{self, ExactOptions, ExactStatus};
+use crate::ilp_refine::{self, IlpRefineOptions};
 use crate::placement::{self, MemberResult};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use std::time::{Duration, Instant};
@@ -23,6 +30,13 @@ pub const NEGLIGIBLE_GAP: f64 = 1e-4;
 
 /// Node budget of the exact search when the caller gives no limit at all.
 pub const DEFAULT_EXACT_NODES: u64 = 200_000;
+
+/// Share of a time limit the exact search may use before the HiGHS model's turn (when the
+/// exact search stops early, the model gets the whole rest).
+pub const EXACT_SHARE: f64 = 0.8;
+
+/// Models the HiGHS refinement solves when the caller gives no limit at all.
+pub const DEFAULT_ILP_MODELS: usize = 4;
 
 /// Options of [`place`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +67,19 @@ pub struct ExactReport {
     pub elapsed: Duration,
 }
 
+/// What the HiGHS model did, when it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IlpReport {
+    /// Its status (optimal when it proved the peak).
+    pub status: SolveStatus,
+    /// Models solved (1 for a whole-instance model, else one per window).
+    pub models: usize,
+    /// Models that lowered the peak.
+    pub improved: usize,
+    /// Time it took.
+    pub elapsed: Duration,
+}
+
 /// The chosen placement and how it was found.
 #[derive(Debug, Clone)]
 pub struct PlaceOutcome {
@@ -64,6 +91,8 @@ pub struct PlaceOutcome {
     pub members: Vec<MemberResult>,
     /// The exact search's report, when it ran.
     pub exact: Option<ExactReport>,
+    /// The HiGHS model's report, when it ran.
+    pub ilp: Option<IlpReport>,
     /// Objective = peak; lower bound = LOAD or better; status optimal / heuristic /
     /// time_limit / node_limit / infeasible (capacity proven unreachable).
     pub stats: SolveStats,
@@ -98,6 +127,7 @@ pub fn heuristics(
         method: heur.method.to_string(),
         members: heur.members,
         exact: None,
+        ilp: None,
         fits: problem.capacity.is_none_or(|c| peak <= c),
         stats: heur.stats,
     })
@@ -129,10 +159,11 @@ pub fn refine(
         Some(_) => fits_now(peak),
         None => peak <= lower || (peak - lower) as f64 <= peak as f64 * NEGLIGIBLE_GAP,
     };
+    let mut ilp_report = None;
     if !done {
         let eopts = ExactOptions {
             budget: Budget {
-                time: budget.time,
+                time: budget.time.map(|t| t.mul_f64(EXACT_SHARE)),
                 nodes: match (budget.time, budget.nodes) {
                     (None, None) => Some(DEFAULT_EXACT_NODES),
                     (_, n) => n,
@@ -176,12 +207,55 @@ pub fn refine(
         lower = lower.max(proven).min(peak);
         status = match exact_status {
             ExactStatus::Infeasible if problem.capacity.is_some() => SolveStatus::Infeasible,
-            ExactStatus::Timeout if budget.time.is_some_and(|t| started.elapsed() >= t) => {
+            ExactStatus::Timeout
+                if budget
+                    .time
+                    .is_some_and(|t| started.elapsed() >= t.mul_f64(EXACT_SHARE)) =>
+            {
                 SolveStatus::TimeLimit
             }
             ExactStatus::Timeout => SolveStatus::NodeLimit,
             _ => SolveStatus::Heuristic,
         };
+        // The HiGHS model's turn, for minimisation with a gap left.
+        let gap_left = peak > lower && (peak - lower) as f64 > peak as f64 * NEGLIGIBLE_GAP;
+        let rest = budget.remaining_after(started.elapsed());
+        if problem.capacity.is_none()
+            && gap_left
+            && !rest.is_cancelled()
+            && rest.time.is_none_or(|t| !t.is_zero())
+        {
+            let ropts = IlpRefineOptions {
+                budget: Budget {
+                    nodes: None,
+                    ..rest
+                },
+                max_models: if rest.time.is_none() {
+                    DEFAULT_ILP_MODELS
+                } else {
+                    IlpRefineOptions::default().max_models
+                },
+                ..IlpRefineOptions::default()
+            };
+            // A model that cannot be built (too large) leaves the placement as it is.
+            if let Ok(out) = ilp_refine::refine_peak(&uncapped, &placement, &ropts) {
+                if let Ok(p_peak) = uncapped.check(&out.placement) {
+                    if p_peak < peak {
+                        (placement, peak, method) = (out.placement, p_peak, "ilp".to_string());
+                    }
+                }
+                lower = lower.max(out.stats.lower_bound).min(peak);
+                if out.stats.status == SolveStatus::TimeLimit {
+                    status = SolveStatus::TimeLimit;
+                }
+                ilp_report = Some(IlpReport {
+                    status: out.stats.status,
+                    models: out.models,
+                    improved: out.improved,
+                    elapsed: out.stats.elapsed,
+                });
+            }
+        }
     }
     if peak <= lower && status != SolveStatus::Infeasible {
         status = SolveStatus::Optimal;
@@ -191,6 +265,7 @@ pub fn refine(
         method,
         members: start.members.clone(),
         exact: report,
+        ilp: ilp_report,
         stats: SolveStats {
             status,
             elapsed: start_stats.elapsed + started.elapsed(),
@@ -218,6 +293,7 @@ mod tests {
             method: "stacked".into(),
             members: Vec::new(),
             exact: None,
+            ilp: None,
             stats: SolveStats::heuristic(top, problem.load(), Duration::ZERO),
             fits: true,
         }
@@ -242,6 +318,48 @@ mod tests {
         assert_eq!(out.method, "exact");
         assert_eq!(out.stats.status, SolveStatus::Optimal);
         assert_eq!((out.stats.objective, out.stats.lower_bound), (5, 5));
+    }
+
+    #[test]
+    fn the_highs_model_takes_over_when_the_exact_search_stops_and_proves_the_optimum() {
+        // LOAD 11, optimum 13 (alignment waste): only a search or HiGHS' dual bound proves 13.
+        let b = |start, end, size, alignment| crate::problem::Buffer {
+            lifetime: crate::problem::Lifetime::new(start, end),
+            size,
+            alignment,
+        };
+        let p = PlacementProblem::new(vec![
+            b(0, 2, 5, 1),
+            b(1, 3, 2, 4),
+            b(0, 2, 3, 4),
+            b(1, 3, 1, 4),
+            b(0, 1, 1, 1),
+        ]);
+        // Stacked in index order, on alignment: peak 16 (5, then 2 at 8, 3 at 12, 1 at 16…).
+        let start = PlaceOutcome {
+            placement: Placement {
+                offsets: vec![0, 8, 12, 16, 5],
+            },
+            ..stacked(&PlacementProblem::new(Vec::new()))
+        };
+        let start_peak = p.check(&start.placement).unwrap();
+        assert!(start_peak > 13);
+        // One exact node: the search stops at once and the model gets its turn.
+        let one_node = Budget {
+            nodes: Some(1),
+            ..Budget::UNLIMITED
+        };
+        let out = refine(&p, &start, &one_node).unwrap();
+        let ilp = out.ilp.expect("the HiGHS model ran");
+        assert_eq!(ilp.models, 1);
+        assert_eq!(
+            out.method, "ilp",
+            "{} from {start_peak}",
+            out.stats.objective
+        );
+        assert_eq!(p.check(&out.placement).unwrap(), 13);
+        assert_eq!((out.stats.objective, out.stats.lower_bound), (13, 13));
+        assert_eq!(out.stats.status, SolveStatus::Optimal);
     }
 
     #[test]
