@@ -521,6 +521,9 @@ fn solve(
     let threads = i32::try_from(opts.threads.max(1)).unwrap_or(i32::MAX);
     set_option(&mut model, "threads", threads)?;
     set_option(&mut model, "mip_rel_gap", opts.mip_rel_gap.max(0.0))?;
+    // With presolve on, a model that presolve solves outright hands back the warm start as its
+    // solution (the objective value is right, the column values stale).
+    set_option(&mut model, "presolve", "off")?;
     if let Some(r) = remaining {
         set_option(&mut model, "time_limit", r)?;
     }

@@ -5,6 +5,7 @@
 
 pub mod bound;
 pub mod greedy;
+pub mod ilp;
 pub mod lifetimes;
 pub mod listed;
 pub mod local_search;
