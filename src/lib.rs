@@ -8,6 +8,7 @@
 pub mod graph;
 pub mod plan;
 pub mod planner;
+pub mod executor;
 pub mod validate;
 
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
