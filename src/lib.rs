@@ -5,10 +5,10 @@
 //! replays a plan independently of any solver.
 #![deny(missing_docs)]
 
+pub mod executor;
 pub mod graph;
 pub mod plan;
 pub mod planner;
-pub mod executor;
 pub mod validate;
 
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};

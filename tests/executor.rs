@@ -80,14 +80,22 @@ fn assert_runs_equal(g: &Graph, p: &Plan, kernels: KernelMode) -> memplan::execu
 fn with_round_trips(g: &Graph, p: &Plan) -> Plan {
     let (q, s) = rewrite(g, p, RewriteOptions::default());
     let training = g.name.contains("train");
-    assert!(s.spills > 0 && (s.recomputes > 0 || !training), "{}: {s:?}", g.name);
+    assert!(
+        s.spills > 0 && (s.recomputes > 0 || !training),
+        "{}: {s:?}",
+        g.name
+    );
     q
 }
 
 #[test]
 fn heuristic_exact_inplace_and_rewritten_plans_of_the_sample_reproduce_the_reference() {
     let g = sample();
-    for o in [heuristic(OrderMode::Given), heuristic(OrderMode::Auto), exact()] {
+    for o in [
+        heuristic(OrderMode::Given),
+        heuristic(OrderMode::Auto),
+        exact(),
+    ] {
         let p = plan(&g, &o).unwrap();
         assert_runs_equal(&g, &p, KernelMode::Real);
         let q = with_round_trips(&g, &p);
@@ -117,7 +125,10 @@ fn zoo_inference_graphs_run_with_real_kernels_and_equal_outputs() {
         let Some(g) = zoo(name) else { continue };
         let p = plan(&g, &heuristic(OrderMode::Auto)).unwrap();
         let r = assert_runs_equal(&g, &p, KernelMode::Real);
-        assert!(r.kernels.get("conv2d").copied().unwrap_or(0) > 0, "{name}: {r:?}");
+        assert!(
+            r.kernels.get("conv2d").copied().unwrap_or(0) > 0,
+            "{name}: {r:?}"
+        );
         assert_eq!(r.reference_nonfinite, 0, "{name}");
         assert_runs_equal(&g, &with_round_trips(&g, &p), KernelMode::Real);
     }
@@ -142,7 +153,8 @@ fn residency(g: &Graph, p: &Plan) -> Vec<HashMap<String, (u64, u64)>> {
     for ins in &p.instructions {
         out.push(at.clone());
         match ins {
-            Instruction::Alloc { tensor, offset, .. } | Instruction::SpillIn { tensor, offset, .. } => {
+            Instruction::Alloc { tensor, offset, .. }
+            | Instruction::SpillIn { tensor, offset, .. } => {
                 at.insert(tensor.clone(), (*offset, offset + size(tensor)));
             }
             Instruction::Free { tensor } | Instruction::SpillOut { tensor, .. } => {
@@ -168,7 +180,10 @@ fn next_read(g: &Graph, p: &Plan, t: &str, from: usize) -> Option<usize> {
 
 /// The run must fail or differ.
 fn assert_detected(g: &Graph, p: &Plan, kernels: KernelMode, what: &str) {
-    assert!(validate(g, p, None).is_err(), "{what}: the validator should reject it too");
+    assert!(
+        validate(g, p, None).is_err(),
+        "{what}: the validator should reject it too"
+    );
     match execute(g, p, &opts(kernels)) {
         Ok(r) => assert!(!r.outputs_equal, "{what}: not detected: {r:?}"),
         Err(e) => assert!(matches!(e, ExecError::BadPlan { .. }), "{what}: {e}"),
@@ -217,7 +232,12 @@ fn two_live_tensors_at_overlapping_offsets_make_the_outputs_differ() {
     }
     if let Some(z) = zoo("resnet18.1.inference") {
         let p = plan(&z, &heuristic(OrderMode::Given)).unwrap();
-        assert_detected(&z, &overlap_two_live_tensors(&z, &p), KernelMode::Real, "zoo overlap");
+        assert_detected(
+            &z,
+            &overlap_two_live_tensors(&z, &p),
+            KernelMode::Real,
+            "zoo overlap",
+        );
     }
 }
 
@@ -262,7 +282,10 @@ fn a_spill_in_onto_a_live_tensor_makes_the_outputs_differ() {
         let mut live: Vec<_> = res[i].iter().collect();
         live.sort();
         for (other, &(lo, _)) in live {
-            if next_read(&g, &p, other, i).is_some() && lo % b.alignment == 0 && lo + b.size <= p.arena_bytes {
+            if next_read(&g, &p, other, i).is_some()
+                && lo % b.alignment == 0
+                && lo + b.size <= p.arena_bytes
+            {
                 let mut c = p.clone();
                 if let Instruction::SpillIn { offset, .. } = &mut c.instructions[i] {
                     *offset = lo;
@@ -286,7 +309,16 @@ fn ranges_outside_the_arena_and_unknown_names_are_clear_errors() {
         *offset = p.arena_bytes.div_ceil(256) * 256; // past the end
     }
     let e = execute(&g, &q, &opts(KernelMode::Mix)).unwrap_err();
-    assert!(matches!(e, ExecError::BadPlan { instruction: Some(0), .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            ExecError::BadPlan {
+                instruction: Some(0),
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("does not fit arena_bytes"), "{e}");
     let mut q = p.clone();
     q.instructions.insert(
@@ -394,4 +426,11 @@ proptest! {
         let (q, _) = rewrite(&g, &p, RewriteOptions { recompute_every: 1, spill_every: 1 });
         assert_runs_equal(&g, &q, KernelMode::Mix);
     }
+}
+
+#[test]
+fn the_isolated_plan_is_valid_and_reproduces_the_reference() {
+    let g = sample();
+    let p = memplan::executor::reference::isolated_plan(&g);
+    assert_runs_equal(&g, &p, KernelMode::Real);
 }

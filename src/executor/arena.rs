@@ -64,7 +64,10 @@ impl AlignedBuf {
 
 /// Splits `buf` into the sub-slices `ranges` (sorted by start, pairwise disjoint, in
 /// bounds), in order; `None` if they are not.
-pub fn split_disjoint<'a>(buf: &'a mut [u8], ranges: &[(usize, usize)]) -> Option<Vec<&'a mut [u8]>> {
+pub fn split_disjoint<'a>(
+    buf: &'a mut [u8],
+    ranges: &[(usize, usize)],
+) -> Option<Vec<&'a mut [u8]>> {
     let mut out = Vec::with_capacity(ranges.len());
     let mut rest: &'a mut [u8] = buf;
     let mut cursor = 0usize;
@@ -106,7 +109,12 @@ mod tests {
     #[test]
     fn split_disjoint_refuses_overlaps_and_out_of_bounds_ranges() {
         let mut b = vec![0u8; 10];
-        assert_eq!(split_disjoint(&mut b, &[(0, 2), (2, 5), (8, 10)]).unwrap().len(), 3);
+        assert_eq!(
+            split_disjoint(&mut b, &[(0, 2), (2, 5), (8, 10)])
+                .unwrap()
+                .len(),
+            3
+        );
         assert!(split_disjoint(&mut b, &[(0, 3), (2, 5)]).is_none());
         assert!(split_disjoint(&mut b, &[(8, 11)]).is_none());
     }

@@ -171,11 +171,16 @@ impl Backend for CpuBackend {
                 data::poison(&mut v);
                 v
             });
-            let copied: u64 = inputs.iter().chain(&outputs).map(|v| v.len() as u64).sum::<u64>()
+            let copied: u64 = inputs
+                .iter()
+                .chain(&outputs)
+                .map(|v| v.len() as u64)
+                .sum::<u64>()
                 + ws.as_ref().map_or(0, |v| v.len() as u64);
             self.copy_peak = self.copy_peak.max(copied);
             let in_refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
-            let mut out_refs: Vec<&mut [u8]> = outputs.iter_mut().map(|v| v.as_mut_slice()).collect();
+            let mut out_refs: Vec<&mut [u8]> =
+                outputs.iter_mut().map(|v| v.as_mut_slice()).collect();
             kernels::exec(
                 step.kernel,
                 Operands {

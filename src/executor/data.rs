@@ -49,14 +49,18 @@ pub fn checksum(bytes: &[u8]) -> u64 {
         let mut w = [0u8; 8];
         w.copy_from_slice(c);
         i += 1;
-        sum = sum.wrapping_add(mix64(u64::from_le_bytes(w).wrapping_add(i.wrapping_mul(PHI))));
+        sum = sum.wrapping_add(mix64(
+            u64::from_le_bytes(w).wrapping_add(i.wrapping_mul(PHI)),
+        ));
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
         let mut w = [0u8; 8];
         w[..rest.len()].copy_from_slice(rest);
         i += 1;
-        sum = sum.wrapping_add(mix64(u64::from_le_bytes(w).wrapping_add(i.wrapping_mul(PHI))));
+        sum = sum.wrapping_add(mix64(
+            u64::from_le_bytes(w).wrapping_add(i.wrapping_mul(PHI)),
+        ));
     }
     sum
 }

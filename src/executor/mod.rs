@@ -211,12 +211,7 @@ fn kernel_counts(kernels: &[kernels::Kernel]) -> BTreeMap<String, usize> {
 }
 
 /// Loads the weights region and returns the input generator used by the replay.
-fn load_weights(
-    graph: &Graph,
-    spans: &[Option<replay::Span>],
-    seed: u64,
-    region: &mut [u8],
-) {
+fn load_weights(graph: &Graph, spans: &[Option<replay::Span>], seed: u64, region: &mut [u8]) {
     let fill = replay::fills(graph);
     for (i, s) in spans.iter().enumerate() {
         if let Some((lo, hi)) = *s {
@@ -332,8 +327,7 @@ pub fn compare(
                 } else {
                     (x.is_nan() && y.is_nan())
                         || x == y
-                        || (f64::from(x) - f64::from(y)).abs()
-                            <= tol * f64::from(y).abs().max(1.0)
+                        || (f64::from(x) - f64::from(y)).abs() <= tol * f64::from(y).abs().max(1.0)
                 };
                 if !same {
                     let e = m.get_or_insert(Mismatch {
@@ -349,7 +343,11 @@ pub fn compare(
         } else {
             let diff = got.iter().zip(want.iter()).filter(|(a, b)| a != b).count() as u64;
             if diff > 0 {
-                let at = got.iter().zip(want.iter()).position(|(a, b)| a != b).unwrap_or(0);
+                let at = got
+                    .iter()
+                    .zip(want.iter())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
                 first = Some(Mismatch {
                     tensor: name.clone(),
                     first_byte: at as u64,

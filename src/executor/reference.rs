@@ -11,6 +11,7 @@ use super::kernels::Kernel;
 use super::replay::fills;
 use super::ExecError;
 use crate::graph::{Graph, TensorId, TensorKind};
+use crate::plan::{Instruction, Plan, PlanStats, WeightSlot, PLAN_FORMAT};
 use std::time::Instant;
 
 /// Outputs and figures of a reference run.
@@ -29,8 +30,8 @@ pub struct Reference {
 pub fn generated(graph: &Graph, t: TensorId, seed: u64, fill: Fill) -> Vec<u8> {
     let tensor = graph.tensor(t);
     let mut v = vec![0u8; tensor.size as usize];
-    let weight_shape = (tensor.kind == TensorKind::Weight)
-        .then(|| tensor.shape.as_deref().unwrap_or(&[]));
+    let weight_shape =
+        (tensor.kind == TensorKind::Weight).then(|| tensor.shape.as_deref().unwrap_or(&[]));
     data::generate(&mut v, fill, seed, &tensor.name, weight_shape);
     v
 }
@@ -80,7 +81,10 @@ pub fn run(graph: &Graph, kernels_of: &[Kernel], seed: u64) -> Result<Reference,
         }
         let mut ws = match op.workspace {
             0 => None,
-            w => Some(AlignedBuf::new(w, &format!("reference workspace of {:?}", op.name))?),
+            w => Some(AlignedBuf::new(
+                w,
+                &format!("reference workspace of {:?}", op.name),
+            )?),
         };
         let extra: u64 = outs.iter().map(AlignedBuf::allocated).sum::<u64>()
             + ws.as_ref().map_or(0, AlignedBuf::allocated);
@@ -90,10 +94,7 @@ pub fn run(graph: &Graph, kernels_of: &[Kernel], seed: u64) -> Result<Reference,
             for &t in &op.inputs {
                 let b = mem[t.index()].as_ref().ok_or_else(|| ExecError::Kernel {
                     op: op.name.clone(),
-                    message: format!(
-                        "reference run: input {:?} is missing",
-                        graph.tensor(t).name
-                    ),
+                    message: format!("reference run: input {:?} is missing", graph.tensor(t).name),
                 })?;
                 inputs.push(b.bytes());
             }
@@ -148,4 +149,67 @@ pub fn run(graph: &Graph, kernels_of: &[Kernel], seed: u64) -> Result<Reference,
         scratch_bytes: scratch.peak_bytes,
         ms: started.elapsed().as_secs_f64() * 1e3,
     })
+}
+
+/// The isolated plan: the listed topological order with every tensor and workspace in its
+/// own never-reused range of one arena (no frees). Running it on a device gives that
+/// device's reference outputs.
+pub fn isolated_plan(graph: &Graph) -> Plan {
+    let mut end = 0u64;
+    let mut place = |size: u64, align: u64| {
+        let off = end.div_ceil(align).saturating_mul(align);
+        end = off.saturating_add(size);
+        off
+    };
+    let mut ins = Vec::new();
+    for t in graph.tensors.iter().filter(|t| t.kind == TensorKind::Input) {
+        ins.push(Instruction::Alloc {
+            tensor: t.name.clone(),
+            offset: place(t.size, t.alignment),
+            mem_id: None,
+            inplace_of: None,
+        });
+    }
+    let order = graph
+        .order_problem()
+        .listed_topological_order()
+        .unwrap_or_else(|_| (0..graph.ops.len()).collect());
+    for k in order {
+        let op = &graph.ops[k];
+        for &t in &op.outputs {
+            let tensor = graph.tensor(t);
+            ins.push(Instruction::Alloc {
+                tensor: tensor.name.clone(),
+                offset: place(tensor.size, tensor.alignment),
+                mem_id: None,
+                inplace_of: None,
+            });
+        }
+        let workspace_offset = (op.workspace > 0).then(|| place(op.workspace, graph.alignment));
+        ins.push(Instruction::Exec {
+            node: op.name.clone(),
+            workspace_offset,
+        });
+    }
+    let (weights, weights_bytes) = graph.weight_layout();
+    Plan {
+        format: PLAN_FORMAT.to_string(),
+        graph: graph.name.clone(),
+        arena_bytes: end,
+        weights_bytes,
+        host_bytes: 0,
+        weights: weights
+            .into_iter()
+            .map(|(t, offset)| WeightSlot {
+                tensor: graph.tensor(t).name.clone(),
+                offset,
+            })
+            .collect(),
+        instructions: ins,
+        stats: PlanStats {
+            peak_bytes: end,
+            method: "isolated".into(),
+            ..PlanStats::default()
+        },
+    }
 }

@@ -128,7 +128,10 @@ pub fn weight_spans(graph: &Graph, plan: &Plan) -> Result<Vec<Option<Span>>, Exe
             .ok_or_else(|| bad(format!("weights lists unknown tensor {:?}", w.tensor)))?;
         let tensor = graph.tensor(t);
         if tensor.kind != TensorKind::Weight {
-            return Err(bad(format!("weights lists {:?}, which is not a weight", w.tensor)));
+            return Err(bad(format!(
+                "weights lists {:?}, which is not a weight",
+                w.tensor
+            )));
         }
         let end = w
             .offset
@@ -253,7 +256,9 @@ pub fn replay(
             } => {
                 let t = lookup(tensor)?;
                 if at[t.index()].is_some() {
-                    return Err(bad(format!("tensor {tensor:?} is allocated while resident")));
+                    return Err(bad(format!(
+                        "tensor {tensor:?} is allocated while resident"
+                    )));
                 }
                 let span = span_of(t, *offset)?;
                 // A fresh reservation holds garbage; an in-place one keeps its donor's bytes

@@ -106,9 +106,10 @@ impl<'g> Ctx<'g> {
             Instruction::Alloc { tensor, .. }
             | Instruction::Free { tensor }
             | Instruction::SpillOut { tensor, .. }
-            | Instruction::SpillIn { tensor, .. } => {
-                (Vec::new(), self.ids.get(tensor.as_str()).copied().into_iter().collect())
-            }
+            | Instruction::SpillIn { tensor, .. } => (
+                Vec::new(),
+                self.ids.get(tensor.as_str()).copied().into_iter().collect(),
+            ),
         }
     }
 }
@@ -148,7 +149,9 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
         };
         let op = &graph.ops[k];
         let [t] = op.outputs[..] else { continue };
-        if graph.tensor(t).kind != TensorKind::Activation || ctx.skip.contains(&t) || taken.contains(&t)
+        if graph.tensor(t).kind != TensorKind::Activation
+            || ctx.skip.contains(&t)
+            || taken.contains(&t)
         {
             continue;
         }
@@ -199,7 +202,12 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
         let Instruction::Exec { node, .. } = &plan.instructions[e] else {
             continue;
         };
-        let ws = match graph.ops.iter().find(|o| &o.name == node).map(|o| o.workspace) {
+        let ws = match graph
+            .ops
+            .iter()
+            .find(|o| &o.name == node)
+            .map(|o| o.workspace)
+        {
             Some(w) if w > 0 => {
                 let at = align_up(*cursor, graph.alignment);
                 *cursor = at + w;

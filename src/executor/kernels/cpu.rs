@@ -61,14 +61,19 @@ pub fn exec(kernel: &Kernel, ops: Operands<'_, '_>, scratch: &mut Scratch) -> Re
     if computed < outputs.len() {
         let seed = mix_seed(name, inputs);
         for (k, out) in outputs.iter_mut().enumerate().skip(computed) {
-            data::mix_fill(out, fills.get(k).copied().unwrap_or(Fill::Bytes), seed, k as u64);
+            data::mix_fill(
+                out,
+                fills.get(k).copied().unwrap_or(Fill::Bytes),
+                seed,
+                k as u64,
+            );
         }
     }
     if computed == 0 {
         return Ok(());
     }
     let (first, rest) = outputs.split_at_mut(1);
-    let out: &mut [u8] = &mut first[0];
+    let out: &mut [u8] = first[0];
     let input = |i: usize| -> Result<Cow<'_, [f32]>, String> {
         inputs
             .get(i)
@@ -106,7 +111,9 @@ pub fn exec(kernel: &Kernel, ops: Operands<'_, '_>, scratch: &mut Scratch) -> Re
         Kernel::Conv2d(c) => {
             let (x, w) = (input(0)?, input(1)?);
             let bias = c.bias.map(input).transpose()?;
-            with_f32_out(out, |y| conv2d(c, &x, &w, bias.as_deref(), y, workspace, scratch))?;
+            with_f32_out(out, |y| {
+                conv2d(c, &x, &w, bias.as_deref(), y, workspace, scratch)
+            })?;
         }
         Kernel::BatchNorm {
             n,
@@ -189,9 +196,15 @@ pub fn exec(kernel: &Kernel, ops: Operands<'_, '_>, scratch: &mut Scratch) -> Re
         Kernel::Softmax { rows, cols } => {
             let x = input(0)?;
             with_f32_out(out, |y| {
-                check(x.len() == rows * cols && y.len() == x.len(), "softmax sizes")?;
+                check(
+                    x.len() == rows * cols && y.len() == x.len(),
+                    "softmax sizes",
+                )?;
                 for r in 0..*rows {
-                    let (xs, ys) = (&x[r * cols..(r + 1) * cols], &mut y[r * cols..(r + 1) * cols]);
+                    let (xs, ys) = (
+                        &x[r * cols..(r + 1) * cols],
+                        &mut y[r * cols..(r + 1) * cols],
+                    );
                     let mx = xs.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
                     let mut sum = 0.0f32;
                     for (o, &v) in ys.iter_mut().zip(xs) {
@@ -262,7 +275,10 @@ fn batch_norm_stats(
         let mut q = 0f32;
         for ni in 0..n {
             let base = (ni * c + ci) * spatial;
-            q += x[base..base + spatial].iter().map(|&v| (v - m) * (v - m)).sum::<f32>();
+            q += x[base..base + spatial]
+                .iter()
+                .map(|&v| (v - m) * (v - m))
+                .sum::<f32>();
         }
         mean[ci] = m;
         inv[ci] = 1.0 / (q / count + eps).sqrt();
@@ -314,7 +330,8 @@ pub fn erf(x: f32) -> f32 {
     let a = x.abs();
     let t = 1.0 / (1.0 + 0.327_591_1 * a);
     let p = t
-        * (0.254_829_6 + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
+        * (0.254_829_6
+            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
     s * (1.0 - p * (-a * a).exp())
 }
 
@@ -378,9 +395,18 @@ fn binary(
     let (sx, sz) = (strides(bx), strides(bz));
     let reach = |s: &Option<Vec<usize>>, len: usize| match s {
         None => len == n,
-        Some(s) => s.iter().zip(dims).map(|(&st, &d)| st * (d - 1)).sum::<usize>() < len.max(1),
+        Some(s) => {
+            s.iter()
+                .zip(dims)
+                .map(|(&st, &d)| st * (d - 1))
+                .sum::<usize>()
+                < len.max(1)
+        }
     };
-    check(reach(&sx, x.len()) && reach(&sz, z.len()), "binary operand sizes")?;
+    check(
+        reach(&sx, x.len()) && reach(&sz, z.len()),
+        "binary operand sizes",
+    )?;
     let rank = dims.len();
     let mut ctr = vec![0usize; rank];
     let (mut ix, mut iz) = (0usize, 0usize);
@@ -451,7 +477,13 @@ fn sgemm(
     Ok(())
 }
 
-fn matmul(m: &Matmul, a: &[f32], b: &[f32], bias: Option<&[f32]>, y: &mut [f32]) -> Result<(), String> {
+fn matmul(
+    m: &Matmul,
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) -> Result<(), String> {
     check(
         a.len() == m.batch * m.m * m.k
             && y.len() == m.batch * m.m * m.n
@@ -493,15 +525,12 @@ fn im2col(c: &Conv2d, x: &[f32], col: &mut [f32]) {
                     let iy = (oy * c.stride.0 + i * c.dilation.0) as isize - c.pad.0 as isize;
                     for ox in 0..c.ow {
                         let ix = (ox * c.stride.1 + j * c.dilation.1) as isize - c.pad.1 as isize;
-                        dst[oy * c.ow + ox] = if iy >= 0
-                            && (iy as usize) < c.h
-                            && ix >= 0
-                            && (ix as usize) < c.w
-                        {
-                            x[(ch * c.h + iy as usize) * c.w + ix as usize]
-                        } else {
-                            0.0
-                        };
+                        dst[oy * c.ow + ox] =
+                            if iy >= 0 && (iy as usize) < c.h && ix >= 0 && (ix as usize) < c.w {
+                                x[(ch * c.h + iy as usize) * c.w + ix as usize]
+                            } else {
+                                0.0
+                            };
                     }
                 }
             }
@@ -782,7 +811,11 @@ mod tests {
             a: Bcast::Flat,
             b: Bcast::Strides(vec![1, 0]),
         };
-        let y = run(&k, &[bytes(&[0., 1., 2., 3., 4., 5.]), bytes(&[10., 20.])], 6);
+        let y = run(
+            &k,
+            &[bytes(&[0., 1., 2., 3., 4., 5.]), bytes(&[10., 20.])],
+            6,
+        );
         assert_eq!(y, vec![10., 11., 12., 23., 24., 25.]);
         let r = Kernel::Reduce {
             mean: true,

@@ -322,7 +322,10 @@ const REGISTRY: &[(&[&str], Selector)] = &[
 
 /// The op types that have a real kernel (for documentation and reports).
 pub fn real_op_types() -> Vec<&'static str> {
-    let mut v: Vec<&str> = REGISTRY.iter().flat_map(|(n, _)| n.iter().copied()).collect();
+    let mut v: Vec<&str> = REGISTRY
+        .iter()
+        .flat_map(|(n, _)| n.iter().copied())
+        .collect();
     v.sort_unstable();
     v
 }
@@ -423,10 +426,7 @@ fn select_unary(graph: &Graph, op: &Op) -> Option<Kernel> {
         "sigmoid" => Unary::Sigmoid,
         "silu" => Unary::Silu,
         "gelu" => Unary::Gelu,
-        "hardtanh" => Unary::Hardtanh(
-            attr_f32(op, "min_val", -1.0),
-            attr_f32(op, "max_val", 1.0),
-        ),
+        "hardtanh" => Unary::Hardtanh(attr_f32(op, "min_val", -1.0), attr_f32(op, "max_val", 1.0)),
         "tanh" => Unary::Tanh,
         "neg" => Unary::Neg,
         _ => return None,
@@ -545,8 +545,7 @@ fn select_conv(graph: &Graph, op: &Op) -> Option<Kernel> {
     }
     let ins = inputs_dims(graph, op)?;
     let out = f32_dims(graph, *op.outputs.first()?)?;
-    if !(2..=3).contains(&ins.len()) || ins[0].len() != 4 || ins[1].len() != 4 || out.len() != 4
-    {
+    if !(2..=3).contains(&ins.len()) || ins[0].len() != 4 || ins[1].len() != 4 || out.len() != 4 {
         return None;
     }
     let (x, wt) = (&ins[0], &ins[1]);
@@ -653,21 +652,29 @@ fn select_pool(graph: &Graph, op: &Op) -> Option<Kernel> {
     let ceil_attr = attr(op, "ceil_mode").and_then(Value::as_bool);
     // Attributes when given; otherwise the first common configuration that explains the
     // shapes (graphs exported without attributes).
-    let candidates: Vec<((usize, usize), (usize, usize), (usize, usize))> =
-        if attr(op, "kernel_size").is_some() {
-            let k = attr_pair(op, "kernel_size", 1)?;
-            let s = match attr(op, "stride") {
-                Some(Value::Array(a)) if a.is_empty() => k,
-                Some(_) => attr_pair(op, "stride", 1)?,
-                None => k,
-            };
-            vec![(k, s, attr_pair(op, "padding", 0)?)]
-        } else {
-            [(3, 2, 1), (3, 2, 0), (2, 2, 0), (3, 1, 1), (2, 1, 0), (1, 1, 0), (1, 2, 0)]
-                .iter()
-                .map(|&(k, s, p)| ((k, k), (s, s), (p, p)))
-                .collect()
+    type Window = ((usize, usize), (usize, usize), (usize, usize)); // kernel, stride, pad
+    let candidates: Vec<Window> = if attr(op, "kernel_size").is_some() {
+        let k = attr_pair(op, "kernel_size", 1)?;
+        let s = match attr(op, "stride") {
+            Some(Value::Array(a)) if a.is_empty() => k,
+            Some(_) => attr_pair(op, "stride", 1)?,
+            None => k,
         };
+        vec![(k, s, attr_pair(op, "padding", 0)?)]
+    } else {
+        [
+            (3, 2, 1),
+            (3, 2, 0),
+            (2, 2, 0),
+            (3, 1, 1),
+            (2, 1, 0),
+            (1, 1, 0),
+            (1, 2, 0),
+        ]
+        .iter()
+        .map(|&(k, s, p)| ((k, k), (s, s), (p, p)))
+        .collect()
+    };
     let ceils: Vec<bool> = match ceil_attr {
         Some(c) => vec![c],
         None => vec![false, true],
@@ -747,7 +754,10 @@ fn select_reduce(graph: &Graph, op: &Op) -> Option<Kernel> {
     let reduce: Vec<bool> = if numel(&out) == 1 {
         vec![true; dims.len()]
     } else if out.len() == dims.len() && out.iter().zip(&dims).all(|(&o, &i)| o == i || o == 1) {
-        out.iter().zip(&dims).map(|(&o, &i)| o == 1 && i != 1).collect()
+        out.iter()
+            .zip(&dims)
+            .map(|(&o, &i)| o == 1 && i != 1)
+            .collect()
     } else {
         return None;
     };
@@ -766,7 +776,8 @@ fn select_concat(graph: &Graph, op: &Op) -> Option<Kernel> {
     }
     let rank = out.len();
     let dim = (0..rank).find(|&d| {
-        ins.iter().all(|x| (0..rank).all(|e| e == d || x[e] == out[e]))
+        ins.iter()
+            .all(|x| (0..rank).all(|e| e == d || x[e] == out[e]))
             && ins.iter().map(|x| x[d]).sum::<usize>() == out[d]
     })?;
     let outer = numel(&out[..dim]);
@@ -827,7 +838,10 @@ mod tests {
         let Kernel::Pool(p) = select(&g, &g.ops[0], KernelMode::Real) else {
             panic!("not a pool")
         };
-        assert_eq!((p.kernel, p.stride, p.pad, p.indices), ((3, 3), (2, 2), (1, 1), true));
+        assert_eq!(
+            (p.kernel, p.stride, p.pad, p.indices),
+            ((3, 3), (2, 2), (1, 1), true)
+        );
     }
 
     #[test]
@@ -845,7 +859,10 @@ mod tests {
         let Kernel::Matmul(m) = select(&g, &g.ops[0], KernelMode::Real) else {
             panic!("not a matmul")
         };
-        assert_eq!((m.bias, m.m, m.n, m.k, m.b_trans), (Some(0), 4, 10, 32, true));
+        assert_eq!(
+            (m.bias, m.m, m.n, m.k, m.b_trans),
+            (Some(0), 4, 10, 32, true)
+        );
     }
 
     #[test]
@@ -868,7 +885,10 @@ mod tests {
 
     #[test]
     fn broadcasting_follows_numpy_rules() {
-        assert_eq!(broadcast(&[4], &[2, 3, 4]), Some(Bcast::Strides(vec![0, 0, 1])));
+        assert_eq!(
+            broadcast(&[4], &[2, 3, 4]),
+            Some(Bcast::Strides(vec![0, 0, 1]))
+        );
         assert_eq!(
             broadcast(&[3, 1], &[2, 3, 4]),
             Some(Bcast::Strides(vec![0, 1, 0]))
