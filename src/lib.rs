@@ -5,6 +5,7 @@
 //! replays a plan independently of any solver.
 #![deny(missing_docs)]
 
+pub mod executor;
 pub mod graph;
 pub mod plan;
 pub mod planner;

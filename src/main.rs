@@ -1,4 +1,4 @@
-//! The `memplan` command line: plan, check, place, stats.
+//! The `memplan` command line: plan, check, place, stats, run.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -88,6 +88,44 @@ enum Command {
         /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
         graph: String,
     },
+    /// Execute a plan on real memory and compare every graph output with a reference run
+    /// in which every tensor has its own allocation; exit 0 if equal, 1 if not (or if the
+    /// plan is invalid or cannot be executed).
+    Run {
+        /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
+        graph: String,
+        /// Plan file (memplan-plan/1 JSON).
+        plan: PathBuf,
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+        device: DeviceArg,
+        /// Seed of the generator of inputs and weights.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// `real`: f32 math where an op's shapes fit a real kernel, mixing elsewhere;
+        /// `mix`: the mixing kernel for every op (byte-exact across devices).
+        #[arg(long, value_enum, default_value_t = KernelsArg::Real)]
+        kernels: KernelsArg,
+        /// Execute even if the validator rejects the plan (to see what the violation does
+        /// to the outputs).
+        #[arg(long)]
+        skip_validation: bool,
+        /// Print the report as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DeviceArg {
+    Cpu,
+    Cuda,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum KernelsArg {
+    Real,
+    Mix,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -302,6 +340,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Run {
+            graph,
+            plan,
+            device,
+            seed,
+            kernels,
+            skip_validation,
+            json,
+        } => run_plan(&graph, &plan, device, seed, kernels, skip_validation, json),
         Command::Stats { graph } => {
             let g = load_graph(&graph)?;
             let s = memplan::planner::graph_stats(&g)?;
@@ -331,6 +378,130 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn run_plan(
+    graph: &str,
+    plan: &Path,
+    device: DeviceArg,
+    seed: u64,
+    kernels: KernelsArg,
+    skip_validation: bool,
+    json: bool,
+) -> Result<ExitCode> {
+    use memplan::executor::{self, Device, ExecError, ExecOptions, KernelMode};
+    let g = load_graph(graph)?;
+    let p = Plan::parse(&read(plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
+    if let Err(v) = memplan::validate(&g, &p, None) {
+        if !skip_validation {
+            eprintln!("invalid: {v} (--skip-validation runs it anyway)");
+            return Ok(ExitCode::from(1));
+        }
+        eprintln!("warning: the validator rejects this plan ({v}); running it anyway");
+    }
+    let opts = ExecOptions {
+        device: match device {
+            DeviceArg::Cpu => Device::Cpu,
+            DeviceArg::Cuda => Device::Cuda,
+        },
+        seed,
+        kernels: match kernels {
+            KernelsArg::Real => KernelMode::Real,
+            KernelsArg::Mix => KernelMode::Mix,
+        },
+    };
+    let r = match executor::execute(&g, &p, &opts) {
+        Ok(r) => r,
+        Err(e @ ExecError::Device(_)) => return Err(bad(e.to_string())),
+        Err(e @ ExecError::BadPlan { .. }) => {
+            eprintln!("execution failed: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        let mut text = serde_json::to_string_pretty(&r)?;
+        text.push('\n');
+        write_out(&None, &text)?;
+    } else {
+        let verdict = match &r.first_mismatch {
+            None => "yes".to_string(),
+            Some(m) => format!(
+                "NO: first differing output {:?} at byte {} ({} bytes differ{})",
+                m.tensor,
+                m.first_byte,
+                m.differing_bytes,
+                m.first_f32
+                    .map(|(i, a, b)| format!("; element {i}: plan {a:e}, reference {b:e}"))
+                    .unwrap_or_default()
+            ),
+        };
+        println!("graph             {} on {}", r.graph, r.device);
+        println!(
+            "outputs equal     {verdict} ({} outputs{})",
+            r.outputs_compared,
+            if r.tolerance > 0.0 {
+                format!(", relative tolerance {:e}", r.tolerance)
+            } else {
+                ", bitwise".to_string()
+            }
+        );
+        println!(
+            "arena             {} B allocated (one allocation) for arena_bytes {} B; replayed peak {} B, stats.peak_bytes {} B",
+            r.arena_allocated, r.plan_arena_bytes, r.replay_peak_bytes, r.plan_peak_bytes
+        );
+        println!(
+            "weights           {} B allocated for weights_bytes {} B",
+            r.weights_allocated, r.plan_weights_bytes
+        );
+        println!(
+            "host pool         {} B allocated for host_bytes {} B; peak used {} B",
+            r.host_allocated, r.plan_host_bytes, r.host_peak_bytes
+        );
+        println!("kernel scratch    {} B (outside the plan)", r.scratch_bytes);
+        println!(
+            "spills            {} out ({} B), {} in ({} B)",
+            r.spill_outs, r.spill_out_bytes, r.spill_ins, r.spill_in_bytes
+        );
+        println!(
+            "executed ops      {} ({} ops, {} recomputes); kernels: {}",
+            r.execs,
+            r.ops,
+            r.recomputes,
+            r.kernels
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if let Some(d) = &r.device_memory {
+            println!(
+                "device memory     {} B taken by the plan's buffers (arena + weights = {} B, extra {} B); context {} B",
+                d.taken_by_buffers,
+                r.plan_arena_bytes + r.plan_weights_bytes,
+                d.extra_bytes,
+                d.taken_by_context
+            );
+        }
+        println!(
+            "time              step {:.1} ms, reference {:.1} ms (peak {} B), total {:.1} ms",
+            r.step_ms, r.reference_ms, r.reference_peak_bytes, r.total_ms
+        );
+        if r.reference_nonfinite > 0 {
+            println!(
+                "note              {} reference output values are not finite",
+                r.reference_nonfinite
+            );
+        }
+        for n in &r.notes {
+            println!("note              {n}");
+        }
+    }
+    Ok(if r.outputs_equal {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn mib(b: u64) -> String {

@@ -152,3 +152,104 @@ fn every_command_has_help() {
         assert!(String::from_utf8_lossy(&r.stdout).contains("Usage"));
     }
 }
+
+#[test]
+fn run_executes_a_plan_and_reports_equal_outputs_and_memory() {
+    let out = tmp("run.plan.json");
+    assert!(memplan(&[
+        "plan",
+        "sample",
+        "-o",
+        out.to_str().unwrap(),
+        "--strategy",
+        "heuristic"
+    ])
+    .status
+    .success());
+    let r = memplan(&[
+        "run",
+        "sample",
+        out.to_str().unwrap(),
+        "--seed",
+        "5",
+        "--kernels",
+        "mix",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(text.contains("outputs equal     yes"), "{text}");
+    assert!(text.contains("one allocation"), "{text}");
+    let j = memplan(&[
+        "run",
+        &sample(),
+        out.to_str().unwrap(),
+        "--json",
+        "--kernels",
+        "mix",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    assert_eq!(v["outputs_equal"], true);
+    assert_eq!(v["device"], "cpu");
+}
+
+#[test]
+fn run_rejects_an_invalid_plan_and_shows_its_damage_with_skip_validation() {
+    let out = tmp("corrupt.plan.json");
+    assert!(memplan(&[
+        "plan",
+        "sample",
+        "-o",
+        out.to_str().unwrap(),
+        "--order",
+        "given",
+        "--strategy",
+        "heuristic"
+    ])
+    .status
+    .success());
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    // Put every alloc at offset 0: live tensors overlap.
+    for ins in v["instructions"].as_array_mut().unwrap() {
+        if ins["op"] == "alloc" {
+            ins["offset"] = serde_json::json!(0);
+        }
+    }
+    std::fs::write(&out, v.to_string()).unwrap();
+    let r = memplan(&["run", "sample", out.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("invalid"));
+    let r = memplan(&[
+        "run",
+        "sample",
+        out.to_str().unwrap(),
+        "--skip-validation",
+        "--kernels",
+        "mix",
+    ]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("outputs equal     NO"));
+}
+
+#[test]
+fn run_on_cuda_without_a_gpu_build_or_device_exits_2_with_a_message() {
+    let out = tmp("cuda.plan.json");
+    assert!(memplan(&[
+        "plan",
+        "sample",
+        "-o",
+        out.to_str().unwrap(),
+        "--strategy",
+        "heuristic"
+    ])
+    .status
+    .success());
+    let r = memplan(&["run", "sample", out.to_str().unwrap(), "--device", "cuda"]);
+    if r.status.success() {
+        println!("a GPU is present: --device cuda ran");
+        return;
+    }
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("cuda") || err.contains("CUDA"), "{err}");
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# GPU check for the plan executor (issue 6): build with --features cuda, run the GPU tests,
+# run `memplan run --device cuda` on three zoo plans (the third with spill and recompute
+# round trips inserted, or at a 60 % budget once `memplan plan --budget` exists), and write
+# a JSON summary to $OUT/gpu_check.json. Usage: OUT=dir scripts/gpu_check.sh
+set -u
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+ZOO=${ZOO:-../shared/zoo}
+log() { echo "[gpu_check] $*" | tee -a "$OUT/log.txt"; }
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || log "nvidia-smi failed"
+log "build"
+cargo build --release --features cuda > "$OUT/build.txt" 2>&1 || { log "build failed"; tail -50 "$OUT/build.txt"; exit 1; }
+BIN=${CARGO_TARGET_DIR:-target}/release/memplan
+log "gpu tests"
+cargo test --release --features cuda --test gpu -- --nocapture > "$OUT/gpu_tests.txt" 2>&1
+TESTS_RC=$?
+runs=()
+for g in resnet18.1.inference mobilenet_v2.1.inference alexnet.64.train; do
+  [ -f "$ZOO/$g.json" ] || { log "missing $g"; continue; }
+  "$BIN" plan "$ZOO/$g.json" --strategy heuristic -o "$OUT/$g.plan.json" 2>> "$OUT/log.txt"
+  plan="$OUT/$g.plan.json"
+  if [ "$g" = alexnet.64.train ]; then
+    if "$BIN" plan --help | grep -q -- --budget; then
+      "$BIN" plan "$ZOO/$g.json" --budget 60% -o "$OUT/$g.budget.plan.json" 2>> "$OUT/log.txt" && plan="$OUT/$g.budget.plan.json"
+    fi
+  fi
+  for k in mix real; do
+    log "run $g ($k) $plan"
+    "$BIN" run "$ZOO/$g.json" "$plan" --device cuda --kernels $k --json > "$OUT/$g.$k.cuda.json" 2> "$OUT/$g.$k.cuda.err"
+    echo "$g $k rc=$?" >> "$OUT/log.txt"
+    "$BIN" run "$ZOO/$g.json" "$plan" --device cpu --kernels $k --json > "$OUT/$g.$k.cpu.json" 2>> "$OUT/log.txt"
+    runs+=("$g.$k")
+  done
+done
+python3 - "$OUT" "$TESTS_RC" "${runs[@]}" <<'PY'
+import json, sys, os
+out, rc, runs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+summary = {"gpu_tests_rc": rc, "runs": {}}
+for r in runs:
+    entry = {}
+    for dev in ("cuda", "cpu"):
+        p = os.path.join(out, f"{r}.{dev}.json")
+        try:
+            j = json.load(open(p))
+            entry[dev] = {k: j.get(k) for k in ("outputs_equal", "step_ms", "total_ms", "plan_arena_bytes",
+                          "plan_weights_bytes", "spill_out_bytes", "recomputes", "device_memory", "notes", "first_mismatch")}
+        except Exception as e:
+            entry[dev] = {"error": str(e)}
+    summary["runs"][r] = entry
+json.dump(summary, open(os.path.join(out, "gpu_check.json"), "w"), indent=2)
+print(json.dumps(summary, indent=2))
+PY

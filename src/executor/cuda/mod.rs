@@ -1,0 +1,810 @@
+//! The GPU backend (feature `cuda`): cudarc with dynamic loading of the CUDA libraries.
+//!
+//! - The arena is **one** device allocation of `arena_bytes`, the weights region one of
+//!   `weights_bytes`; the spill pool is one pinned (page-locked, device-mapped) host
+//!   allocation of `host_bytes`.
+//! - Kernels are compiled with NVRTC from `kernels.cu` (poison, checksum + fold + fill =
+//!   the mixing kernel, unary and broadcasting binary element-wise ops); matrix products use
+//!   cuBLAS (`sgemm_strided_batched`, row-major through the transposed column-major view).
+//!   The other real kernels of the registry (conv2d, batch_norm, pooling, softmax,
+//!   reductions, concat) are not ported yet: on the GPU those ops use the mixing kernel —
+//!   in the GPU run, its self-reference and the CPU reference alike, so comparisons stay
+//!   meaningful.
+//! - Two streams: compute, and copy for spills. `spill_out` waits (event) for the compute
+//!   work issued so far, copies device → pinned host and poisons the arena range on the copy
+//!   stream; `spill_in` waits for the compute stream (so the target range's previous readers
+//!   are done), copies host → device and poisons the host range. Each copy records an event;
+//!   the compute stream waits on it only before it next touches an overlapping range, so
+//!   copies overlap compute. Frees are poison kernels on the compute stream, hence complete
+//!   after every earlier consumer (seed 000 §3.3).
+//! - Proof: the plan run is compared bit for bit with a GPU run of the isolated plan
+//!   (every tensor in its own never-reused range, [`super::reference::isolated_plan`]);
+//!   it is also compared with the CPU reference: bit for bit with `--kernels mix`, within
+//!   1e-4 relative otherwise (mixing kernels downstream of float math hash the float bits,
+//!   so such outputs cannot agree across devices; the report says so).
+//!
+//! Every missing library is probed before use (cudarc would panic): a machine without a
+//! GPU gets [`ExecError::Device`].
+
+use super::data::{self, Fill};
+use super::kernels::{Bcast, Binary, Kernel, KernelMode, Unary};
+use super::replay::{self, Backend, Loc, Span, Step};
+use super::{compare, reference, DeviceMemory, ExecError, ExecOptions, ExecReport};
+use crate::graph::Graph;
+use crate::plan::Plan;
+use cudarc::cublas::{result as blas, sys as blas_sys};
+use cudarc::driver::{
+    result as drv, sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DeviceRepr, LaunchConfig,
+    PushKernelArg,
+};
+use std::sync::Arc;
+use std::time::Instant;
+
+const SOURCE: &str = include_str!("kernels.cu");
+const THREADS: u32 = 256;
+
+fn dev<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> ExecError + '_ {
+    move |e| ExecError::Device(format!("{what}: {e:?}"))
+}
+
+/// Checks that the driver, NVRTC and cuBLAS libraries load and a device exists.
+pub fn probe() -> Result<(), ExecError> {
+    // SAFETY: these only try to dlopen the libraries; nothing is called through them.
+    let (driver, nvrtc, cublas) = unsafe {
+        (
+            sys::is_culib_present(),
+            cudarc::nvrtc::sys::is_culib_present(),
+            blas_sys::is_culib_present(),
+        )
+    };
+    let missing: Vec<&str> = [
+        ("libcuda", driver),
+        ("libnvrtc", nvrtc),
+        ("libcublas", cublas),
+    ]
+    .iter()
+    .filter(|(_, ok)| !ok)
+    .map(|(n, _)| *n)
+    .collect();
+    if !missing.is_empty() {
+        return Err(ExecError::Device(format!(
+            "no usable CUDA installation: {} not found (needs an NVIDIA driver and the CUDA 13 runtime libraries)",
+            missing.join(", ")
+        )));
+    }
+    drv::init().map_err(dev("cuInit"))?;
+    let n = CudaContext::device_count().map_err(dev("device count"))?;
+    if n < 1 {
+        return Err(ExecError::Device("no CUDA device found".into()));
+    }
+    Ok(())
+}
+
+/// Whether the GPU backend implements a kernel (others run the mixing kernel there).
+pub fn supported(k: &Kernel) -> bool {
+    matches!(
+        k,
+        Kernel::Mix
+            | Kernel::Copy { .. }
+            | Kernel::Unary(_)
+            | Kernel::Binary { .. }
+            | Kernel::Matmul(_)
+    )
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct BcastArg {
+    rank: u64,
+    dims: [u64; 8],
+    sa: [u64; 8],
+    sb: [u64; 8],
+    flat_a: i32,
+    flat_b: i32,
+}
+// SAFETY: plain repr(C) data matching `struct Bcast` in kernels.cu, passed by value.
+unsafe impl DeviceRepr for BcastArg {}
+
+struct Funcs {
+    poison: CudaFunction,
+    checksum: CudaFunction,
+    set_u64: CudaFunction,
+    fold: CudaFunction,
+    mix_fill: CudaFunction,
+    unary: CudaFunction,
+    binary: CudaFunction,
+    add_bias_rows: CudaFunction,
+}
+
+/// Device memory and streams of one plan run.
+pub struct GpuBackend {
+    compute: Arc<CudaStream>,
+    copy: Arc<CudaStream>,
+    f: Funcs,
+    blas: blas_sys::cublasHandle_t,
+    arena: sys::CUdeviceptr,
+    arena_len: usize,
+    weights: sys::CUdeviceptr,
+    host: *mut u8,
+    host_dev: sys::CUdeviceptr,
+    host_len: usize,
+    /// Two u64 on the device: [checksum, seed].
+    sums: sys::CUdeviceptr,
+    /// Staging for outputs that overlap inputs (grown on demand; counted as extra).
+    stage: sys::CUdeviceptr,
+    stage_len: usize,
+    /// Host bytes of input loads, alive until `finish`.
+    uploads: Vec<Vec<u8>>,
+    /// Copy-stream events not yet waited for by the compute stream, by arena range.
+    pending: Vec<(Span, CudaEvent)>,
+}
+
+fn overlaps(a: Span, b: Span) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+fn grid(n: u64) -> LaunchConfig {
+    let blocks = n.div_ceil(u64::from(THREADS)).clamp(1, 65_535) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl GpuBackend {
+    fn new(ctx: &Arc<CudaContext>, plan: &Plan, f: Funcs) -> Result<Self, ExecError> {
+        let compute = ctx.new_stream().map_err(dev("stream"))?;
+        let copy = ctx.new_stream().map_err(dev("copy stream"))?;
+        let blas = blas::create_handle().map_err(dev("cuBLAS handle"))?;
+        // SAFETY: the handle and stream are live; cuBLAS then issues on the compute stream.
+        unsafe { blas::set_stream(blas, compute.cu_stream() as _) }
+            .map_err(dev("cuBLAS stream"))?;
+        let len = |b: u64, what: &str| {
+            usize::try_from(b).map_err(|_| ExecError::OutOfMemory {
+                what: what.into(),
+                bytes: b,
+            })
+        };
+        let arena_len = len(plan.arena_bytes, "arena")?;
+        let weights_len = len(plan.weights_bytes, "weights region")?;
+        let host_len = len(plan.host_bytes, "host spill pool")?;
+        let alloc = |n: usize, what: &str| -> Result<sys::CUdeviceptr, ExecError> {
+            // SAFETY: plain device allocation; freed in Drop.
+            unsafe { drv::malloc_sync(n.max(1)) }.map_err(|_| ExecError::OutOfMemory {
+                what: format!("device {what}"),
+                bytes: n as u64,
+            })
+        };
+        let mut b = GpuBackend {
+            compute,
+            copy,
+            f,
+            blas,
+            arena: 0,
+            arena_len,
+            weights: 0,
+            host: std::ptr::null_mut(),
+            host_dev: 0,
+            host_len,
+            sums: 0,
+            stage: 0,
+            stage_len: 0,
+            uploads: Vec::new(),
+            pending: Vec::new(),
+        };
+        b.arena = alloc(arena_len, "arena")?;
+        b.weights = alloc(weights_len, "weights region")?;
+        b.sums = alloc(16, "checksum slots")?;
+        // SAFETY: pinned, device-mapped host allocation of host_len bytes; freed in Drop.
+        let host = unsafe { drv::malloc_host(host_len.max(1), sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+            .map_err(|_| ExecError::OutOfMemory {
+                what: "pinned host spill pool".into(),
+                bytes: host_len as u64,
+            })?;
+        b.host = host.cast();
+        let mut dptr: sys::CUdeviceptr = 0;
+        // SAFETY: `host` was allocated with DEVICEMAP just above.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dptr, host, 0) }
+            .result()
+            .map_err(dev("host pool device pointer"))?;
+        b.host_dev = dptr;
+        b.poison_raw(b.arena, arena_len as u64, false)?;
+        b.poison_raw(b.weights, weights_len as u64, false)?;
+        b.poison_raw(b.host_dev, host_len as u64, false)?;
+        Ok(b)
+    }
+
+    fn poison_raw(&self, ptr: sys::CUdeviceptr, n: u64, on_copy: bool) -> Result<(), ExecError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let stream = if on_copy { &self.copy } else { &self.compute };
+        let mut l = stream.launch_builder(&self.f.poison);
+        l.arg(&ptr).arg(&n);
+        // SAFETY: the kernel writes p[0..n), a range inside an allocation we own (checked
+        // by the replay against the region sizes).
+        unsafe { l.launch(grid(n)) }.map_err(dev("poison"))?;
+        Ok(())
+    }
+
+    /// Makes the compute stream wait for pending copies that touch any of `spans`.
+    fn settle(&mut self, spans: &[Span]) -> Result<(), ExecError> {
+        let mut keep = Vec::with_capacity(self.pending.len());
+        for (s, ev) in self.pending.drain(..) {
+            if spans.iter().any(|&x| overlaps(x, s)) {
+                self.compute.wait(&ev).map_err(dev("stream wait"))?;
+            } else {
+                keep.push((s, ev));
+            }
+        }
+        self.pending = keep;
+        Ok(())
+    }
+
+    fn loc_ptr(&self, l: &Loc) -> (sys::CUdeviceptr, u64) {
+        match *l {
+            Loc::Arena((lo, hi)) => (self.arena + lo, hi - lo),
+            Loc::Weights((lo, hi)) => (self.weights + lo, hi - lo),
+        }
+    }
+
+    /// The mixing seed of the op on the device (`sums[1]`).
+    fn seed(&self, name: &str, inputs: &[(sys::CUdeviceptr, u64)]) -> Result<(), ExecError> {
+        let s = &self.compute;
+        let (sum, seed) = (self.sums, self.sums + 8);
+        let h = data::fnv1a(name);
+        let zero = 0u64;
+        let mut l = s.launch_builder(&self.f.set_u64);
+        l.arg(&seed).arg(&h);
+        // SAFETY: writes one u64 inside `sums`.
+        unsafe { l.launch(grid(1)) }.map_err(dev("seed"))?;
+        for &(p, n) in inputs {
+            let mut l = s.launch_builder(&self.f.set_u64);
+            l.arg(&sum).arg(&zero);
+            // SAFETY: as above.
+            unsafe { l.launch(grid(1)) }.map_err(dev("checksum reset"))?;
+            let mut l = s.launch_builder(&self.f.checksum);
+            l.arg(&p).arg(&n).arg(&sum);
+            // SAFETY: reads p[0..n) inside a region we own, adds into `sums`.
+            unsafe { l.launch(grid(n.div_ceil(8))) }.map_err(dev("checksum"))?;
+            let mut l = s.launch_builder(&self.f.fold);
+            l.arg(&seed).arg(&sum).arg(&n);
+            // SAFETY: reads and writes `sums`.
+            unsafe { l.launch(grid(1)) }.map_err(dev("fold"))?;
+        }
+        Ok(())
+    }
+
+    fn ensure_stage(&mut self, n: usize) -> Result<(), ExecError> {
+        if n > self.stage_len {
+            if self.stage != 0 {
+                self.compute.synchronize().map_err(dev("synchronize"))?;
+                // SAFETY: allocated by malloc_sync; no work uses it after the sync.
+                unsafe { drv::free_sync(self.stage) }.map_err(dev("free staging"))?;
+                self.stage = 0;
+            }
+            // SAFETY: plain device allocation; freed in Drop.
+            self.stage = unsafe { drv::malloc_sync(n) }.map_err(|_| ExecError::OutOfMemory {
+                what: "device staging buffer".into(),
+                bytes: n as u64,
+            })?;
+            self.stage_len = n;
+        }
+        Ok(())
+    }
+
+    fn f32_ptr(p: sys::CUdeviceptr, what: &str) -> Result<sys::CUdeviceptr, ExecError> {
+        if p % 4 != 0 {
+            return Err(ExecError::Device(format!(
+                "{what}: f32 operand at a device address not aligned to 4 bytes (use --kernels mix)"
+            )));
+        }
+        Ok(p)
+    }
+
+    fn run_real(
+        &self,
+        kernel: &Kernel,
+        ins: &[(sys::CUdeviceptr, u64)],
+        out: (sys::CUdeviceptr, u64),
+        name: &str,
+    ) -> Result<(), ExecError> {
+        let s = &self.compute;
+        let input = |i: usize| {
+            ins.get(i).copied().ok_or_else(|| ExecError::Kernel {
+                op: name.into(),
+                message: format!("missing input {i}"),
+            })
+        };
+        match kernel {
+            Kernel::Copy { src } => {
+                let (p, n) = input(*src)?;
+                // SAFETY: both ranges lie in regions we own and have n bytes (same size,
+                // checked at selection); they do not overlap (staging otherwise).
+                unsafe { drv::memcpy_dtod_async(out.0, p, n.min(out.1) as usize, s.cu_stream()) }
+                    .map_err(dev("copy"))?;
+            }
+            Kernel::Unary(u) => {
+                let (x, n) = input(0)?;
+                let (op, a, b): (i32, f32, f32) = match *u {
+                    Unary::Relu => (0, 0.0, 0.0),
+                    Unary::Sigmoid => (1, 0.0, 0.0),
+                    Unary::Silu => (2, 0.0, 0.0),
+                    Unary::Gelu => (3, 0.0, 0.0),
+                    Unary::Hardtanh(lo, hi) => (4, lo, hi),
+                    Unary::Tanh => (5, 0.0, 0.0),
+                    Unary::Neg => (6, 0.0, 0.0),
+                };
+                let (x, y) = (Self::f32_ptr(x, name)?, Self::f32_ptr(out.0, name)?);
+                let elems = (n / 4).min(out.1 / 4);
+                let mut l = s.launch_builder(&self.f.unary);
+                l.arg(&x).arg(&y).arg(&elems).arg(&op).arg(&a).arg(&b);
+                // SAFETY: reads x[0..elems) and writes y[0..elems), both inside owned regions.
+                unsafe { l.launch(grid(elems)) }.map_err(dev("unary"))?;
+            }
+            Kernel::Binary { f, dims, a, b } => {
+                if dims.len() > 8 {
+                    return Err(ExecError::Device(format!(
+                        "{name}: rank above 8 on the GPU"
+                    )));
+                }
+                let mut arg = BcastArg {
+                    rank: dims.len() as u64,
+                    ..BcastArg::default()
+                };
+                for (i, &d) in dims.iter().enumerate() {
+                    arg.dims[i] = d as u64;
+                }
+                match a {
+                    Bcast::Flat => arg.flat_a = 1,
+                    Bcast::Strides(st) => st
+                        .iter()
+                        .enumerate()
+                        .for_each(|(i, &v)| arg.sa[i] = v as u64),
+                }
+                match b {
+                    Bcast::Flat => arg.flat_b = 1,
+                    Bcast::Strides(st) => st
+                        .iter()
+                        .enumerate()
+                        .for_each(|(i, &v)| arg.sb[i] = v as u64),
+                }
+                let op: i32 = match f {
+                    Binary::Add => 0,
+                    Binary::Sub => 1,
+                    Binary::Mul => 2,
+                    Binary::Div => 3,
+                };
+                let (pa, pb) = (
+                    Self::f32_ptr(input(0)?.0, name)?,
+                    Self::f32_ptr(input(1)?.0, name)?,
+                );
+                let y = Self::f32_ptr(out.0, name)?;
+                let n: u64 = dims.iter().map(|&d| d as u64).product();
+                let mut l = s.launch_builder(&self.f.binary);
+                l.arg(&pa).arg(&pb).arg(&y).arg(&n).arg(&op).arg(&arg);
+                // SAFETY: index maps were derived from the operands' shapes at selection, so
+                // every read is inside its operand; y has n elements.
+                unsafe { l.launch(grid(n)) }.map_err(dev("binary"))?;
+            }
+            Kernel::Matmul(m) => {
+                let (pa, pb) = (
+                    Self::f32_ptr(input(m.a)?.0, name)?,
+                    Self::f32_ptr(input(m.b)?.0, name)?,
+                );
+                let y = Self::f32_ptr(out.0, name)?;
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                let (op_b, ldb) = if m.b_trans {
+                    (blas_sys::cublasOperation_t::CUBLAS_OP_T, m.k)
+                } else {
+                    (blas_sys::cublasOperation_t::CUBLAS_OP_N, m.n)
+                };
+                let int = |v: usize| {
+                    i32::try_from(v).map_err(|_| {
+                        ExecError::Device(format!("{name}: matrix too large for cuBLAS"))
+                    })
+                };
+                // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
+                // SAFETY: pointers and extents come from the shapes checked at selection;
+                // alpha/beta are host scalars living across the call.
+                unsafe {
+                    blas::sgemm_strided_batched(
+                        self.blas,
+                        op_b,
+                        blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                        int(m.n)?,
+                        int(m.m)?,
+                        int(m.k)?,
+                        &alpha,
+                        pb as *const f32,
+                        int(ldb)?,
+                        m.b_batch_stride as i64,
+                        pa as *const f32,
+                        int(m.k)?,
+                        (m.m * m.k) as i64,
+                        &beta,
+                        y as *mut f32,
+                        int(m.n)?,
+                        (m.m * m.n) as i64,
+                        int(m.batch)?,
+                    )
+                }
+                .map_err(dev("cuBLAS sgemm"))?;
+                if let Some(bi) = m.bias {
+                    let bias = Self::f32_ptr(input(bi)?.0, name)?;
+                    let rows = (m.batch * m.m) as u64;
+                    let n = m.n as u64;
+                    let mut l = s.launch_builder(&self.f.add_bias_rows);
+                    l.arg(&y).arg(&bias).arg(&rows).arg(&n);
+                    // SAFETY: y has rows·n elements, bias n.
+                    unsafe { l.launch(grid(rows * n)) }.map_err(dev("bias"))?;
+                }
+            }
+            other => {
+                return Err(ExecError::Device(format!(
+                    "{name}: kernel {} is not implemented on the GPU",
+                    other.name()
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for GpuBackend {
+    fn drop(&mut self) {
+        // Errors cannot be reported from Drop; the context is torn down right after anyway.
+        let _ = self.compute.synchronize();
+        let _ = self.copy.synchronize();
+        // SAFETY: each pointer was allocated by this backend and is freed once.
+        unsafe {
+            for p in [self.arena, self.weights, self.sums, self.stage] {
+                if p != 0 {
+                    let _ = drv::free_sync(p);
+                }
+            }
+            if !self.host.is_null() {
+                let _ = drv::free_host(self.host.cast());
+            }
+            let _ = blas::destroy_handle(self.blas);
+        }
+    }
+}
+
+impl Backend for GpuBackend {
+    fn poison(&mut self, span: Span) -> Result<(), ExecError> {
+        self.settle(&[span])?;
+        self.poison_raw(self.arena + span.0, span.1 - span.0, false)
+    }
+
+    fn load(&mut self, span: Span, bytes: &[u8]) -> Result<(), ExecError> {
+        self.settle(&[span])?;
+        self.uploads.push(bytes.to_vec());
+        let src = self.uploads.last().map(|v| v.as_slice()).unwrap_or(&[]);
+        // SAFETY: the destination range is inside the arena; the source stays alive in
+        // `uploads` until `finish` synchronises.
+        unsafe { drv::memcpy_htod_async(self.arena + span.0, src, self.compute.cu_stream()) }
+            .map_err(dev("input upload"))
+    }
+
+    fn exec(&mut self, step: &Step<'_>) -> Result<(), ExecError> {
+        let mut spans: Vec<Span> = step.outputs.clone();
+        spans.extend(step.inputs.iter().filter_map(|l| match l {
+            Loc::Arena(s) => Some(*s),
+            Loc::Weights(_) => None,
+        }));
+        spans.extend(step.workspace);
+        self.settle(&spans)?;
+        if let Some(ws) = step.workspace {
+            self.poison_raw(self.arena + ws.0, ws.1 - ws.0, false)?;
+        }
+        let ins: Vec<(sys::CUdeviceptr, u64)> =
+            step.inputs.iter().map(|l| self.loc_ptr(l)).collect();
+        // Outputs overlapping an input or each other are computed in staging and copied.
+        let arena_ins: Vec<Span> = step
+            .inputs
+            .iter()
+            .filter_map(|l| match l {
+                Loc::Arena(s) => Some(*s),
+                Loc::Weights(_) => None,
+            })
+            .collect();
+        let clash = step.outputs.iter().enumerate().any(|(k, &o)| {
+            arena_ins.iter().any(|&i| overlaps(i, o))
+                || step
+                    .outputs
+                    .iter()
+                    .enumerate()
+                    .any(|(j, &p)| j != k && overlaps(o, p))
+        });
+        let mut outs: Vec<(sys::CUdeviceptr, u64)> = step
+            .outputs
+            .iter()
+            .map(|&(lo, hi)| (self.arena + lo, hi - lo))
+            .collect();
+        if clash {
+            let total: u64 = outs.iter().map(|o| o.1.div_ceil(256) * 256).sum();
+            self.ensure_stage(total as usize)?;
+            let mut at = self.stage;
+            for o in outs.iter_mut() {
+                o.0 = at;
+                at += o.1.div_ceil(256) * 256;
+            }
+        }
+        let computed = if supported(step.kernel) {
+            step.kernel.computed_outputs().min(outs.len())
+        } else {
+            0
+        };
+        if computed < outs.len() {
+            self.seed(step.name, &ins)?;
+            for (k, &(p, n)) in outs.iter().enumerate().skip(computed) {
+                let as_f32: i32 = (step.fills.get(k) == Some(&Fill::F32)).into();
+                let kk = k as u64;
+                let seed = self.sums + 8;
+                let units = if as_f32 == 1 { n / 4 } else { n.div_ceil(8) };
+                let mut l = self.compute.launch_builder(&self.f.mix_fill);
+                l.arg(&p).arg(&n).arg(&seed).arg(&kk).arg(&as_f32);
+                // SAFETY: writes out[0..n) inside the arena or staging; reads `sums`.
+                unsafe { l.launch(grid(units)) }.map_err(dev("mix fill"))?;
+            }
+        }
+        if computed > 0 {
+            self.run_real(step.kernel, &ins, outs[0], step.name)?;
+        }
+        if clash {
+            for (o, &(lo, hi)) in outs.iter().zip(&step.outputs) {
+                // SAFETY: staging → arena copy of the output's n bytes, both owned.
+                unsafe {
+                    drv::memcpy_dtod_async(
+                        self.arena + lo,
+                        o.0,
+                        (hi - lo) as usize,
+                        self.compute.cu_stream(),
+                    )
+                }
+                .map_err(dev("staging copy"))?;
+            }
+        }
+        if let Some(ws) = step.workspace {
+            self.poison_raw(self.arena + ws.0, ws.1 - ws.0, false)?;
+        }
+        Ok(())
+    }
+
+    fn spill_out(&mut self, span: Span, host: u64) -> Result<(), ExecError> {
+        let ready = self.compute.record_event(None).map_err(dev("event"))?;
+        self.copy.wait(&ready).map_err(dev("stream wait"))?;
+        let n = (span.1 - span.0) as usize;
+        let h = host as usize;
+        if h + n > self.host_len {
+            return Err(ExecError::Device("host range outside the pool".into()));
+        }
+        // SAFETY: [h, h+n) lies inside the pinned pool (checked above and by the replay);
+        // the pool outlives every copy (Drop synchronises first).
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.host.add(h), n) };
+        // SAFETY: source range inside the arena; destination pinned, so truly async.
+        unsafe { drv::memcpy_dtoh_async(dst, self.arena + span.0, self.copy.cu_stream()) }
+            .map_err(dev("spill out"))?;
+        self.poison_raw(self.arena + span.0, n as u64, true)?;
+        let done = self.copy.record_event(None).map_err(dev("event"))?;
+        self.pending.push((span, done));
+        Ok(())
+    }
+
+    fn spill_in(&mut self, host: u64, span: Span) -> Result<(), ExecError> {
+        let ready = self.compute.record_event(None).map_err(dev("event"))?;
+        self.copy.wait(&ready).map_err(dev("stream wait"))?;
+        let n = (span.1 - span.0) as usize;
+        let h = host as usize;
+        if h + n > self.host_len {
+            return Err(ExecError::Device("host range outside the pool".into()));
+        }
+        // SAFETY: as in spill_out.
+        let src = unsafe { std::slice::from_raw_parts(self.host.add(h), n) };
+        // SAFETY: destination inside the arena, source pinned host memory we own.
+        unsafe { drv::memcpy_htod_async(self.arena + span.0, src, self.copy.cu_stream()) }
+            .map_err(dev("spill in"))?;
+        self.poison_raw(self.host_dev + host, n as u64, true)?;
+        let done = self.copy.record_event(None).map_err(dev("event"))?;
+        self.pending.push((span, done));
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), ExecError> {
+        self.compute.join(&self.copy).map_err(dev("join"))?;
+        self.pending.clear();
+        self.compute.synchronize().map_err(dev("synchronize"))?;
+        self.copy.synchronize().map_err(dev("synchronize"))?;
+        self.uploads.clear();
+        Ok(())
+    }
+
+    fn read(&mut self, span: Span) -> Result<Vec<u8>, ExecError> {
+        let mut v = vec![0u8; (span.1 - span.0) as usize];
+        if span.1 as usize > self.arena_len {
+            return Err(ExecError::Device("read outside the arena".into()));
+        }
+        // SAFETY: the range is inside the arena and all work has completed (finish).
+        unsafe { drv::memcpy_dtoh_sync(&mut v, self.arena + span.0) }.map_err(dev("read back"))?;
+        Ok(v)
+    }
+}
+
+fn funcs(ctx: &Arc<CudaContext>) -> Result<Funcs, ExecError> {
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+        SOURCE,
+        cudarc::nvrtc::CompileOptions {
+            // no FMA contraction: keeps the element-wise kernels closest to the CPU's
+            fmad: Some(false),
+            ..Default::default()
+        },
+    )
+    .map_err(dev("NVRTC compile"))?;
+    let m = ctx.load_module(ptx).map_err(dev("load module"))?;
+    let f = |n: &str| m.load_function(n).map_err(dev("load function"));
+    Ok(Funcs {
+        poison: f("poison")?,
+        checksum: f("checksum")?,
+        set_u64: f("set_u64")?,
+        fold: f("fold")?,
+        mix_fill: f("mix_fill")?,
+        unary: f("unary")?,
+        binary: f("binary")?,
+        add_bias_rows: f("add_bias_rows")?,
+    })
+}
+
+struct GpuRun {
+    outputs: Vec<(crate::TensorId, Vec<u8>)>,
+    counts: replay::Counts,
+    step_ms: f64,
+    taken: u64,
+    extra: u64,
+}
+
+fn run_once(
+    ctx: &Arc<CudaContext>,
+    graph: &Graph,
+    plan: &Plan,
+    kernels: &[Kernel],
+    seed: u64,
+) -> Result<GpuRun, ExecError> {
+    let spans = replay::weight_spans(graph, plan)?;
+    let (free_before, _) = ctx.mem_get_info().map_err(dev("memory info"))?;
+    let mut b = GpuBackend::new(ctx, plan, funcs(ctx)?)?;
+    b.compute.synchronize().map_err(dev("synchronize"))?;
+    let (free_after, _) = ctx.mem_get_info().map_err(dev("memory info"))?;
+    let mut region = vec![0u8; plan.weights_bytes as usize];
+    data::poison(&mut region);
+    super::load_weights(graph, &spans, seed, &mut region);
+    // SAFETY: the weights allocation has weights_bytes bytes.
+    unsafe { drv::memcpy_htod_sync(b.weights, &region) }.map_err(dev("weights upload"))?;
+    drop(region);
+    let fill = replay::fills(graph);
+    let mut gen = |t: crate::TensorId| reference::generated(graph, t, seed, fill[t.index()]);
+    let start = ctx
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(dev("event"))?;
+    let end = ctx
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(dev("event"))?;
+    start.record(&b.compute).map_err(dev("event"))?;
+    let (counts, resident) = replay::replay(graph, plan, kernels, &spans, &mut gen, &mut b)?;
+    end.record(&b.compute).map_err(dev("event"))?;
+    end.synchronize().map_err(dev("event"))?;
+    let step_ms = f64::from(start.elapsed_ms(&end).map_err(dev("event"))?);
+    let mut outputs = Vec::new();
+    for (t, span) in replay::final_outputs(graph, &resident)? {
+        outputs.push((t, b.read(span)?));
+    }
+    Ok(GpuRun {
+        outputs,
+        counts,
+        step_ms,
+        taken: free_before.saturating_sub(free_after) as u64,
+        extra: (b.stage_len + 16) as u64,
+    })
+}
+
+/// Runs `plan` on GPU 0 and compares it with its isolated-plan run and the CPU reference.
+pub fn execute(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecReport, ExecError> {
+    let started = Instant::now();
+    probe()?;
+    let ctx = CudaContext::new(0).map_err(dev("context"))?;
+    // We order work ourselves with explicit events on raw pointers.
+    // SAFETY: no cudarc-managed slices are shared across streams in this module.
+    unsafe { ctx.disable_event_tracking() };
+    let name = ctx.name().unwrap_or_else(|_| "GPU".into());
+    let (free_ctx, _) = ctx.mem_get_info().map_err(dev("memory info"))?;
+    let kernels: Vec<Kernel> = super::kernels::select_all(graph, opts.kernels)
+        .into_iter()
+        .map(|k| if supported(&k) { k } else { Kernel::Mix })
+        .collect();
+    let _probe_module = funcs(&ctx)?;
+    let (free_setup, _) = ctx.mem_get_info().map_err(dev("memory info"))?;
+    let run = run_once(&ctx, graph, plan, &kernels, opts.seed)?;
+    let isolated = reference::isolated_plan(graph);
+    let iso = run_once(&ctx, graph, &isolated, &kernels, opts.seed)?;
+    let iso_ref: Vec<Option<Vec<u8>>> = {
+        let mut v = vec![None; graph.tensors.len()];
+        for (t, b) in iso.outputs {
+            v[t.index()] = Some(b);
+        }
+        v
+    };
+    let (first_mismatch, _) = compare(graph, &run.outputs, &iso_ref, 0.0);
+    let cpu = reference::run(graph, &kernels, opts.seed)?;
+    let tol = if opts.kernels == KernelMode::Mix {
+        0.0
+    } else {
+        1e-4
+    };
+    let (cpu_mismatch, nonfinite) = compare(graph, &run.outputs, &cpu.outputs, tol);
+    let mut notes = vec![match &cpu_mismatch {
+        None => format!(
+            "equal to the CPU reference ({})",
+            if tol == 0.0 {
+                "bitwise".to_string()
+            } else {
+                format!("within {tol:e} relative")
+            }
+        ),
+        Some(m) => format!(
+            "differs from the CPU reference at output {:?} ({} bytes){}",
+            m.tensor,
+            m.differing_bytes,
+            if tol > 0.0 {
+                "; with real kernels, mixing kernels downstream of float math hash device-specific bits — compare devices with --kernels mix"
+            } else {
+                ""
+            }
+        ),
+    }];
+    let gpu_real = kernels.iter().filter(|k| k.is_float_math()).count();
+    notes.push(format!(
+        "{gpu_real} ops ran real kernels on the GPU; conv2d, batch_norm, pooling, softmax, reductions and concat run the mixing kernel there"
+    ));
+    let device_memory = DeviceMemory {
+        free_before_context: free_ctx as u64,
+        free_before_setup: free_setup as u64,
+        free_after_setup: (free_setup as u64).saturating_sub(run.taken),
+        taken_by_buffers: run.taken,
+        taken_by_context: (free_ctx as u64).saturating_sub(free_setup as u64),
+        extra_bytes: run.extra,
+    };
+    Ok(ExecReport {
+        graph: graph.name.clone(),
+        device: format!("cuda ({name})"),
+        outputs_equal: first_mismatch.is_none(),
+        outputs_compared: run.outputs.len(),
+        first_mismatch,
+        tolerance: 0.0,
+        plan_arena_bytes: plan.arena_bytes,
+        plan_weights_bytes: plan.weights_bytes,
+        plan_host_bytes: plan.host_bytes,
+        plan_peak_bytes: plan.stats.peak_bytes,
+        arena_allocated: plan.arena_bytes,
+        weights_allocated: plan.weights_bytes,
+        host_allocated: plan.host_bytes,
+        replay_peak_bytes: run.counts.peak,
+        host_peak_bytes: run.counts.host_peak,
+        scratch_bytes: run.extra,
+        execs: run.counts.execs,
+        recomputes: run.counts.recomputes,
+        ops: graph.ops.len(),
+        kernels: super::kernel_counts(&kernels),
+        spill_outs: run.counts.spill_outs,
+        spill_ins: run.counts.spill_ins,
+        spill_out_bytes: run.counts.spill_out_bytes,
+        spill_in_bytes: run.counts.spill_in_bytes,
+        step_ms: run.step_ms,
+        reference_ms: cpu.ms,
+        reference_peak_bytes: cpu.peak_bytes,
+        total_ms: started.elapsed().as_secs_f64() * 1e3,
+        reference_nonfinite: nonfinite,
+        device_memory: Some(device_memory),
+        notes,
+    })
+}

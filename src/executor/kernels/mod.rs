@@ -1,0 +1,899 @@
+//! Kernel selection, shared by every device: a registry maps op types to a selector that
+//! reads the op's tensors (f32 dtype, shapes, `size == 4 · numel`) and attributes and
+//! returns a [`Kernel`] with all shape parameters resolved, or `None` when the op does not
+//! fit that real kernel. Ops without a fitting real kernel run the mixing kernel, which
+//! reads every byte of every input and writes every byte of every output
+//! ([`super::data`]). A real kernel computes its first [`Kernel::computed_outputs`]
+//! outputs; any further outputs (e.g. batch_norm's saved statistics) get the mixing fill.
+//!
+//! Selection is a pure function of the graph, so the plan run, the reference run and every
+//! device use the same kernel for an op.
+
+pub mod cpu;
+
+use crate::graph::{Graph, Op, TensorId};
+use serde_json::Value;
+
+/// Element-wise unary functions (f32, NaN-propagating like PyTorch).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Unary {
+    /// max(x, 0).
+    Relu,
+    /// 1 / (1 + e^−x).
+    Sigmoid,
+    /// x · sigmoid(x).
+    Silu,
+    /// x · Φ(x) with erf from Abramowitz–Stegun 7.1.26 (|error| < 1.5e−7).
+    Gelu,
+    /// clamp(x, min, max).
+    Hardtanh(f32, f32),
+    /// tanh(x).
+    Tanh,
+    /// −x.
+    Neg,
+}
+
+/// Element-wise binary functions with NumPy broadcasting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binary {
+    /// a + b.
+    Add,
+    /// a − b.
+    Sub,
+    /// a · b.
+    Mul,
+    /// a / b.
+    Div,
+}
+
+/// How one operand of a binary op maps output elements to its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bcast {
+    /// Same element count: element i.
+    Flat,
+    /// Strides (0 on broadcast dimensions) over the output's dimensions.
+    Strides(Vec<usize>),
+}
+
+/// (Batched) matrix product `out[b] = a[b] · op(b[b]) (+ bias)`, row-major.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matmul {
+    /// Input index of the left operand.
+    pub a: usize,
+    /// Input index of the right operand.
+    pub b: usize,
+    /// Input index of a bias of length `n`, added to every row.
+    pub bias: Option<usize>,
+    /// Number of products.
+    pub batch: usize,
+    /// Rows of a and out.
+    pub m: usize,
+    /// Columns of out.
+    pub n: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Elements between consecutive matrices of b (0: one b shared by all).
+    pub b_batch_stride: usize,
+    /// b is stored as [n, k] (a linear layer's weight) instead of [k, n].
+    pub b_trans: bool,
+}
+
+/// 2-D convolution (NCHW, weight [O, C/groups, kh, kw]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conv2d {
+    /// Input index of the bias, when given.
+    pub bias: Option<usize>,
+    /// Batch.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output channels.
+    pub o: usize,
+    /// Kernel height.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Strides (h, w).
+    pub stride: (usize, usize),
+    /// Padding (h, w).
+    pub pad: (usize, usize),
+    /// Dilation (h, w).
+    pub dilation: (usize, usize),
+    /// Groups.
+    pub groups: usize,
+}
+
+impl Conv2d {
+    /// Rows of one group's im2col matrix (C/groups · kh · kw).
+    pub fn col_rows(&self) -> usize {
+        self.c / self.groups * self.kh * self.kw
+    }
+    /// Bytes of one im2col matrix (one image, one group).
+    pub fn col_bytes(&self) -> u64 {
+        (self.col_rows() * self.oh * self.ow * 4) as u64
+    }
+    /// Whether the input can be used as the im2col matrix directly (1×1, stride 1, no pad).
+    pub fn is_pointwise(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.stride == (1, 1) && self.pad == (0, 0)
+    }
+}
+
+/// 2-D max or average pooling over `planes` planes of h × w.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    /// Max (true) or average.
+    pub max: bool,
+    /// N · C.
+    pub planes: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Window (h, w).
+    pub kernel: (usize, usize),
+    /// Strides (h, w).
+    pub stride: (usize, usize),
+    /// Padding (h, w).
+    pub pad: (usize, usize),
+    /// Average: count padded elements in the divisor (PyTorch's default).
+    pub count_include_pad: bool,
+    /// Max: the second output receives the argmax (i64, index within the plane).
+    pub indices: bool,
+}
+
+/// A kernel with its shape parameters resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kernel {
+    /// The deterministic mixing kernel.
+    Mix,
+    /// out = input `src` (same byte size).
+    Copy {
+        /// Input index copied.
+        src: usize,
+    },
+    /// out[i] = f(in[i]).
+    Unary(Unary),
+    /// out = f(a, b) with broadcasting over `dims`.
+    Binary {
+        /// The function.
+        f: Binary,
+        /// Output dimensions.
+        dims: Vec<usize>,
+        /// Left operand mapping.
+        a: Bcast,
+        /// Right operand mapping.
+        b: Bcast,
+    },
+    /// Matrix product.
+    Matmul(Matmul),
+    /// Convolution (im2col + GEMM).
+    Conv2d(Conv2d),
+    /// Batch norm `(x − mean) / √(var + eps) · weight + bias`: with inputs x, weight, bias,
+    /// running mean, running var (inference), or x, weight, bias and the batch's own
+    /// statistics (training forward; then outputs 1 and 2, when [C], get mean and invstd).
+    BatchNorm {
+        /// Batch.
+        n: usize,
+        /// Channels.
+        c: usize,
+        /// Elements per channel plane.
+        spatial: usize,
+        /// Epsilon.
+        eps: f32,
+        /// Statistics from the batch (3 inputs) instead of running statistics (5 inputs).
+        batch_stats: bool,
+        /// Outputs 1 and 2 are [C] f32 and receive mean and 1/√(var + eps).
+        stats_outputs: bool,
+    },
+    /// Pooling.
+    Pool(Pool),
+    /// Adaptive average pooling (PyTorch's bin boundaries).
+    AdaptiveAvgPool {
+        /// N · C.
+        planes: usize,
+        /// Input height.
+        h: usize,
+        /// Input width.
+        w: usize,
+        /// Output height.
+        oh: usize,
+        /// Output width.
+        ow: usize,
+    },
+    /// Softmax over the last dimension.
+    Softmax {
+        /// Rows.
+        rows: usize,
+        /// Last-dimension length.
+        cols: usize,
+    },
+    /// Sum or mean over the dimensions where `reduce` is set (f32 accumulation in input
+    /// order).
+    Reduce {
+        /// Mean instead of sum.
+        mean: bool,
+        /// Input dimensions.
+        dims: Vec<usize>,
+        /// Which dimensions are reduced.
+        reduce: Vec<bool>,
+    },
+    /// Concatenation along one dimension: per outer index, each input contributes
+    /// `inner[j]` consecutive elements.
+    Concat {
+        /// Product of the dimensions before the concatenated one.
+        outer: usize,
+        /// Elements per outer index of each input.
+        inner: Vec<usize>,
+    },
+}
+
+/// Which kernels to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelMode {
+    /// Real f32 math where an op fits a registered kernel, mixing elsewhere.
+    #[default]
+    Real,
+    /// The mixing kernel for every op (byte-exact on every device).
+    Mix,
+}
+
+impl Kernel {
+    /// How many leading outputs the kernel computes; the rest get the mixing fill.
+    pub fn computed_outputs(&self) -> usize {
+        match self {
+            Kernel::Mix => 0,
+            Kernel::Pool(p) if p.indices => 2,
+            Kernel::BatchNorm {
+                stats_outputs: true,
+                ..
+            } => 3,
+            _ => 1,
+        }
+    }
+
+    /// A short name for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kernel::Mix => "mix",
+            Kernel::Copy { .. } => "copy",
+            Kernel::Unary(_) => "unary",
+            Kernel::Binary { .. } => "binary",
+            Kernel::Matmul(_) => "matmul",
+            Kernel::Conv2d(_) => "conv2d",
+            Kernel::BatchNorm { .. } => "batch_norm",
+            Kernel::Pool(_) => "pool",
+            Kernel::AdaptiveAvgPool { .. } => "adaptive_avg_pool",
+            Kernel::Softmax { .. } => "softmax",
+            Kernel::Reduce { .. } => "reduce",
+            Kernel::Concat { .. } => "concat",
+        }
+    }
+
+    /// Whether the kernel does floating-point arithmetic whose last bits may differ between
+    /// devices (everything but mix and copy).
+    pub fn is_float_math(&self) -> bool {
+        !matches!(self, Kernel::Mix | Kernel::Copy { .. })
+    }
+}
+
+type Selector = fn(&Graph, &Op) -> Option<Kernel>;
+
+/// The registry: op types (as in graphs, ATen names included) → selector.
+const REGISTRY: &[(&[&str], Selector)] = &[
+    (&["conv2d", "convolution", "conv"], select_conv),
+    (&["matmul", "mm", "bmm", "addmm", "linear"], select_matmul),
+    (
+        &["relu", "sigmoid", "silu", "gelu", "hardtanh", "tanh", "neg"],
+        select_unary,
+    ),
+    (&["add", "sub", "mul", "div"], select_binary),
+    (&["batch_norm", "native_batch_norm"], select_batch_norm),
+    (&["max_pool2d", "avg_pool2d"], select_pool),
+    (&["adaptive_avg_pool2d"], select_adaptive),
+    (&["softmax", "_softmax"], select_softmax),
+    (&["sum", "mean"], select_reduce),
+    (&["concat", "cat"], select_concat),
+    (
+        &[
+            "clone",
+            "_unsafe_view",
+            "view",
+            "reshape",
+            "contiguous",
+            "alias",
+            "detach",
+            "copy",
+        ],
+        select_copy,
+    ),
+];
+
+/// The op types that have a real kernel (for documentation and reports).
+pub fn real_op_types() -> Vec<&'static str> {
+    let mut v: Vec<&str> = REGISTRY
+        .iter()
+        .flat_map(|(n, _)| n.iter().copied())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Chooses the kernel of every op.
+pub fn select_all(graph: &Graph, mode: KernelMode) -> Vec<Kernel> {
+    graph.ops.iter().map(|op| select(graph, op, mode)).collect()
+}
+
+/// Chooses an op's kernel.
+pub fn select(graph: &Graph, op: &Op, mode: KernelMode) -> Kernel {
+    if mode == KernelMode::Mix {
+        return Kernel::Mix;
+    }
+    let ty = op.op_type.trim_start_matches("aten.").trim_end_matches('_');
+    REGISTRY
+        .iter()
+        .find(|(names, _)| names.contains(&ty))
+        .and_then(|(_, f)| f(graph, op))
+        .unwrap_or(Kernel::Mix)
+}
+
+/// Dimensions of an f32 tensor whose size is exactly 4 · numel (numel > 0).
+fn f32_dims(graph: &Graph, t: TensorId) -> Option<Vec<usize>> {
+    let tensor = graph.tensor(t);
+    if tensor.dtype.as_deref() != Some("f32") {
+        return None;
+    }
+    let shape = tensor.shape.as_ref()?;
+    let mut numel: u64 = 1;
+    for &d in shape {
+        numel = numel.checked_mul(d)?;
+    }
+    if numel == 0 || numel.checked_mul(4)? != tensor.size || numel > u64::from(u32::MAX) {
+        return None;
+    }
+    shape.iter().map(|&d| usize::try_from(d).ok()).collect()
+}
+
+fn numel(d: &[usize]) -> usize {
+    d.iter().product()
+}
+
+fn inputs_dims(graph: &Graph, op: &Op) -> Option<Vec<Vec<usize>>> {
+    op.inputs.iter().map(|&t| f32_dims(graph, t)).collect()
+}
+
+fn attr<'a>(op: &'a Op, key: &str) -> Option<&'a Value> {
+    op.attrs.as_ref()?.get(key)
+}
+
+/// An attribute given as an int or a list of one or two ints, as a pair.
+fn attr_pair(op: &Op, key: &str, default: usize) -> Option<(usize, usize)> {
+    let Some(v) = attr(op, key) else {
+        return Some((default, default));
+    };
+    let get = |v: &Value| v.as_u64().and_then(|x| usize::try_from(x).ok());
+    match v {
+        Value::Array(a) if a.len() == 2 => Some((get(&a[0])?, get(&a[1])?)),
+        Value::Array(a) if a.len() == 1 => {
+            let x = get(&a[0])?;
+            Some((x, x))
+        }
+        Value::Array(a) if a.is_empty() => Some((default, default)),
+        other => {
+            let x = get(other)?;
+            Some((x, x))
+        }
+    }
+}
+
+fn attr_f32(op: &Op, key: &str, default: f32) -> f32 {
+    attr(op, key)
+        .and_then(Value::as_f64)
+        .map(|x| x as f32)
+        .unwrap_or(default)
+}
+
+fn select_copy(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let out = graph.tensor(*op.outputs.first()?);
+    // `copy(dst, src)` copies its last input; the view-like ops have one input.
+    let src = op.inputs.len().checked_sub(1)?;
+    if op.inputs.len() > 2 || graph.tensor(op.inputs[src]).size != out.size {
+        return None;
+    }
+    Some(Kernel::Copy { src })
+}
+
+fn select_unary(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if ins.len() != 1 || numel(&ins[0]) != numel(&out) {
+        return None;
+    }
+    let ty = op.op_type.trim_start_matches("aten.").trim_end_matches('_');
+    let f = match ty {
+        "relu" => Unary::Relu,
+        "sigmoid" => Unary::Sigmoid,
+        "silu" => Unary::Silu,
+        "gelu" => Unary::Gelu,
+        "hardtanh" => Unary::Hardtanh(attr_f32(op, "min_val", -1.0), attr_f32(op, "max_val", 1.0)),
+        "tanh" => Unary::Tanh,
+        "neg" => Unary::Neg,
+        _ => return None,
+    };
+    Some(Kernel::Unary(f))
+}
+
+/// NumPy broadcasting of `inp` against `out` (right-aligned), as strides over `out`.
+fn broadcast(inp: &[usize], out: &[usize]) -> Option<Bcast> {
+    if numel(inp) == numel(out) {
+        return Some(Bcast::Flat);
+    }
+    if inp.len() > out.len() {
+        return None;
+    }
+    let lead = out.len() - inp.len();
+    let mut strides = vec![0usize; out.len()];
+    let mut stride = 1usize;
+    for i in (0..inp.len()).rev() {
+        let (d, o) = (inp[i], out[lead + i]);
+        if d == o {
+            strides[lead + i] = stride;
+        } else if d != 1 {
+            return None;
+        }
+        stride *= d;
+    }
+    Some(Bcast::Strides(strides))
+}
+
+fn select_binary(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if ins.len() != 2 {
+        return None;
+    }
+    let ty = op.op_type.trim_start_matches("aten.").trim_end_matches('_');
+    let f = match ty {
+        "add" => Binary::Add,
+        "sub" => Binary::Sub,
+        "mul" => Binary::Mul,
+        "div" => Binary::Div,
+        _ => return None,
+    };
+    Some(Kernel::Binary {
+        f,
+        a: broadcast(&ins[0], &out)?,
+        b: broadcast(&ins[1], &out)?,
+        dims: out,
+    })
+}
+
+fn select_matmul(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if out.len() < 2 {
+        return None;
+    }
+    let n = *out.last()?;
+    let total_rows = numel(&out) / n;
+    // addmm(bias, a, b): a bias of n elements comes first; otherwise two operands.
+    let (bias, a, b) = match ins.len() {
+        2 => (None, 0, 1),
+        3 if numel(&ins[0]) == n => (Some(0), 1, 2),
+        _ => return None,
+    };
+    let (da, db) = (&ins[a], &ins[b]);
+    if db.len() < 2 {
+        return None;
+    }
+    // The inner dimension comes from b ([k, n], or [n, k] for a linear layer's weight); a
+    // may carry folded view dimensions (e.g. [1, 512, 1, 1] for 512 features).
+    let b_last2 = (db[db.len() - 2], db[db.len() - 1]);
+    let (k, b_trans) = if b_last2.1 == n && numel(da) == total_rows * b_last2.0 {
+        (b_last2.0, false)
+    } else if b_last2.0 == n && numel(da) == total_rows * b_last2.1 {
+        (b_last2.1, true)
+    } else {
+        return None;
+    };
+    if numel(db) == k * n {
+        // one right operand for all rows (a linear layer, or a batched a times a matrix)
+        return Some(Kernel::Matmul(Matmul {
+            a,
+            b,
+            bias,
+            batch: 1,
+            m: total_rows,
+            n,
+            k,
+            b_batch_stride: 0,
+            b_trans,
+        }));
+    }
+    let m = out[out.len() - 2];
+    let batch = total_rows / m;
+    if numel(db) != batch * k * n {
+        return None;
+    }
+    Some(Kernel::Matmul(Matmul {
+        a,
+        b,
+        bias,
+        batch,
+        m,
+        n,
+        k,
+        b_batch_stride: k * n,
+        b_trans,
+    }))
+}
+
+fn select_conv(graph: &Graph, op: &Op) -> Option<Kernel> {
+    if attr(op, "transposed").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if !(2..=3).contains(&ins.len()) || ins[0].len() != 4 || ins[1].len() != 4 || out.len() != 4 {
+        return None;
+    }
+    let (x, wt) = (&ins[0], &ins[1]);
+    let groups = attr(op, "groups")
+        .and_then(Value::as_u64)
+        .and_then(|g| usize::try_from(g).ok())
+        .unwrap_or(1);
+    let stride = attr_pair(op, "stride", 1)?;
+    let pad = attr_pair(op, "padding", 0)?;
+    let dilation = attr_pair(op, "dilation", 1)?;
+    let (n, c, h, w) = (x[0], x[1], x[2], x[3]);
+    let (o, cg, kh, kw) = (wt[0], wt[1], wt[2], wt[3]);
+    if groups == 0
+        || c % groups != 0
+        || o % groups != 0
+        || cg != c / groups
+        || stride.0 == 0
+        || stride.1 == 0
+        || dilation.0 == 0
+        || dilation.1 == 0
+    {
+        return None;
+    }
+    let span_h = dilation.0 * (kh - 1) + 1;
+    let span_w = dilation.1 * (kw - 1) + 1;
+    if h + 2 * pad.0 < span_h || w + 2 * pad.1 < span_w {
+        return None;
+    }
+    let oh = (h + 2 * pad.0 - span_h) / stride.0 + 1;
+    let ow = (w + 2 * pad.1 - span_w) / stride.1 + 1;
+    if out != [n, o, oh, ow] {
+        return None;
+    }
+    let bias = if ins.len() == 3 {
+        (numel(&ins[2]) == o).then_some(2)?;
+        Some(2)
+    } else {
+        None
+    };
+    Some(Kernel::Conv2d(Conv2d {
+        bias,
+        n,
+        c,
+        h,
+        w,
+        o,
+        kh,
+        kw,
+        oh,
+        ow,
+        stride,
+        pad,
+        dilation,
+        groups,
+    }))
+}
+
+fn select_batch_norm(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if !(ins.len() == 5 || ins.len() == 3) || ins[0].len() < 2 || ins[0] != out {
+        return None;
+    }
+    let (n, c) = (out[0], out[1]);
+    if ins[1..].iter().any(|d| numel(d) != c) {
+        return None;
+    }
+    let stats_outputs = op.outputs.len() == 3
+        && op.outputs[1..]
+            .iter()
+            .all(|&t| f32_dims(graph, t).is_some_and(|d| numel(&d) == c));
+    Some(Kernel::BatchNorm {
+        n,
+        c,
+        spatial: numel(&out[2..]),
+        eps: attr_f32(op, "eps", 1e-5),
+        batch_stats: ins.len() == 3,
+        stats_outputs,
+    })
+}
+
+/// Output length of a pooling window sweep (PyTorch's formula, ceil mode included).
+fn pool_len(len: usize, k: usize, s: usize, p: usize, ceil: bool) -> Option<usize> {
+    if s == 0 || k == 0 || len + 2 * p < k || p > k / 2 {
+        return None;
+    }
+    let span = len + 2 * p - k;
+    let mut out = if ceil { span.div_ceil(s) } else { span / s } + 1;
+    // the last window must start inside the input or the left padding
+    if ceil && (out - 1) * s >= len + p {
+        out -= 1;
+    }
+    Some(out)
+}
+
+fn select_pool(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if ins.len() != 1 || ins[0].len() != 4 || out.len() != 4 || ins[0][..2] != out[..2] {
+        return None;
+    }
+    let max = op.op_type.contains("max");
+    let (h, w, oh, ow) = (ins[0][2], ins[0][3], out[2], out[3]);
+    let ceil_attr = attr(op, "ceil_mode").and_then(Value::as_bool);
+    // Attributes when given; otherwise the first common configuration that explains the
+    // shapes (graphs exported without attributes).
+    type Window = ((usize, usize), (usize, usize), (usize, usize)); // kernel, stride, pad
+    let candidates: Vec<Window> = if attr(op, "kernel_size").is_some() {
+        let k = attr_pair(op, "kernel_size", 1)?;
+        let s = match attr(op, "stride") {
+            Some(Value::Array(a)) if a.is_empty() => k,
+            Some(_) => attr_pair(op, "stride", 1)?,
+            None => k,
+        };
+        vec![(k, s, attr_pair(op, "padding", 0)?)]
+    } else {
+        [
+            (3, 2, 1),
+            (3, 2, 0),
+            (2, 2, 0),
+            (3, 1, 1),
+            (2, 1, 0),
+            (1, 1, 0),
+            (1, 2, 0),
+        ]
+        .iter()
+        .map(|&(k, s, p)| ((k, k), (s, s), (p, p)))
+        .collect()
+    };
+    let ceils: Vec<bool> = match ceil_attr {
+        Some(c) => vec![c],
+        None => vec![false, true],
+    };
+    for &(kernel, stride, pad) in &candidates {
+        for &ceil in &ceils {
+            if pool_len(h, kernel.0, stride.0, pad.0, ceil) == Some(oh)
+                && pool_len(w, kernel.1, stride.1, pad.1, ceil) == Some(ow)
+            {
+                let indices = max
+                    && op.outputs.get(1).is_some_and(|&t| {
+                        let tensor = graph.tensor(t);
+                        tensor.dtype.as_deref() == Some("i64")
+                            && tensor.size == (numel(&out) * 8) as u64
+                    });
+                return Some(Kernel::Pool(Pool {
+                    max,
+                    planes: out[0] * out[1],
+                    h,
+                    w,
+                    oh,
+                    ow,
+                    kernel,
+                    stride,
+                    pad,
+                    count_include_pad: attr(op, "count_include_pad")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(true),
+                    indices,
+                }));
+            }
+        }
+    }
+    None
+}
+
+fn select_adaptive(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if ins.len() != 1 || ins[0].len() != 4 || out.len() != 4 || ins[0][..2] != out[..2] {
+        return None;
+    }
+    Some(Kernel::AdaptiveAvgPool {
+        planes: out[0] * out[1],
+        h: ins[0][2],
+        w: ins[0][3],
+        oh: out[2],
+        ow: out[3],
+    })
+}
+
+fn select_softmax(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if ins.len() != 1 || numel(&ins[0]) != numel(&out) {
+        return None;
+    }
+    if let Some(d) = attr(op, "dim").and_then(Value::as_i64) {
+        if d != -1 && d != out.len() as i64 - 1 {
+            return None;
+        }
+    }
+    let cols = *out.last()?;
+    Some(Kernel::Softmax {
+        rows: numel(&out) / cols,
+        cols,
+    })
+}
+
+fn select_reduce(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if ins.len() != 1 {
+        return None;
+    }
+    let dims = ins[0].clone();
+    let reduce: Vec<bool> = if numel(&out) == 1 {
+        vec![true; dims.len()]
+    } else if out.len() == dims.len() && out.iter().zip(&dims).all(|(&o, &i)| o == i || o == 1) {
+        out.iter()
+            .zip(&dims)
+            .map(|(&o, &i)| o == 1 && i != 1)
+            .collect()
+    } else {
+        return None;
+    };
+    Some(Kernel::Reduce {
+        mean: op.op_type.contains("mean"),
+        dims,
+        reduce,
+    })
+}
+
+fn select_concat(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if ins.is_empty() || ins.iter().any(|d| d.len() != out.len()) {
+        return None;
+    }
+    let rank = out.len();
+    let dim = (0..rank).find(|&d| {
+        ins.iter()
+            .all(|x| (0..rank).all(|e| e == d || x[e] == out[e]))
+            && ins.iter().map(|x| x[d]).sum::<usize>() == out[d]
+    })?;
+    let outer = numel(&out[..dim]);
+    Some(Kernel::Concat {
+        outer,
+        inner: ins.iter().map(|x| numel(&x[dim..])).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(tensors: &str, ops: &str) -> Graph {
+        Graph::parse(&format!(
+            r#"{{"format": "memplan-graph/1", "tensors": [{tensors}], "ops": [{ops}]}}"#
+        ))
+        .unwrap()
+    }
+
+    fn t(name: &str, shape: &[u64], kind: &str) -> String {
+        let n: u64 = shape.iter().product();
+        format!(
+            r#"{{"name": "{name}", "size": {}, "shape": {shape:?}, "dtype": "f32", "kind": "{kind}"}}"#,
+            n * 4
+        )
+    }
+
+    #[test]
+    fn a_resnet_stem_convolution_resolves_its_output_shape() {
+        let g = graph(
+            &[
+                t("x", &[1, 3, 224, 224], "input"),
+                t("w", &[64, 3, 7, 7], "weight"),
+                t("y", &[1, 64, 112, 112], "output"),
+            ]
+            .join(","),
+            r#"{"name": "c", "type": "conv2d", "inputs": ["x", "w"], "outputs": ["y"],
+                "attrs": {"stride": [2,2], "padding": [3,3], "dilation": [1,1], "groups": 1, "transposed": false}}"#,
+        );
+        let Kernel::Conv2d(c) = select(&g, &g.ops[0], KernelMode::Real) else {
+            panic!("not a conv")
+        };
+        assert_eq!((c.oh, c.ow, c.col_rows()), (112, 112, 147));
+    }
+
+    #[test]
+    fn pooling_without_attributes_infers_the_window_from_the_shapes() {
+        let g = graph(
+            &[
+                t("x", &[1, 64, 112, 112], "input"),
+                t("y", &[1, 64, 56, 56], "output"),
+                r#"{"name": "i", "size": 1605632, "shape": [1,64,56,56], "dtype": "i64", "kind": "output"}"#.to_string(),
+            ]
+            .join(","),
+            r#"{"name": "p", "type": "max_pool2d", "inputs": ["x"], "outputs": ["y", "i"]}"#,
+        );
+        let Kernel::Pool(p) = select(&g, &g.ops[0], KernelMode::Real) else {
+            panic!("not a pool")
+        };
+        assert_eq!(
+            (p.kernel, p.stride, p.pad, p.indices),
+            ((3, 3), (2, 2), (1, 1), true)
+        );
+    }
+
+    #[test]
+    fn a_linear_layer_with_bias_is_a_transposed_matmul() {
+        let g = graph(
+            &[
+                t("b", &[10], "weight"),
+                t("x", &[4, 32], "input"),
+                t("w", &[10, 32], "weight"),
+                t("y", &[4, 10], "output"),
+            ]
+            .join(","),
+            r#"{"name": "m", "type": "matmul", "inputs": ["b", "x", "w"], "outputs": ["y"]}"#,
+        );
+        let Kernel::Matmul(m) = select(&g, &g.ops[0], KernelMode::Real) else {
+            panic!("not a matmul")
+        };
+        assert_eq!(
+            (m.bias, m.m, m.n, m.k, m.b_trans),
+            (Some(0), 4, 10, 32, true)
+        );
+    }
+
+    #[test]
+    fn ops_that_fit_no_real_kernel_and_the_mix_mode_use_the_mixing_kernel() {
+        let g = graph(
+            &[t("x", &[4, 4], "input"), t("y", &[3], "output")].join(","),
+            r#"{"name": "r", "type": "relu", "inputs": ["x"], "outputs": ["y"]}"#,
+        );
+        assert_eq!(select(&g, &g.ops[0], KernelMode::Real), Kernel::Mix);
+        let g = graph(
+            &[t("x", &[4, 4], "input"), t("y", &[4, 4], "output")].join(","),
+            r#"{"name": "r", "type": "relu", "inputs": ["x"], "outputs": ["y"]}"#,
+        );
+        assert_eq!(
+            select(&g, &g.ops[0], KernelMode::Real),
+            Kernel::Unary(Unary::Relu)
+        );
+        assert_eq!(select(&g, &g.ops[0], KernelMode::Mix), Kernel::Mix);
+    }
+
+    #[test]
+    fn broadcasting_follows_numpy_rules() {
+        assert_eq!(
+            broadcast(&[4], &[2, 3, 4]),
+            Some(Bcast::Strides(vec![0, 0, 1]))
+        );
+        assert_eq!(
+            broadcast(&[3, 1], &[2, 3, 4]),
+            Some(Bcast::Strides(vec![0, 1, 0]))
+        );
+        assert_eq!(broadcast(&[5], &[2, 3, 4]), None);
+        assert_eq!(broadcast(&[4, 3, 2], &[2, 3, 4]), Some(Bcast::Flat));
+    }
+}

@@ -1,0 +1,370 @@
+//! Plan executors: run a plan's instruction stream on real memory and prove it by
+//! comparing every graph output with a reference run in which every tensor has its own
+//! allocation (seed 000 §5.3: a plan is correct only if running it gives the same outputs
+//! as running without it).
+//!
+//! - [`data`]: seeded inputs and weights, the poison pattern, the mixing hash;
+//! - [`kernels`]: kernel selection (real f32 math where shapes allow, mixing otherwise) and
+//!   the CPU kernels;
+//! - [`replay`]: the device-independent instruction replay over a [`replay::Backend`];
+//! - [`cpu`]: the CPU backend (one arena allocation, one weights allocation, one host pool);
+//! - [`reference`]: the reference run;
+//! - [`rewrite`]: inserts spill and recompute round trips into a valid plan (to exercise
+//!   executors before a budgeted planner exists);
+//! - `cuda` (feature `cuda`): the GPU backend (cudarc, NVRTC, cuBLAS).
+//!
+//! The executor does not call the validator: a wrong plan must be caught by its data
+//! (poisoned freed memory, clobbered tensors, stale reads), which makes the run an
+//! independent check. Only what memory safety needs is checked up front (ranges inside
+//! their regions, operands resident), and reported as [`ExecError::BadPlan`].
+
+pub mod arena;
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod data;
+pub mod kernels;
+pub mod reference;
+pub mod replay;
+pub mod rewrite;
+
+use crate::graph::{Graph, TensorKind};
+use crate::plan::Plan;
+pub use kernels::KernelMode;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+use thiserror::Error;
+
+/// Where to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Device {
+    /// Host memory, CPU kernels.
+    #[default]
+    Cpu,
+    /// An NVIDIA GPU (feature `cuda`).
+    Cuda,
+}
+
+/// Options of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExecOptions {
+    /// Device.
+    pub device: Device,
+    /// Seed of the input and weight generator.
+    pub seed: u64,
+    /// Real kernels or mixing everywhere.
+    pub kernels: KernelMode,
+}
+
+/// Why a run could not complete.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum ExecError {
+    /// The plan cannot be executed (a range outside its region, an operand not resident, ...).
+    #[error("bad plan{}: {message}", .instruction.map(|i| format!(" at instruction {i}")).unwrap_or_default())]
+    BadPlan {
+        /// Instruction index, when the problem is about one.
+        instruction: Option<usize>,
+        /// What is wrong, naming the tensor or op.
+        message: String,
+    },
+    /// A region could not be allocated.
+    #[error("cannot allocate {bytes} bytes for the {what}")]
+    OutOfMemory {
+        /// Which region.
+        what: String,
+        /// Its size.
+        bytes: u64,
+    },
+    /// A kernel failed (operand sizes that contradict the graph).
+    #[error("kernel of op {op:?}: {message}")]
+    Kernel {
+        /// The op.
+        op: String,
+        /// What failed.
+        message: String,
+    },
+    /// The device is not available or failed.
+    #[error("device: {0}")]
+    Device(String),
+}
+
+/// The first output that differs from the reference.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mismatch {
+    /// Output tensor name.
+    pub tensor: String,
+    /// First differing byte.
+    pub first_byte: u64,
+    /// Number of differing bytes (f32 tensors: differing elements × 4).
+    pub differing_bytes: u64,
+    /// For f32 tensors: the element index, the plan's value and the reference's value.
+    pub first_f32: Option<(u64, f32, f32)>,
+}
+
+/// Device memory figures of a GPU run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceMemory {
+    /// Free device memory before the context was created (bytes).
+    pub free_before_context: u64,
+    /// Free device memory after the context and modules, before the plan's buffers.
+    pub free_before_setup: u64,
+    /// Free device memory after the arena and weights were allocated.
+    pub free_after_setup: u64,
+    /// `free_before_setup - free_after_setup`: what the plan's buffers took.
+    pub taken_by_buffers: u64,
+    /// `free_before_context - free_before_setup`: the CUDA context, modules and cuBLAS.
+    pub taken_by_context: u64,
+    /// Extra device memory outside the arena (cuBLAS workspace, staging).
+    pub extra_bytes: u64,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExecReport {
+    /// Graph name.
+    pub graph: String,
+    /// `cpu` or `cuda` (with the device name).
+    pub device: String,
+    /// Every graph output equals the reference bit for bit (within `tolerance` where
+    /// floating-point results cross devices).
+    pub outputs_equal: bool,
+    /// Graph outputs compared.
+    pub outputs_compared: usize,
+    /// The first differing output, if any.
+    pub first_mismatch: Option<Mismatch>,
+    /// Relative tolerance used (0 for bitwise).
+    pub tolerance: f64,
+    /// The plan's `arena_bytes`.
+    pub plan_arena_bytes: u64,
+    /// The plan's `weights_bytes`.
+    pub plan_weights_bytes: u64,
+    /// The plan's `host_bytes`.
+    pub plan_host_bytes: u64,
+    /// The plan's `stats.peak_bytes`.
+    pub plan_peak_bytes: u64,
+    /// Bytes allocated for the arena (one allocation).
+    pub arena_allocated: u64,
+    /// Bytes allocated for the weights region (one allocation).
+    pub weights_allocated: u64,
+    /// Bytes allocated for the host spill pool (one allocation).
+    pub host_allocated: u64,
+    /// Largest arena end reserved during the replay (must not exceed `arena_bytes`).
+    pub replay_peak_bytes: u64,
+    /// Largest host-pool end used.
+    pub host_peak_bytes: u64,
+    /// Kernel scratch and operand copies outside the plan's memory (bytes, peak).
+    pub scratch_bytes: u64,
+    /// Exec instructions run, recomputes included.
+    pub execs: u64,
+    /// Execs of ops that had already run.
+    pub recomputes: u64,
+    /// Ops in the graph.
+    pub ops: usize,
+    /// Ops per kernel (`conv2d`, `mix`, ...).
+    pub kernels: BTreeMap<String, usize>,
+    /// spill_out instructions.
+    pub spill_outs: u64,
+    /// spill_in instructions.
+    pub spill_ins: u64,
+    /// Bytes copied to the host.
+    pub spill_out_bytes: u64,
+    /// Bytes copied back.
+    pub spill_in_bytes: u64,
+    /// Time of the instruction replay (ms; on a GPU, between events around the stream).
+    pub step_ms: f64,
+    /// Time of the reference run (ms).
+    pub reference_ms: f64,
+    /// Largest live bytes of the reference run.
+    pub reference_peak_bytes: u64,
+    /// Wall time of the whole run (ms).
+    pub total_ms: f64,
+    /// Non-finite f32 values among the reference outputs (such values weaken the check).
+    pub reference_nonfinite: u64,
+    /// GPU memory figures.
+    pub device_memory: Option<DeviceMemory>,
+    /// Cross-device comparison notes (GPU runs).
+    pub notes: Vec<String>,
+}
+
+/// Runs `plan` on `opts.device` and compares its outputs with the reference.
+pub fn execute(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecReport, ExecError> {
+    match opts.device {
+        Device::Cpu => execute_cpu(graph, plan, opts),
+        #[cfg(feature = "cuda")]
+        Device::Cuda => cuda::execute(graph, plan, opts),
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda => Err(ExecError::Device(
+            "this memplan was built without the `cuda` feature (cargo build --release --features cuda)"
+                .into(),
+        )),
+    }
+}
+
+/// Ops per kernel name.
+fn kernel_counts(kernels: &[kernels::Kernel]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for k in kernels {
+        *m.entry(k.name().to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Writes every placed weight's generated bytes into the weights region.
+fn load_weights(graph: &Graph, spans: &[Option<replay::Span>], seed: u64, region: &mut [u8]) {
+    let fill = replay::fills(graph);
+    for (i, s) in spans.iter().enumerate() {
+        if let Some((lo, hi)) = *s {
+            let bytes = reference::generated(graph, crate::TensorId(i as u32), seed, fill[i]);
+            region[lo as usize..hi as usize].copy_from_slice(&bytes);
+        }
+    }
+}
+
+fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecReport, ExecError> {
+    let started = Instant::now();
+    let kernels = kernels::select_all(graph, opts.kernels);
+    let spans = replay::weight_spans(graph, plan)?;
+    let mut backend = cpu::CpuBackend::new(plan.arena_bytes, plan.weights_bytes, plan.host_bytes)?;
+    load_weights(graph, &spans, opts.seed, backend.weights.bytes_mut());
+    let fill = replay::fills(graph);
+    let mut gen = |t: crate::TensorId| reference::generated(graph, t, opts.seed, fill[t.index()]);
+    let step_start = Instant::now();
+    let (counts, resident) = replay::replay(graph, plan, &kernels, &spans, &mut gen, &mut backend)?;
+    let step_ms = step_start.elapsed().as_secs_f64() * 1e3;
+    let mut outputs = Vec::new();
+    for (t, span) in replay::final_outputs(graph, &resident)? {
+        outputs.push((t, replay::Backend::read(&mut backend, span)?));
+    }
+    let reference = reference::run(graph, &kernels, opts.seed)?;
+    let (first_mismatch, nonfinite) = compare(graph, &outputs, &reference.outputs, 0.0);
+    Ok(ExecReport {
+        graph: graph.name.clone(),
+        device: "cpu".into(),
+        outputs_equal: first_mismatch.is_none(),
+        outputs_compared: outputs.len(),
+        first_mismatch,
+        tolerance: 0.0,
+        plan_arena_bytes: plan.arena_bytes,
+        plan_weights_bytes: plan.weights_bytes,
+        plan_host_bytes: plan.host_bytes,
+        plan_peak_bytes: plan.stats.peak_bytes,
+        arena_allocated: backend.arena.allocated(),
+        weights_allocated: backend.weights.allocated(),
+        host_allocated: backend.host.allocated(),
+        replay_peak_bytes: counts.peak,
+        host_peak_bytes: counts.host_peak,
+        scratch_bytes: backend.scratch.peak_bytes + backend.copy_peak,
+        execs: counts.execs,
+        recomputes: counts.recomputes,
+        ops: graph.ops.len(),
+        kernels: kernel_counts(&kernels),
+        spill_outs: counts.spill_outs,
+        spill_ins: counts.spill_ins,
+        spill_out_bytes: counts.spill_out_bytes,
+        spill_in_bytes: counts.spill_in_bytes,
+        step_ms,
+        reference_ms: reference.ms,
+        reference_peak_bytes: reference.peak_bytes,
+        total_ms: started.elapsed().as_secs_f64() * 1e3,
+        reference_nonfinite: nonfinite,
+        device_memory: None,
+        notes: Vec::new(),
+    })
+}
+
+/// Compares plan outputs with the reference's: bitwise when `tol == 0`, else f32 elements
+/// within `tol` relative (|a − b| ≤ tol · max(1, |b|); NaN equals NaN). Returns the first
+/// mismatch (outputs in tensor order) and the number of non-finite reference f32 values.
+pub fn compare(
+    graph: &Graph,
+    outputs: &[(crate::TensorId, Vec<u8>)],
+    reference: &[Option<Vec<u8>>],
+    tol: f64,
+) -> (Option<Mismatch>, u64) {
+    let fill = replay::fills(graph);
+    let mut first = None;
+    let mut nonfinite = 0u64;
+    for (t, got) in outputs {
+        let name = &graph.tensor(*t).name;
+        let Some(want) = reference.get(t.index()).and_then(Option::as_ref) else {
+            first.get_or_insert(Mismatch {
+                tensor: name.clone(),
+                first_byte: 0,
+                differing_bytes: got.len() as u64,
+                first_f32: None,
+            });
+            continue;
+        };
+        let is_f32 = fill[t.index()] == data::Fill::F32;
+        if is_f32 {
+            nonfinite += want
+                .chunks_exact(4)
+                .filter(|c| !f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite())
+                .count() as u64;
+        }
+        if first.is_some() {
+            continue;
+        }
+        if got.len() != want.len() {
+            first = Some(Mismatch {
+                tensor: name.clone(),
+                first_byte: got.len().min(want.len()) as u64,
+                differing_bytes: got.len().abs_diff(want.len()) as u64,
+                first_f32: None,
+            });
+            continue;
+        }
+        if is_f32 {
+            let mut m: Option<Mismatch> = None;
+            for (i, (a, b)) in got.chunks_exact(4).zip(want.chunks_exact(4)).enumerate() {
+                let (x, y) = (
+                    f32::from_le_bytes([a[0], a[1], a[2], a[3]]),
+                    f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                );
+                let same = if tol == 0.0 {
+                    a == b
+                } else {
+                    (x.is_nan() && y.is_nan())
+                        || x == y
+                        || (f64::from(x) - f64::from(y)).abs() <= tol * f64::from(y).abs().max(1.0)
+                };
+                if !same {
+                    let e = m.get_or_insert(Mismatch {
+                        tensor: name.clone(),
+                        first_byte: i as u64 * 4,
+                        differing_bytes: 0,
+                        first_f32: Some((i as u64, x, y)),
+                    });
+                    e.differing_bytes += 4;
+                }
+            }
+            first = m;
+        } else {
+            let diff = got.iter().zip(want.iter()).filter(|(a, b)| a != b).count() as u64;
+            if diff > 0 {
+                let at = got
+                    .iter()
+                    .zip(want.iter())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                first = Some(Mismatch {
+                    tensor: name.clone(),
+                    first_byte: at as u64,
+                    differing_bytes: diff,
+                    first_f32: None,
+                });
+            }
+        }
+    }
+    (first, nonfinite)
+}
+
+/// Number of graph outputs (what a run compares).
+pub fn output_count(graph: &Graph) -> usize {
+    graph
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Output)
+        .count()
+}

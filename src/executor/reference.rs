@@ -1,0 +1,215 @@
+//! The reference run: the graph executed in its listed topological order with **every
+//! tensor in its own allocation** (weights, inputs, each op's outputs and workspace), no
+//! plan involved. A tensor's allocation is dropped after its last reader unless it is a
+//! graph output, so the run needs the listed order's live bytes, not the sum of all
+//! tensors. Its outputs are what a correct plan must reproduce.
+
+use super::arena::AlignedBuf;
+use super::data::{self, Fill};
+use super::kernels::cpu::{self as kernels, Operands, Scratch};
+use super::kernels::Kernel;
+use super::replay::fills;
+use super::ExecError;
+use crate::graph::{Graph, TensorId, TensorKind};
+use crate::plan::{Instruction, Plan, PlanStats, WeightSlot, PLAN_FORMAT};
+use std::time::Instant;
+
+/// Outputs and figures of a reference run.
+pub struct Reference {
+    /// Bytes of every graph output, by tensor id (`None` for other tensors).
+    pub outputs: Vec<Option<Vec<u8>>>,
+    /// Largest sum of live allocations (bytes).
+    pub peak_bytes: u64,
+    /// Kernel scratch peak (bytes).
+    pub scratch_bytes: u64,
+    /// Wall time (ms).
+    pub ms: f64,
+}
+
+/// Generates the bytes of input or weight `t` from `seed`.
+pub fn generated(graph: &Graph, t: TensorId, seed: u64, fill: Fill) -> Vec<u8> {
+    let tensor = graph.tensor(t);
+    let mut v = vec![0u8; tensor.size as usize];
+    let weight_shape =
+        (tensor.kind == TensorKind::Weight).then(|| tensor.shape.as_deref().unwrap_or(&[]));
+    data::generate(&mut v, fill, seed, &tensor.name, weight_shape);
+    v
+}
+
+/// Runs the graph with one allocation per tensor.
+pub fn run(graph: &Graph, kernels_of: &[Kernel], seed: u64) -> Result<Reference, ExecError> {
+    let started = Instant::now();
+    let fill = fills(graph);
+    let order = graph
+        .order_problem()
+        .listed_topological_order()
+        .map_err(|e| ExecError::BadPlan {
+            instruction: None,
+            message: graph.order_error(e).to_string(),
+        })?;
+    // Last step reading each tensor (outputs live to the end).
+    let mut last_read = vec![None; graph.tensors.len()];
+    for (s, &k) in order.iter().enumerate() {
+        for &t in &graph.ops[k].inputs {
+            last_read[t.index()] = Some(s);
+        }
+    }
+    let mut mem: Vec<Option<AlignedBuf>> = (0..graph.tensors.len()).map(|_| None).collect();
+    let mut live = 0u64;
+    let mut peak = 0u64;
+    for (i, t) in graph.tensors.iter().enumerate() {
+        if matches!(t.kind, TensorKind::Input | TensorKind::Weight) {
+            let id = TensorId(i as u32);
+            let mut b = AlignedBuf::new(t.size, &format!("reference tensor {:?}", t.name))?;
+            b.bytes_mut()
+                .copy_from_slice(&generated(graph, id, seed, fill[i]));
+            live += b.allocated();
+            mem[i] = Some(b);
+        }
+    }
+    peak = peak.max(live);
+    let mut scratch = Scratch::default();
+    for (s, &k) in order.iter().enumerate() {
+        let op = &graph.ops[k];
+        let mut outs: Vec<AlignedBuf> = Vec::with_capacity(op.outputs.len());
+        for &t in &op.outputs {
+            let tensor = graph.tensor(t);
+            outs.push(AlignedBuf::new(
+                tensor.size,
+                &format!("reference tensor {:?}", tensor.name),
+            )?);
+        }
+        let mut ws = match op.workspace {
+            0 => None,
+            w => Some(AlignedBuf::new(
+                w,
+                &format!("reference workspace of {:?}", op.name),
+            )?),
+        };
+        let extra: u64 = outs.iter().map(AlignedBuf::allocated).sum::<u64>()
+            + ws.as_ref().map_or(0, AlignedBuf::allocated);
+        peak = peak.max(live + extra);
+        {
+            let mut inputs: Vec<&[u8]> = Vec::with_capacity(op.inputs.len());
+            for &t in &op.inputs {
+                let b = mem[t.index()].as_ref().ok_or_else(|| ExecError::Kernel {
+                    op: op.name.clone(),
+                    message: format!("reference run: input {:?} is missing", graph.tensor(t).name),
+                })?;
+                inputs.push(b.bytes());
+            }
+            let mut outputs: Vec<&mut [u8]> = outs.iter_mut().map(AlignedBuf::bytes_mut).collect();
+            let out_fills: Vec<Fill> = op.outputs.iter().map(|t| fill[t.index()]).collect();
+            kernels::exec(
+                &kernels_of[k],
+                Operands {
+                    name: &op.name,
+                    inputs: &inputs,
+                    outputs: &mut outputs,
+                    fills: &out_fills,
+                    workspace: ws.as_mut().map(AlignedBuf::bytes_mut),
+                },
+                &mut scratch,
+            )
+            .map_err(|message| ExecError::Kernel {
+                op: op.name.clone(),
+                message,
+            })?;
+        }
+        for (&t, b) in op.outputs.iter().zip(outs) {
+            live += b.allocated();
+            mem[t.index()] = Some(b);
+        }
+        // Release what no later op reads (graph outputs and weights stay).
+        for &t in op.inputs.iter().chain(&op.outputs) {
+            let tensor = graph.tensor(t);
+            if matches!(tensor.kind, TensorKind::Output | TensorKind::Weight) {
+                continue;
+            }
+            if last_read[t.index()].is_none_or(|r| r <= s) {
+                if let Some(b) = mem[t.index()].take() {
+                    live -= b.allocated();
+                }
+            }
+        }
+    }
+    let outputs = graph
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            (t.kind == TensorKind::Output)
+                .then(|| mem[i].as_ref().map(|b| b.bytes().to_vec()))
+                .flatten()
+        })
+        .collect();
+    Ok(Reference {
+        outputs,
+        peak_bytes: peak,
+        scratch_bytes: scratch.peak_bytes,
+        ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// The isolated plan: the listed topological order with every tensor and workspace in its
+/// own never-reused range of one arena (no frees). Running it on a device gives that
+/// device's reference outputs.
+pub fn isolated_plan(graph: &Graph) -> Plan {
+    let mut end = 0u64;
+    let mut place = |size: u64, align: u64| {
+        let off = end.div_ceil(align).saturating_mul(align);
+        end = off.saturating_add(size);
+        off
+    };
+    let mut ins = Vec::new();
+    for t in graph.tensors.iter().filter(|t| t.kind == TensorKind::Input) {
+        ins.push(Instruction::Alloc {
+            tensor: t.name.clone(),
+            offset: place(t.size, t.alignment),
+            mem_id: None,
+            inplace_of: None,
+        });
+    }
+    let order = graph
+        .order_problem()
+        .listed_topological_order()
+        .unwrap_or_else(|_| (0..graph.ops.len()).collect());
+    for k in order {
+        let op = &graph.ops[k];
+        for &t in &op.outputs {
+            let tensor = graph.tensor(t);
+            ins.push(Instruction::Alloc {
+                tensor: tensor.name.clone(),
+                offset: place(tensor.size, tensor.alignment),
+                mem_id: None,
+                inplace_of: None,
+            });
+        }
+        let workspace_offset = (op.workspace > 0).then(|| place(op.workspace, graph.alignment));
+        ins.push(Instruction::Exec {
+            node: op.name.clone(),
+            workspace_offset,
+        });
+    }
+    let (weights, weights_bytes) = graph.weight_layout();
+    Plan {
+        format: PLAN_FORMAT.to_string(),
+        graph: graph.name.clone(),
+        arena_bytes: end,
+        weights_bytes,
+        host_bytes: 0,
+        weights: weights
+            .into_iter()
+            .map(|(t, offset)| WeightSlot {
+                tensor: graph.tensor(t).name.clone(),
+                offset,
+            })
+            .collect(),
+        instructions: ins,
+        stats: PlanStats {
+            peak_bytes: end,
+            method: "isolated".into(),
+            ..PlanStats::default()
+        },
+    }
+}
