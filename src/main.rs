@@ -38,8 +38,9 @@ enum Command {
         /// `given`: the listed order; `auto`: also try memory-aware reorderings, keep the best.
         #[arg(long, value_enum, default_value_t = OrderArg::Auto)]
         order: OrderArg,
-        /// `heuristic`: heuristics only; `auto`: heuristics, then the exact placement search
-        /// within the time limit.
+        /// `heuristic`: heuristics only; `ilp`: the order integer program (HiGHS, warm-started
+        /// from the heuristics) picks the order, then exact placement; `auto`: heuristics, the
+        /// order program and exact placement within the time limit, best plan wins.
         #[arg(long, value_enum, default_value_t = StrategyArg::Auto)]
         strategy: StrategyArg,
         /// Time limit in seconds for the whole planning.
@@ -131,6 +132,7 @@ enum KernelsArg {
 #[derive(Clone, Copy, ValueEnum)]
 enum StrategyArg {
     Heuristic,
+    Ilp,
     Auto,
 }
 
@@ -227,6 +229,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
                 strategy: match strategy {
                     StrategyArg::Heuristic => Strategy::Heuristic,
+                    StrategyArg::Ilp => Strategy::Ilp,
                     StrategyArg::Auto => Strategy::Auto,
                 },
                 time_limit: Some(time_limit(tl)?),

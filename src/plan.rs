@@ -118,6 +118,26 @@ pub struct IlpStat {
     pub ms: f64,
 }
 
+/// The order integer program's figures in the plan stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderIlpStat {
+    /// optimal / time_limit / node_limit / heuristic.
+    pub status: String,
+    /// Whether the whole graph was modelled (else windows around the peak).
+    pub whole: bool,
+    /// Models solved.
+    pub models: usize,
+    /// Models whose order was kept.
+    pub improved: usize,
+    /// LOAD of its order (bytes, without in-place merging).
+    pub load_bytes: u64,
+    /// Its proven bound for every order (bytes; the order-independent bound unless the whole
+    /// graph was modelled).
+    pub lower_bound_bytes: u64,
+    /// Milliseconds it took.
+    pub ms: f64,
+}
+
 /// Plan statistics. Only `peak_bytes` is checked by the replay; the rest is informative.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PlanStats {
@@ -130,7 +150,8 @@ pub struct PlanStats {
     /// Algorithm that produced the placement.
     #[serde(default)]
     pub method: String,
-    /// `optimal` when the peak meets the lower bound, else `heuristic`.
+    /// `optimal` when the peak meets the lower bound; else `time_limit` when a solver stopped
+    /// at the time limit, else `heuristic_only`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// Relative gap `(peak - lower bound) / peak`.
@@ -161,6 +182,9 @@ pub struct PlanStats {
     /// What the HiGHS placement model did, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ilp: Option<IlpStat>,
+    /// What the order integer program did, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_ilp: Option<OrderIlpStat>,
     /// Whether in-place hints were honoured.
     #[serde(default)]
     pub inplace: bool,

@@ -1,14 +1,27 @@
 //! The planning pipeline: graph → order problem → candidate orders (listed, and with
-//! `--order auto` the order heuristics' best) → buffer lifetimes → heuristic placement
-//! portfolio per candidate → (strategy `auto`) the exact placement search on the candidates,
-//! best first, within the time limit → plan. The plan with the lowest peak wins (ties keep the
-//! listed order). Every emitted plan is replayed by the validator in debug builds.
+//! `--order auto` the order heuristics' best, then with strategy `ilp`/`auto` the order integer
+//! program's, warm-started from it) → buffer lifetimes → heuristic placement portfolio per
+//! candidate → (strategies `ilp`/`auto`) the exact placement search and the HiGHS placement
+//! model on the candidates, best first, within the time limit → plan. The plan with the lowest
+//! peak wins (ties keep the listed order). Every emitted plan is replayed by the validator in
+//! debug builds.
+//!
+//! **Time split** under a limit `T` (`--order auto`): the heuristics run first exactly as
+//! with strategy `heuristic` (so the solving strategies are never worse); the order program,
+//! warm-started from the heuristics' best order, stops by [`ORDER_ILP_SHARE`]`·T` (strategy
+//! `ilp`: [`ILP_FOCUS_ILP_SHARE`]`·T`); the exact placement gets the rest.
+//!
+//! **Bound.** For `--order auto` the reported lower bound holds for every order: the maximum
+//! of the order-independent bound and, when the order program modelled the whole graph, its
+//! proven dual bound (not with `--inplace`, which the program does not model). For `--order
+//! given` it is the placement's bound for that order.
 
 use crate::graph::{Graph, GraphError};
 use crate::plan::{emit, MemberStat, Plan};
+use memplan_solver::order::ilp::{optimise_order, OrderIlpOptions};
 use memplan_solver::order::{self, lifetimes, LifetimeOptions, OrderLifetimes};
 use memplan_solver::place::{self, PlaceOutcome};
-use memplan_solver::{Budget, CancelToken, PlacementError, SolveStats};
+use memplan_solver::{Budget, CancelToken, PlacementError, SolveStats, SolveStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -28,10 +41,39 @@ pub enum OrderMode {
 pub enum Strategy {
     /// Heuristics only (fast).
     Heuristic,
-    /// Heuristics, then the exact placement search within the time limit.
+    /// Like [`Strategy::Auto`] with most of the time for the order program: it stops by
+    /// [`ILP_FOCUS_ILP_SHARE`] of the limit, leaving less to the exact placement.
+    Ilp,
+    /// Heuristics, then the order program (until [`ORDER_ILP_SHARE`] of the limit) and the
+    /// exact placement; the best plan among the listed, heuristic and program orders wins.
     #[default]
     Auto,
 }
+
+impl Strategy {
+    /// Every strategy, for registries (CLI, API).
+    pub const ALL: [Strategy; 3] = [Strategy::Heuristic, Strategy::Ilp, Strategy::Auto];
+
+    /// Stable lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Heuristic => "heuristic",
+            Strategy::Ilp => "ilp",
+            Strategy::Auto => "auto",
+        }
+    }
+
+    /// Parses [`Strategy::as_str`] names.
+    pub fn parse(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// Share of the time limit by which the order program stops (strategy `auto`).
+pub const ORDER_ILP_SHARE: f64 = 0.6;
+
+/// Strategy `ilp`: share of the time limit by which the order program stops.
+pub const ILP_FOCUS_ILP_SHARE: f64 = 0.85;
 
 /// Planning options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,9 +204,25 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         .map_err(|e| graph.order_error(e))?;
     let mut orders = vec![(listed, "listed")];
     let mut order_result = None;
+    let mut ilp_result = None;
+    let solving = opts.strategy != Strategy::Heuristic;
+    // Budget that ends at `share` of the time limit.
+    let until = |share: f64| Budget {
+        time: opts
+            .time_limit
+            .map(|t| t.mul_f64(share).saturating_sub(started.elapsed())),
+        ..remaining()
+    };
+    let ilp_share = match opts.strategy {
+        Strategy::Ilp => ILP_FOCUS_ILP_SHARE,
+        _ => ORDER_ILP_SHARE,
+    };
+    // The heuristic stages run exactly as with strategy `heuristic` (same budget), so the
+    // solving strategies only add candidates and refine them: never worse than `heuristic`.
     if opts.order == OrderMode::Auto {
         let r = order::best_order(&order::registry(), &problem, &lopts, &remaining())
             .map_err(|e| graph.order_error(e))?;
+        report("order", r.stats.objective, r.stats.lower_bound);
         if r.order != orders[0].0 {
             orders.push((r.order.clone(), r.method));
         }
@@ -181,6 +239,27 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             placed,
         });
     }
+    if let (true, Some(r)) = (solving, &order_result) {
+        let iopts = OrderIlpOptions {
+            budget: until(ilp_share),
+            known_bound: if opts.inplace { 0 } else { r.stats.lower_bound },
+            ..OrderIlpOptions::default()
+        };
+        let out = optimise_order(&problem, &r.order, &iopts)
+            .map_err(|e| PlanError::Internal(format!("order program: {e}")))?;
+        report("order_ilp", out.stats.objective, out.stats.lower_bound);
+        if candidates.iter().all(|c| c.order != out.order) {
+            let lt = lifetimes(&problem, &out.order, &lopts);
+            let placed = place::heuristics(&lt.problem, &remaining())?;
+            candidates.push(Candidate {
+                order: out.order.clone(),
+                method: "ilp",
+                lt,
+                placed,
+            });
+        }
+        ilp_result = Some(out);
+    }
     // Best first; a stable sort keeps the listed order ahead on ties.
     candidates.sort_by_key(|c| c.placed.stats.objective);
     let bound_now = |cands: &[Candidate]| match &order_result {
@@ -195,7 +274,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             .unwrap_or(0)
     };
     report("heuristics", best_now(&candidates), bound_now(&candidates));
-    if opts.strategy == Strategy::Auto {
+    if solving {
         let count = candidates.len() as u32;
         for k in 0..candidates.len() {
             let best_peak = candidates
@@ -263,14 +342,46 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     // The bound: for `given`, the placement's proven bound for that order (LOAD or better);
     // for `auto`, the order-independent bound (other orders could go lower).
     let peak = plan.stats.peak_bytes;
+    let ilp_bound = ilp_result
+        .as_ref()
+        .filter(|o| o.whole && !opts.inplace)
+        .map_or(0, |o| o.stats.lower_bound);
     let lower = match &order_result {
-        Some(r) => r.stats.lower_bound,
+        Some(r) => r
+            .stats
+            .lower_bound
+            .max(ilp_bound)
+            .min(plan.stats.peak_bytes),
         None => s.stats.lower_bound,
     };
     let solve = SolveStats::heuristic(peak, lower, started.elapsed());
     plan.stats.lower_bound_bytes = lower;
-    plan.stats.status = Some(solve.status.as_str().to_string());
+    let timed_out = ilp_result
+        .as_ref()
+        .is_some_and(|o| o.stats.status == SolveStatus::TimeLimit)
+        || s.stats.status == SolveStatus::TimeLimit;
+    plan.stats.status = Some(
+        if solve.status == SolveStatus::Optimal {
+            "optimal"
+        } else if timed_out {
+            "time_limit"
+        } else {
+            "heuristic_only"
+        }
+        .to_string(),
+    );
     plan.stats.gap = Some(solve.gap());
+    if let Some(o) = &ilp_result {
+        plan.stats.order_ilp = Some(crate::plan::OrderIlpStat {
+            status: o.stats.status.as_str().to_string(),
+            whole: o.whole,
+            models: o.models,
+            improved: o.improved,
+            load_bytes: o.stats.objective,
+            lower_bound_bytes: o.stats.lower_bound,
+            ms: ms(o.stats.elapsed),
+        });
+    }
     if let Some(r) = &order_result {
         plan.stats.order_lower_bound_bytes = Some(r.stats.lower_bound);
         plan.stats.order_members = r
@@ -361,7 +472,7 @@ mod tests {
         let plan = plan(&g, &opts).unwrap();
         crate::validate::validate(&g, &plan, None).unwrap();
         let seen = seen.lock().unwrap();
-        assert_eq!(seen.first().map(|p| p.stage), Some("heuristics"));
+        assert_eq!(seen.first().map(|p| p.stage), Some("order"));
         assert!(seen.iter().all(|p| p.lower_bound <= p.best_peak));
         assert!(seen.last().unwrap().best_peak >= plan.stats.peak_bytes);
     }

@@ -253,3 +253,35 @@ fn run_on_cuda_without_a_gpu_build_or_device_exits_2_with_a_message() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(err.contains("cuda") || err.contains("CUDA"), "{err}");
 }
+
+#[test]
+fn every_strategy_plans_the_sample_and_the_solving_ones_report_the_order_program() {
+    for strategy in ["heuristic", "ilp", "auto"] {
+        let out = tmp(&format!("sample.{strategy}.plan.json"));
+        let r = memplan(&[
+            "plan",
+            "sample",
+            "--strategy",
+            strategy,
+            "--time-limit",
+            "2",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let c = memplan(&["check", &sample(), out.to_str().unwrap()]);
+        assert!(
+            c.status.success(),
+            "{strategy}: {}",
+            String::from_utf8_lossy(&c.stdout)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let status = v["stats"]["status"].as_str().unwrap().to_string();
+        assert!(
+            ["optimal", "time_limit", "heuristic_only"].contains(&status.as_str()),
+            "{status}"
+        );
+        assert_eq!(v["stats"]["order_ilp"].is_object(), strategy != "heuristic");
+    }
+}

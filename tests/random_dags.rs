@@ -126,7 +126,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
-    fn the_exact_strategy_yields_valid_plans_never_worse_than_the_heuristics(g in arb_graph()) {
+    fn the_ilp_and_auto_strategies_yield_valid_plans_never_worse_than_the_heuristics(g in arb_graph()) {
         let graph = Graph::parse(&g.to_string()).unwrap();
         for inplace in [false, true] {
             for order in [OrderMode::Given, OrderMode::Auto] {
@@ -136,11 +136,13 @@ proptest! {
                     inplace,
                     time_limit: Some(std::time::Duration::from_millis(100)), ..PlanOptions::default() };
                 let heur = plan(&graph, &opts(Solvers::Heuristic)).unwrap();
-                let exact = plan(&graph, &opts(Solvers::Auto)).unwrap();
-                let r = validate(&graph, &exact, None);
-                prop_assert!(r.is_ok(), "{}", r.unwrap_err());
-                prop_assert!(exact.stats.peak_bytes <= heur.stats.peak_bytes);
-                prop_assert!(exact.stats.lower_bound_bytes <= exact.stats.peak_bytes);
+                for strategy in [Solvers::Ilp, Solvers::Auto] {
+                    let exact = plan(&graph, &opts(strategy)).unwrap();
+                    let r = validate(&graph, &exact, None);
+                    prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+                    prop_assert!(exact.stats.peak_bytes <= heur.stats.peak_bytes, "{:?}", strategy);
+                    prop_assert!(exact.stats.lower_bound_bytes <= exact.stats.peak_bytes);
+                }
             }
         }
     }

@@ -1,7 +1,8 @@
 //! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
 //! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
-//! [--only zoo|traces]` (SHARED_DIR defaults to `../shared`, S to 1 s per plan / instance).
+//! [--only zoo|traces|order]` (SHARED_DIR defaults to `../shared`, S to 1 s per plan /
+//! instance).
 //!
 //! - **zoo** (`SHARED_DIR/zoo/*.json`): ops, tensors, LOAD of the listed order, the
 //!   order-independent bound; with the heuristics only: the peak with the listed order (and
@@ -12,6 +13,12 @@
 //!   buffers, LOAD, the heuristic portfolio's peak and best member, then the exact search:
 //!   status, final peak, proven lower bound, seconds. Files named `NAME.CAPACITY.csv` are fitted
 //!   to that capacity; the others are minimised.
+//!
+//! - **order** (`SHARED_DIR/zoo/*.json` and `SHARED_DIR/bench/checkmate/*.json`; not part of
+//!   the default run): LOAD of the listed order, the order-independent bound, the heuristic
+//!   plan's peak (`--order auto --strategy heuristic`), the `--strategy auto` plan's peak (order
+//!   program + exact placement), its proven bound, gap, the order program's mode (whole /
+//!   windows, models improved), seconds, and the cut below the listed order's peak.
 //!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
@@ -34,10 +41,10 @@ fn main() -> Result<()> {
             "--time-limit" => {
                 time_limit = args.next().context("--time-limit needs seconds")?.parse()?;
             }
-            "--only" => only = Some(args.next().context("--only needs zoo or traces")?),
+            "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order]"
                 );
                 return Ok(());
             }
@@ -49,6 +56,12 @@ fn main() -> Result<()> {
     if only.as_deref().is_none_or(|o| o == "zoo") {
         zoo_table(&shared.join("zoo"), tl)?;
         println!();
+    }
+    if only.as_deref() == Some("order") {
+        let mut graphs = files(&shared.join("zoo"), "json")?;
+        graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
+        order_table(&graphs, tl)?;
+        return Ok(());
     }
     if only.as_deref().is_none_or(|o| o == "traces") {
         let mut files = files(&shared.join("bench/traces"), "csv")?;
@@ -82,6 +95,72 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 fn mib(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
+}
+
+fn order_table(graphs: &[PathBuf], tl: Duration) -> Result<()> {
+    println!("| graph | ops | LOAD(listed) MiB | order bound MiB | heuristic peak MiB | ILP peak MiB | ILP bound MiB | gap | ILP mode | s | cut vs listed |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    let (mut within, mut total) = (0, 0);
+    for path in graphs {
+        let g = Graph::parse(&std::fs::read_to_string(path)?)
+            .with_context(|| path.display().to_string())?;
+        let s = graph_stats(&g)?;
+        let run = |order, strategy| -> Result<memplan::Plan> {
+            let p = plan(
+                &g,
+                &PlanOptions {
+                    order,
+                    strategy,
+                    time_limit: Some(tl),
+                    ..PlanOptions::default()
+                },
+            )?;
+            if let Err(v) = memplan::validate(&g, &p, None) {
+                bail!("{}: invalid plan: {v}", g.name);
+            }
+            Ok(p)
+        };
+        let listed = run(OrderMode::Given, Strategy::Heuristic)?;
+        let heur = run(OrderMode::Auto, Strategy::Heuristic)?;
+        let t0 = Instant::now();
+        let ilp = run(OrderMode::Auto, Strategy::Auto)?;
+        let secs = t0.elapsed().as_secs_f64();
+        if ilp.stats.peak_bytes > heur.stats.peak_bytes {
+            bail!("{}: auto plan worse than the heuristic one", g.name);
+        }
+        let st = &ilp.stats;
+        let gap = st.gap.unwrap_or(0.0);
+        total += 1;
+        if ratio(st.peak_bytes, st.lower_bound_bytes) <= 1.02 {
+            within += 1;
+        }
+        let mode = st.order_ilp.as_ref().map_or("-".to_string(), |o| {
+            format!(
+                "{} {} ({}/{})",
+                if o.whole { "whole" } else { "windows" },
+                o.status,
+                o.improved,
+                o.models
+            )
+        });
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2}% | {} | {:.1} | {:.1}% |",
+            g.name,
+            s.ops,
+            mib(s.listed_load),
+            mib(s.order_lower_bound),
+            mib(heur.stats.peak_bytes),
+            mib(st.peak_bytes),
+            mib(st.lower_bound_bytes),
+            gap * 100.0,
+            mode,
+            secs,
+            100.0 * (1.0 - ratio(st.peak_bytes, listed.stats.peak_bytes)),
+        );
+    }
+    println!();
+    println!("peak <= 1.02 x proven bound: {within} of {total} graphs");
+    Ok(())
 }
 
 fn zoo_table(dir: &Path, tl: Duration) -> Result<()> {

@@ -362,6 +362,28 @@ unsafe extern "C" fn interrupt_callback(
     }
 }
 
+/// Makes HiGHS stop at its next MIP interrupt check once `flag` is raised. The caller keeps
+/// `flag` alive (borrowed) until the model is solved and dropped.
+pub(crate) fn install_interrupt(model: &mut highs::Model, flag: &AtomicBool) -> Result<(), ()> {
+    // SAFETY: the model's pointer is a live Highs instance; `flag` outlives the solve (the
+    // caller borrows it for the whole solve, and the solved model is dropped before it).
+    let ok = unsafe {
+        let ptr = model.as_mut_ptr();
+        highs_sys::Highs_setCallback(
+            ptr,
+            Some(interrupt_callback),
+            flag as *const AtomicBool as *mut c_void,
+        ) == highs_sys::STATUS_OK
+            && highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackMipInterrupt)
+                == highs_sys::STATUS_OK
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
 /// The shared solver: `free[i]` says whether buffer `i` may move.
 fn solve(
     problem: &PlacementProblem,
@@ -539,21 +561,8 @@ fn solve(
         .try_set_solution(Some(&start), None, None, None)
         .map_err(|_| highs_err("setting the warm start"))?;
     if let Some(flag) = opts.cancel {
-        // SAFETY: the model's pointer is a live Highs instance; `flag` outlives the solve (it is
-        // borrowed for this whole function, and the solved model is dropped before returning).
-        let ok = unsafe {
-            let ptr = model.as_mut_ptr();
-            highs_sys::Highs_setCallback(
-                ptr,
-                Some(interrupt_callback),
-                flag as *const AtomicBool as *mut c_void,
-            ) == highs_sys::STATUS_OK
-                && highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackMipInterrupt)
-                    == highs_sys::STATUS_OK
-        };
-        if !ok {
-            return Err(highs_err("installing the interrupt callback"));
-        }
+        install_interrupt(&mut model, flag)
+            .map_err(|_| highs_err("installing the interrupt callback"))?;
     }
     let solved = model
         .try_solve()

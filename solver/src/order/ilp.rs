@@ -93,7 +93,7 @@ impl Default for OrderIlpOptions {
             budget: Budget::UNLIMITED,
             threads: 1,
             mip_rel_gap: 0.0,
-            global_nodes: 40,
+            global_nodes: 64,
             window: 24,
             max_window: 64,
             max_models: 64,
@@ -159,7 +159,9 @@ pub fn optimise_order(
     let (mut models, mut improved) = (0usize, 0usize);
     let whole = n <= opts.global_nodes;
     if whole {
-        if load > lower && n > 1 {
+        if let Some(s) = clock.exhausted() {
+            stop = Some(s);
+        } else if load > lower && n > 1 {
             let w = solve_window(problem, &order, &prof, 0, n, opts, &clock)?;
             models = 1;
             if let Some(o) = w.order {
@@ -171,7 +173,13 @@ pub fn optimise_order(
                     improved = 1;
                 }
             }
-            lower = lower.max(w.bound).min(load);
+            // Proven optimal: the bound is the optimum itself, which the dual bound only meets up
+            // to HiGHS' tolerances.
+            lower = if w.optimal {
+                load
+            } else {
+                lower.max(w.bound).min(load)
+            };
             stop = w.stopped;
         }
     } else {
@@ -285,6 +293,8 @@ struct WindowResult {
     bound: u64,
     /// Set when a limit stopped HiGHS.
     stopped: Option<SolveStatus>,
+    /// HiGHS proved its solution optimal (no rearrangement of the window has a lower peak).
+    optimal: bool,
 }
 
 /// Builds and solves the model of window `[a, b)` of `order` (`prof` = its live bytes).
@@ -392,12 +402,8 @@ fn solve_window(
     let x = |k: usize, t: usize| -> Option<Col> {
         (lo[k]..=hi[k]).contains(&t).then(|| xs[k][t - lo[k]])
     };
-    for k in 0..w {
-        add_row(
-            &mut pb,
-            1.0..=1.0,
-            xs[k].iter().map(|&c| (c, 1.0)).collect(),
-        );
+    for cols in &xs {
+        add_row(&mut pb, 1.0..=1.0, cols.iter().map(|&c| (c, 1.0)).collect());
     }
     for t in a..b {
         let terms: Vec<(Col, f64)> = (0..w).filter_map(|k| x(k, t).map(|c| (c, 1.0))).collect();
@@ -595,6 +601,10 @@ fn solve_window(
     model
         .try_set_solution(Some(&warm), None, None, None)
         .map_err(|_| err("setting the warm start".into()))?;
+    if let Some(token) = &opts.budget.cancel {
+        crate::ilp::install_interrupt(&mut model, token.flag())
+            .map_err(|_| err("installing the interrupt callback".into()))?;
+    }
     let solved = model
         .try_solve()
         .map_err(|e| err(format!("run failed: {e:?}")))?;
@@ -658,6 +668,7 @@ fn solve_window(
         order: new_order,
         bound,
         stopped,
+        optimal: status == HighsModelStatus::Optimal && opts.mip_rel_gap <= 0.0,
     })
 }
 
@@ -778,6 +789,25 @@ mod tests {
         // Node limits only: the same run gives the same order.
         let again = optimise_order(&p, &listed, &opts).unwrap();
         assert_eq!(out.order, again.order);
+    }
+
+    #[test]
+    fn a_raised_cancel_token_returns_the_start_without_solving() {
+        let p = two_branches();
+        let start = vec![0, 3, 1, 4, 2, 5, 6];
+        let token = crate::budget::CancelToken::new();
+        token.cancel();
+        let opts = OrderIlpOptions {
+            budget: Budget {
+                cancel: Some(token),
+                ..Budget::UNLIMITED
+            },
+            ..OrderIlpOptions::default()
+        };
+        let out = optimise_order(&p, &start, &opts).unwrap();
+        assert_eq!(out.order, start);
+        assert_eq!(out.models, 0);
+        assert_eq!(out.stats.status, SolveStatus::TimeLimit);
     }
 
     #[test]
