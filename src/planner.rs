@@ -33,6 +33,60 @@ pub enum Strategy {
     Auto,
 }
 
+impl OrderMode {
+    /// Every order mode, in the order the CLI and the HTTP service list them.
+    pub const ALL: [OrderMode; 2] = [OrderMode::Given, OrderMode::Auto];
+
+    /// Stable lower-case name (CLI `--order`, HTTP `order`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OrderMode::Given => "given",
+            OrderMode::Auto => "auto",
+        }
+    }
+
+    /// One-line description for help texts and API documentation.
+    pub fn about(self) -> &'static str {
+        match self {
+            OrderMode::Given => "the listed order (made topological if needed)",
+            OrderMode::Auto => {
+                "the listed order and the memory-aware order heuristics; keep the best plan"
+            }
+        }
+    }
+
+    /// The mode called `name`, if any.
+    pub fn from_name(name: &str) -> Option<OrderMode> {
+        OrderMode::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+impl Strategy {
+    /// Every strategy, in the order the CLI and the HTTP service list them.
+    pub const ALL: [Strategy; 2] = [Strategy::Heuristic, Strategy::Auto];
+
+    /// Stable lower-case name (CLI `--strategy`, HTTP `strategy`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Heuristic => "heuristic",
+            Strategy::Auto => "auto",
+        }
+    }
+
+    /// One-line description for help texts and API documentation.
+    pub fn about(self) -> &'static str {
+        match self {
+            Strategy::Heuristic => "heuristics only (fast)",
+            Strategy::Auto => "heuristics, then the exact placement search within the time limit",
+        }
+    }
+
+    /// The strategy called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
 /// Planning options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanOptions {
@@ -332,6 +386,17 @@ mod tests {
 
     fn sample() -> Graph {
         Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap()
+    }
+
+    #[test]
+    fn every_strategy_and_order_mode_is_found_by_its_name() {
+        for s in Strategy::ALL {
+            assert_eq!(Strategy::from_name(s.name()), Some(s));
+        }
+        for m in OrderMode::ALL {
+            assert_eq!(OrderMode::from_name(m.name()), Some(m));
+        }
+        assert_eq!(Strategy::from_name("fastest"), None);
     }
 
     #[test]
