@@ -704,7 +704,12 @@ impl Service {
     /// `GET /v1/jobs/{id}`.
     pub async fn job(&self, id: &str) -> Result<JobView, ApiError> {
         if let Some(live) = self.live_job(id) {
-            return Ok(live.state.borrow().clone());
+            let mut view = live.state.borrow().clone();
+            if let (JobStatus::Running, Some(started)) = (view.status, view.started_unix_ms) {
+                // Elapsed time now, not at the last progress report.
+                view.progress.elapsed_s = now_ms().saturating_sub(started) as f64 / 1e3;
+            }
+            return Ok(view);
         }
         let key = id.to_string();
         match self.db(move |s| s.job(&key)).await? {

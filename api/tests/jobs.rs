@@ -158,6 +158,12 @@ async fn a_running_job_is_cancelled_and_keeps_its_best_plan_which_is_never_reuse
         assert!(Instant::now() < until);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let v = api.get(&format!("/v1/jobs/{id}")).await.json();
+    assert!(v["progress"]["elapsed_s"].as_f64().unwrap() >= 0.1, "{v}");
+    assert!(
+        v["progress"]["lower_bound_bytes"].as_u64() <= v["progress"]["best_peak_bytes"].as_u64()
+    );
     api.get(&format!("/v1/jobs/{id}/plan"))
         .await
         .assert_problem(409, "is running; its plan is not ready");
