@@ -50,12 +50,40 @@ pub enum Strategy {
     Auto,
 }
 
+impl OrderMode {
+    /// Every order mode, in the order the CLI and the HTTP service list them.
+    pub const ALL: [OrderMode; 2] = [OrderMode::Given, OrderMode::Auto];
+
+    /// Stable lower-case name (CLI `--order`, HTTP `order`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OrderMode::Given => "given",
+            OrderMode::Auto => "auto",
+        }
+    }
+
+    /// One-line description for help texts and API documentation.
+    pub fn about(self) -> &'static str {
+        match self {
+            OrderMode::Given => "the listed order (made topological if needed)",
+            OrderMode::Auto => {
+                "the listed order and the memory-aware order heuristics; keep the best plan"
+            }
+        }
+    }
+
+    /// The mode called `name`, if any.
+    pub fn from_name(name: &str) -> Option<OrderMode> {
+        OrderMode::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
 impl Strategy {
-    /// Every strategy, for registries (CLI, API).
+    /// Every strategy, in the order the CLI and the HTTP service list them.
     pub const ALL: [Strategy; 3] = [Strategy::Heuristic, Strategy::Ilp, Strategy::Auto];
 
-    /// Stable lower-case name.
-    pub fn as_str(self) -> &'static str {
+    /// Stable lower-case name (CLI `--strategy`, HTTP `strategy`).
+    pub fn name(self) -> &'static str {
         match self {
             Strategy::Heuristic => "heuristic",
             Strategy::Ilp => "ilp",
@@ -63,9 +91,24 @@ impl Strategy {
         }
     }
 
-    /// Parses [`Strategy::as_str`] names.
-    pub fn parse(name: &str) -> Option<Strategy> {
-        Strategy::ALL.into_iter().find(|s| s.as_str() == name)
+    /// One-line description for help texts and API documentation.
+    pub fn about(self) -> &'static str {
+        match self {
+            Strategy::Heuristic => "heuristics only (fast)",
+            Strategy::Ilp => {
+                "heuristics, then the order integer program (HiGHS) with most of the time \
+                 limit, then exact placement"
+            }
+            Strategy::Auto => {
+                "heuristics, then the order integer program and the exact placement within \
+                 the time limit; the best plan wins"
+            }
+        }
+    }
+
+    /// The strategy called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.name() == name)
     }
 }
 
@@ -451,6 +494,17 @@ mod tests {
 
     fn sample() -> Graph {
         Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap()
+    }
+
+    #[test]
+    fn every_strategy_and_order_mode_is_found_by_its_name() {
+        for s in Strategy::ALL {
+            assert_eq!(Strategy::from_name(s.name()), Some(s));
+        }
+        for m in OrderMode::ALL {
+            assert_eq!(OrderMode::from_name(m.name()), Some(m));
+        }
+        assert_eq!(Strategy::from_name("fastest"), None);
     }
 
     #[test]

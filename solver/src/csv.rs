@@ -114,17 +114,7 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
             Some(c) => num(c)?,
             None => default_alignment,
         };
-        if size == 0 {
-            return Err(rule("size must be > 0".into()));
-        }
-        if hi <= lo {
-            return Err(rule(format!(
-                "lifetime [{lo}, {hi}) is empty (need lower < upper)"
-            )));
-        }
-        if !alignment.is_power_of_two() {
-            return Err(rule(format!("alignment {alignment} is not a power of two")));
-        }
+        let buffer = check_buffer(lo, hi, size, alignment).map_err(rule)?;
         if let Some(first) = seen.insert(id.clone(), line) {
             return Err(rule(format!("id already used on line {first}")));
         }
@@ -132,16 +122,33 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
             offsets.push(num(c)?);
         }
         ids.push(id);
-        buffers.push(Buffer {
-            lifetime: Lifetime::new(lo, hi),
-            size,
-            alignment,
-        });
+        buffers.push(buffer);
     }
     Ok(BufferCsv {
         ids,
         problem: PlacementProblem::new(buffers),
         offsets: c_off.map(|_| Placement { offsets }),
+    })
+}
+
+/// The rules of one buffer row (size > 0, a non-empty lifetime `[lower, upper)`, a power-of-two
+/// alignment): the buffer, or the rule it breaks. Shared by every reader of buffer lists.
+pub fn check_buffer(lower: u64, upper: u64, size: u64, alignment: u64) -> Result<Buffer, String> {
+    if size == 0 {
+        return Err("size must be > 0".into());
+    }
+    if upper <= lower {
+        return Err(format!(
+            "lifetime [{lower}, {upper}) is empty (need lower < upper)"
+        ));
+    }
+    if !alignment.is_power_of_two() {
+        return Err(format!("alignment {alignment} is not a power of two"));
+    }
+    Ok(Buffer {
+        lifetime: Lifetime::new(lower, upper),
+        size,
+        alignment,
     })
 }
 

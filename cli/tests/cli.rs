@@ -18,7 +18,7 @@ fn tmp(name: &str) -> PathBuf {
 
 fn sample() -> String {
     format!(
-        "{}/samples/resnet_block.train.json",
+        "{}/../samples/resnet_block.train.json",
         env!("CARGO_MANIFEST_DIR")
     )
 }

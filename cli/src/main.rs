@@ -1,19 +1,27 @@
-//! The `memplan` command line: plan, check, place, stats, run.
+//! The `memplan` command line: plan, check, place, stats, run (execute a plan and compare with a
+//! reference run), and serve (the HTTP service of the `memplan-api` crate).
+//!
+//! This binary lives in its own crate because `memplan-api` depends on the `memplan` library:
+//! a `serve` command in the library's own package would make the two packages depend on each
+//! other, which Cargo does not allow.
 
 use anyhow::{Context, Result};
+use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand, ValueEnum};
 use memplan::graph::Graph;
 use memplan::plan::Plan;
 use memplan::planner::{self, OrderMode, PlanOptions, Strategy};
+use memplan_api::config;
 use memplan_solver::place::{self, PlaceOptions};
 use memplan_solver::{csv, Budget};
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// The sample graph bundled with the binary (ResNet-style block, training step).
-const SAMPLE_GRAPH: &str = include_str!("../samples/resnet_block.train.json");
+const SAMPLE_GRAPH: &str = include_str!("../../samples/resnet_block.train.json");
 
 #[derive(Parser)]
 #[command(
@@ -36,13 +44,13 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// `given`: the listed order; `auto`: also try memory-aware reorderings, keep the best.
-        #[arg(long, value_enum, default_value_t = OrderArg::Auto)]
-        order: OrderArg,
-        /// `heuristic`: heuristics only; `ilp`: the order integer program (HiGHS, warm-started
-        /// from the heuristics) picks the order, then exact placement; `auto`: heuristics, the
+        #[arg(long, default_value = "auto", value_parser = order_names())]
+        order: String,
+        /// `heuristic`: heuristics only; `ilp`: heuristics, then the order integer program
+        /// (HiGHS) with most of the time limit, then exact placement; `auto`: heuristics, the
         /// order program and exact placement within the time limit, best plan wins.
-        #[arg(long, value_enum, default_value_t = StrategyArg::Auto)]
-        strategy: StrategyArg,
+        #[arg(long, default_value = "auto", value_parser = strategy_names())]
+        strategy: String,
         /// Time limit in seconds for the whole planning.
         #[arg(long, default_value_t = 1.0)]
         time_limit: f64,
@@ -89,6 +97,9 @@ enum Command {
         /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
         graph: String,
     },
+    /// Run the HTTP service (POST /v1/plan, jobs, check, place, /metrics, /docs) until SIGTERM
+    /// or Ctrl-C.
+    Serve(ServeArgs),
     /// Execute a plan on real memory and compare every graph output with a reference run
     /// in which every tensor has its own allocation; exit 0 if equal, 1 if not (or if the
     /// plan is invalid or cannot be executed).
@@ -129,17 +140,54 @@ enum KernelsArg {
     Mix,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum StrategyArg {
-    Heuristic,
-    Ilp,
-    Auto,
+/// Options of `memplan serve` (defaults from `memplan_api::config`).
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// SQLite file for jobs and stored plans (created when missing).
+    #[arg(long, default_value = "memplan.db")]
+    db: PathBuf,
+    /// Solves that run at once [default: number of cores].
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Requests and jobs that may wait for a solver beyond the running ones; beyond that: 503.
+    #[arg(long, default_value_t = config::DEFAULT_QUEUE)]
+    queue: usize,
+    /// Largest request body in bytes (413 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_BODY_LIMIT)]
+    body_limit: usize,
+    /// Largest number of ops in a graph (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_MAX_OPS)]
+    max_ops: usize,
+    /// Largest number of tensors in a graph (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_MAX_TENSORS)]
+    max_tensors: usize,
+    /// Largest number of buffers of a placement (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_MAX_BUFFERS)]
+    max_buffers: usize,
+    /// Time limit in seconds when a request gives none.
+    #[arg(long, default_value_t = config::DEFAULT_TIME_LIMIT_S)]
+    default_time_limit: f64,
+    /// Largest time limit in seconds of POST /v1/plan and /v1/place (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_SYNC_TIME_LIMIT_CAP_S)]
+    sync_time_limit_cap: f64,
+    /// Largest time limit in seconds of a job (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_MAX_TIME_LIMIT_S)]
+    max_time_limit: f64,
+    /// On SIGTERM, seconds running jobs may still run before they are stopped and kept queued
+    /// for the next start.
+    #[arg(long, default_value_t = config::DEFAULT_SHUTDOWN_GRACE_S)]
+    shutdown_grace: f64,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum OrderArg {
-    Given,
-    Auto,
+fn strategy_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(Strategy::ALL.map(Strategy::name))
+}
+
+fn order_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(OrderMode::ALL.map(OrderMode::name))
 }
 
 /// Bad input: exit code 2.
@@ -223,15 +271,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let g = load_graph(&graph)?;
             let opts = PlanOptions {
-                order: match order {
-                    OrderArg::Given => OrderMode::Given,
-                    OrderArg::Auto => OrderMode::Auto,
-                },
-                strategy: match strategy {
-                    StrategyArg::Heuristic => Strategy::Heuristic,
-                    StrategyArg::Ilp => Strategy::Ilp,
-                    StrategyArg::Auto => Strategy::Auto,
-                },
+                order: OrderMode::from_name(&order)
+                    .ok_or_else(|| bad(format!("unknown --order {order}")))?,
+                strategy: Strategy::from_name(&strategy)
+                    .ok_or_else(|| bad(format!("unknown --strategy {strategy}")))?,
                 time_limit: Some(time_limit(tl)?),
                 inplace,
                 ..PlanOptions::default()
@@ -343,6 +386,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve(args) => serve(args),
         Command::Run {
             graph,
             plan,
@@ -381,6 +425,55 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn seconds(flag: &str, secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        bad(format!(
+            "--{flag} {secs} is not a non-negative number of seconds"
+        ))
+    })
+}
+
+fn serve(a: ServeArgs) -> Result<ExitCode> {
+    let cfg = memplan_api::Config {
+        db_path: Some(a.db.clone()),
+        body_limit: a.body_limit,
+        max_ops: a.max_ops,
+        max_tensors: a.max_tensors,
+        max_buffers: a.max_buffers,
+        workers: a.workers.unwrap_or_else(config::default_workers),
+        queue: a.queue,
+        default_time_limit: seconds("default-time-limit", a.default_time_limit)?,
+        sync_time_limit_cap: seconds("sync-time-limit-cap", a.sync_time_limit_cap)?,
+        max_time_limit: seconds("max-time-limit", a.max_time_limit)?,
+        shutdown_grace: seconds("shutdown-grace", a.shutdown_grace)?,
+    };
+    if cfg.workers == 0 {
+        return Err(bad("--workers must be at least 1"));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let (workers, queue) = (cfg.workers, cfg.queue);
+        let service = memplan_api::Service::start(cfg).await.map_err(|e| match e {
+            memplan_api::StartError::Config(m) => bad(m),
+            e => anyhow::Error::new(e).context(format!("opening {}", a.db.display())),
+        })?;
+        let listener = tokio::net::TcpListener::bind(a.addr)
+            .await
+            .map_err(|e| bad(format!("cannot listen on {}: {e}", a.addr)))?;
+        let local = listener.local_addr()?;
+        eprintln!(
+            "memplan serve: listening on http://{local} (database {}, {workers} workers, queue {queue}; docs at /docs)",
+            a.db.display()
+        );
+        memplan_api::serve(service, listener, memplan_api::shutdown_signal()).await?;
+        eprintln!("memplan serve: stopped");
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn run_plan(

@@ -1,0 +1,156 @@
+//! The memplan HTTP service: plans, persistent jobs, checks and placements over HTTP/JSON, with
+//! an OpenAPI document, limits and Prometheus metrics.
+//!
+//! [`app`] builds the axum [`Router`] over a [`Service`] (the state: settings, the SQLite
+//! [`store`], admission and solver slots, live jobs, metrics); [`serve`] runs it on a listener
+//! with graceful shutdown. The handlers ([`routes`]) and the schemas ([`model`]) are collected
+//! into the OpenAPI document by `utoipa-axum` as the routes are registered, so the document
+//! cannot miss a route. Errors are RFC 9457 problem documents ([`error`]).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use memplan_api::{serve, shutdown_signal, Config, Service};
+//! let service = Service::start(Config { db_path: Some("memplan.db".into()), ..Config::default() }).await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! serve(service, listener, shutdown_signal()).await?;
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod model;
+pub mod request;
+pub mod routes;
+pub mod service;
+pub mod store;
+
+pub use config::Config;
+pub use error::{ApiError, Problem};
+pub use service::{AppState, Service, StartError};
+
+use axum::extract::DefaultBodyLimit;
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::Router;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use tower_http::catch_panic::CatchPanicLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+/// The document-level part of the OpenAPI document (the paths come from the routes).
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "memplan",
+        description = "Memory plans for deep-learning computation graphs: op order, arena offsets \
+            and validation (memplan-graph/1 in, memplan-plan/1 out). Synchronous plans, persistent \
+            jobs with progress events, plan checks and buffer placement. Errors are RFC 9457 \
+            problem documents (`application/problem+json`). Swagger UI: `/docs`.",
+        license(name = "MIT OR Apache-2.0")
+    ),
+    tags(
+        (name = "plans", description = "Plan a graph synchronously"),
+        (name = "jobs", description = "Plan a graph as a persistent job: status, progress, events, cancel"),
+        (name = "tools", description = "Check a plan, place buffers"),
+        (name = "service", description = "Health, metrics, this document")
+    )
+)]
+struct ApiDoc;
+
+/// The routes and the OpenAPI document they describe.
+fn router_parts() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(routes::post_plan))
+        .routes(routes!(routes::post_job))
+        .routes(routes!(routes::get_job, routes::delete_job))
+        .routes(routes!(routes::job_events))
+        .routes(routes!(routes::job_plan))
+        .routes(routes!(routes::post_check))
+        .routes(routes!(routes::post_place))
+        .routes(routes!(routes::healthz))
+        .routes(routes!(routes::metrics))
+        .routes(routes!(routes::openapi_json))
+        .split_for_parts()
+}
+
+/// The OpenAPI document.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    router_parts().1
+}
+
+/// The OpenAPI document as pretty JSON with a final newline (what `openapi/openapi.json`
+/// holds and `GET /openapi.json` serves).
+pub fn openapi_json() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let mut s = openapi()
+            .to_pretty_json()
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        s.push('\n');
+        s
+    })
+}
+
+/// The application: every route, the Swagger UI, error fallbacks, limits, panic catching and
+/// metrics, over `service`.
+pub fn app(service: AppState) -> Router {
+    let (router, _) = router_parts();
+    let metrics = service.metrics().clone();
+    router
+        .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::from("/openapi.json")))
+        .route_layer(from_fn(metrics::tag_route))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(DefaultBodyLimit::max(service.config().body_limit))
+        .layer(CatchPanicLayer::custom(routes::panicked))
+        .layer(from_fn_with_state(metrics, metrics::record))
+        .with_state(service)
+}
+
+/// Serves `service` on `listener` until `signal` completes, then shuts down gracefully:
+/// admission stops, open requests finish, running jobs get the grace period and are then
+/// put back in the queue on disk.
+pub async fn serve(
+    service: Arc<Service>,
+    listener: tokio::net::TcpListener,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = app(service.clone());
+    let stopping = service.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            signal.await;
+            stopping.begin_shutdown();
+        })
+        .await?;
+    service.shutdown().await;
+    Ok(())
+}
+
+/// Completes on SIGTERM or Ctrl-C (SIGINT).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

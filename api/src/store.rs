@@ -1,0 +1,528 @@
+//! SQLite persistence of jobs and plans (one file, WAL journal, `synchronous=FULL`: a job is on
+//! disk before its 202 is sent, so an accepted job survives any crash).
+//!
+//! Tables: `jobs` (request, status, progress, error, the plan it produced) and `plans`
+//! (plan documents; `key` is the content hash of graph + options when the plan may answer an
+//! identical request, NULL for a cancelled job's partial plan). A newer plan for a key
+//! supersedes the older ones, which are deleted unless a job still points at them.
+
+use crate::model::{JobStatus, Progress};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use thiserror::Error;
+
+/// Schema version stored in `PRAGMA user_version`.
+const SCHEMA_VERSION: i64 = 1;
+
+/// A database failure.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// SQLite reported an error.
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The file was written by a newer version.
+    #[error("database schema version {0} is newer than this service's ({SCHEMA_VERSION})")]
+    TooNew(i64),
+    /// A stored value is not what this version writes.
+    #[error("database holds a corrupt value: {0}")]
+    Corrupt(String),
+    /// Another thread panicked while holding the connection.
+    #[error("database connection poisoned by a panic")]
+    Poisoned,
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    /// Job id.
+    pub id: String,
+    /// Content hash of graph + options.
+    pub key: String,
+    /// Status.
+    pub status: JobStatus,
+    /// Graph name.
+    pub graph_name: String,
+    /// Resolved options (JSON).
+    pub options: String,
+    /// Answered from a stored plan.
+    pub cached: bool,
+    /// Times started.
+    pub attempts: u32,
+    /// Accepted at (Unix ms).
+    pub created_ms: u64,
+    /// Last started at.
+    pub started_ms: Option<u64>,
+    /// Finished at.
+    pub finished_ms: Option<u64>,
+    /// Final or last persisted progress.
+    pub progress: Progress,
+    /// Problem document (JSON) of a failed job.
+    pub error: Option<String>,
+    /// Whether a plan is attached.
+    pub has_plan: bool,
+}
+
+/// A new job to insert.
+#[derive(Debug, Clone)]
+pub struct NewJob<'a> {
+    /// Job id.
+    pub id: &'a str,
+    /// Content hash.
+    pub key: &'a str,
+    /// Initial status (`queued`, or `done` for a cache hit).
+    pub status: JobStatus,
+    /// Graph name.
+    pub graph_name: &'a str,
+    /// Canonical graph JSON.
+    pub graph: &'a str,
+    /// Resolved options JSON.
+    pub options: &'a str,
+    /// Accepted at.
+    pub created_ms: u64,
+    /// For a cache hit: the stored plan answering it, and its progress figures.
+    pub cached_plan: Option<(i64, Progress)>,
+}
+
+/// How a job ended.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    /// Terminal status.
+    pub status: JobStatus,
+    /// Finished at.
+    pub finished_ms: u64,
+    /// Final progress.
+    pub progress: Progress,
+    /// Plan produced: (cache key or None, plan JSON).
+    pub plan: Option<(Option<String>, String)>,
+    /// Problem document (JSON) for a failure.
+    pub error: Option<String>,
+}
+
+/// The database (one connection behind a mutex; callers run on blocking threads).
+#[derive(Debug)]
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_u64(v: Option<i64>) -> Option<u64> {
+    v.map(|v| u64::try_from(v).unwrap_or(0))
+}
+
+const JOB_COLUMNS: &str = "id, key, status, graph_name, options, cached, attempts, created_ms, \
+     started_ms, finished_ms, stage, best_peak, lower_bound, elapsed_s, error, plan_id";
+
+fn job_row(r: &Row<'_>) -> rusqlite::Result<(JobRow, String)> {
+    let status: String = r.get(2)?;
+    let best: Option<i64> = r.get(11)?;
+    let lower: Option<i64> = r.get(12)?;
+    let (best, lower) = (to_u64(best), to_u64(lower));
+    let gap = match (best, lower) {
+        (Some(b), Some(l)) if b > 0 => Some(b.saturating_sub(l) as f64 / b as f64),
+        (Some(_), Some(_)) => Some(0.0),
+        _ => None,
+    };
+    let plan_id: Option<i64> = r.get(15)?;
+    Ok((
+        JobRow {
+            id: r.get(0)?,
+            key: r.get(1)?,
+            status: JobStatus::Queued,
+            graph_name: r.get(3)?,
+            options: r.get(4)?,
+            cached: r.get::<_, i64>(5)? != 0,
+            attempts: u32::try_from(r.get::<_, i64>(6)?).unwrap_or(0),
+            created_ms: to_u64(r.get(7)?).unwrap_or(0),
+            started_ms: to_u64(r.get(8)?),
+            finished_ms: to_u64(r.get(9)?),
+            progress: Progress {
+                stage: r.get(10)?,
+                best_peak_bytes: best,
+                lower_bound_bytes: lower,
+                gap,
+                elapsed_s: r.get::<_, Option<f64>>(13)?.unwrap_or(0.0),
+            },
+            error: r.get(14)?,
+            has_plan: plan_id.is_some(),
+        },
+        status,
+    ))
+}
+
+fn with_status((mut row, status): (JobRow, String)) -> Result<JobRow, StoreError> {
+    row.status = JobStatus::from_name(&status)
+        .ok_or_else(|| StoreError::Corrupt(format!("job {} has status {status:?}", row.id)))?;
+    Ok(row)
+}
+
+impl Store {
+    /// Opens (creating when missing) the database at `path`; `None` opens a private in-memory
+    /// database.
+    pub fn open(path: Option<&Path>) -> Result<Store, StoreError> {
+        let conn = match path {
+            Some(p) => Connection::open(p)?,
+            None => Connection::open_in_memory()?,
+        };
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // WAL: readers do not block the writer; FULL: a commit is on disk when it returns.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew(version));
+        }
+        if version < 1 {
+            conn.execute_batch(
+                "BEGIN;
+                 CREATE TABLE IF NOT EXISTS plans (
+                     id INTEGER PRIMARY KEY AUTOINCREMENT,
+                     key TEXT,
+                     plan TEXT NOT NULL,
+                     created_ms INTEGER NOT NULL
+                 );
+                 CREATE INDEX IF NOT EXISTS plans_key ON plans(key, id);
+                 CREATE TABLE IF NOT EXISTS jobs (
+                     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                     id TEXT NOT NULL UNIQUE,
+                     key TEXT NOT NULL,
+                     status TEXT NOT NULL,
+                     graph_name TEXT NOT NULL,
+                     graph TEXT NOT NULL,
+                     options TEXT NOT NULL,
+                     cached INTEGER NOT NULL DEFAULT 0,
+                     attempts INTEGER NOT NULL DEFAULT 0,
+                     created_ms INTEGER NOT NULL,
+                     started_ms INTEGER,
+                     finished_ms INTEGER,
+                     stage TEXT,
+                     best_peak INTEGER,
+                     lower_bound INTEGER,
+                     elapsed_s REAL,
+                     error TEXT,
+                     plan_id INTEGER REFERENCES plans(id)
+                 );
+                 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status, seq);
+                 PRAGMA user_version = 1;
+                 COMMIT;",
+            )?;
+        }
+        Ok(Store {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        self.conn.lock().map_err(|_| StoreError::Poisoned)
+    }
+
+    /// Answers whether the database responds.
+    pub fn ping(&self) -> Result<(), StoreError> {
+        self.conn()?.query_row("SELECT 1", [], |_| Ok(()))?;
+        Ok(())
+    }
+
+    /// Inserts a job (durably).
+    pub fn insert_job(&self, job: &NewJob<'_>) -> Result<(), StoreError> {
+        let conn = self.conn()?;
+        let (plan_id, progress) = match &job.cached_plan {
+            Some((id, p)) => (Some(*id), p.clone()),
+            None => (None, Progress::default()),
+        };
+        let finished = job.status.is_terminal().then_some(to_i64(job.created_ms));
+        conn.execute(
+            "INSERT INTO jobs (id, key, status, graph_name, graph, options, cached, created_ms,
+                               finished_ms, stage, best_peak, lower_bound, elapsed_s, plan_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            params![
+                job.id,
+                job.key,
+                job.status.as_str(),
+                job.graph_name,
+                job.graph,
+                job.options,
+                job.cached_plan.is_some() as i64,
+                to_i64(job.created_ms),
+                finished,
+                progress.stage,
+                progress.best_peak_bytes.map(to_i64),
+                progress.lower_bound_bytes.map(to_i64),
+                progress.elapsed_s,
+                plan_id,
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Marks a queued job running (one more attempt); false when it is no longer queued.
+    pub fn mark_running(&self, id: &str, now_ms: u64) -> Result<bool, StoreError> {
+        let n = self.conn()?.execute(
+            "UPDATE jobs SET status = 'running', started_ms = ?2, attempts = attempts + 1
+             WHERE id = ?1 AND status = 'queued'",
+            params![id, to_i64(now_ms)],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Puts a running job back in the queue; `refund` takes back the attempt (a graceful stop
+    /// is not the job's fault).
+    pub fn requeue(&self, id: &str, refund: bool) -> Result<(), StoreError> {
+        self.conn()?.execute(
+            "UPDATE jobs SET status = 'queued',
+                 attempts = CASE WHEN ?2 AND attempts > 0 THEN attempts - 1 ELSE attempts END
+             WHERE id = ?1 AND status = 'running'",
+            params![id, refund],
+        )?;
+        Ok(())
+    }
+
+    /// Records how a job ended (its plan first, in the same transaction).
+    pub fn finish(&self, id: &str, f: &Finish) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction()?;
+        let plan_id = match &f.plan {
+            Some((key, text)) => Some(insert_plan(&tx, key.as_deref(), text, f.finished_ms)?),
+            None => None,
+        };
+        tx.execute(
+            "UPDATE jobs SET status = ?2, finished_ms = ?3, stage = ?4, best_peak = ?5,
+                 lower_bound = ?6, elapsed_s = ?7, error = ?8,
+                 plan_id = COALESCE(?9, plan_id)
+             WHERE id = ?1",
+            params![
+                id,
+                f.status.as_str(),
+                to_i64(f.finished_ms),
+                f.progress.stage,
+                f.progress.best_peak_bytes.map(to_i64),
+                f.progress.lower_bound_bytes.map(to_i64),
+                f.progress.elapsed_s,
+                f.error,
+                plan_id,
+            ],
+        )?;
+        if let Some((Some(key), _)) = &f.plan {
+            prune(&tx, key)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// A job by id.
+    pub fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+        let conn = self.conn()?;
+        let row = conn
+            .query_row(
+                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
+                [id],
+                job_row,
+            )
+            .optional()?;
+        row.map(with_status).transpose()
+    }
+
+    /// The stored request of a job: (canonical graph JSON, options JSON).
+    pub fn job_request(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
+        Ok(self
+            .conn()?
+            .query_row("SELECT graph, options FROM jobs WHERE id = ?1", [id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?)
+    }
+
+    /// The plan attached to a job.
+    pub fn job_plan(&self, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn()?
+            .query_row(
+                "SELECT p.plan FROM jobs j JOIN plans p ON p.id = j.plan_id WHERE j.id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The newest plan stored for `key`: (plan id, plan JSON).
+    pub fn cached_plan(&self, key: &str) -> Result<Option<(i64, String)>, StoreError> {
+        Ok(self
+            .conn()?
+            .query_row(
+                "SELECT id, plan FROM plans WHERE key = ?1 ORDER BY id DESC LIMIT 1",
+                [key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    /// Stores the plan answering `key` (superseding older ones); returns its id.
+    pub fn put_plan(&self, key: &str, plan: &str, now_ms: u64) -> Result<i64, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction()?;
+        let id = insert_plan(&tx, Some(key), plan, now_ms)?;
+        prune(&tx, key)?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Jobs that were queued or running, oldest first.
+    pub fn unfinished(&self) -> Result<Vec<JobRow>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE status IN ('queued', 'running') ORDER BY seq"
+        ))?;
+        let rows = stmt.query_map([], job_row)?;
+        let mut out = Vec::new();
+        for r in rows {
+            out.push(with_status(r?)?);
+        }
+        Ok(out)
+    }
+
+    /// Number of jobs per status.
+    pub fn status_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt =
+            conn.prepare("SELECT status, COUNT(*) FROM jobs GROUP BY status ORDER BY status")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        let mut out = Vec::new();
+        for r in rows {
+            let (s, n) = r?;
+            out.push((s, u64::try_from(n).unwrap_or(0)));
+        }
+        Ok(out)
+    }
+}
+
+fn insert_plan(
+    tx: &rusqlite::Transaction<'_>,
+    key: Option<&str>,
+    plan: &str,
+    now_ms: u64,
+) -> Result<i64, StoreError> {
+    tx.execute(
+        "INSERT INTO plans (key, plan, created_ms) VALUES (?1, ?2, ?3)",
+        params![key, plan, to_i64(now_ms)],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Deletes the superseded plans of `key` that no job points at.
+fn prune(tx: &rusqlite::Transaction<'_>, key: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM plans WHERE key = ?1
+             AND id < (SELECT MAX(id) FROM plans WHERE key = ?1)
+             AND id NOT IN (SELECT plan_id FROM jobs WHERE plan_id IS NOT NULL)",
+        [key],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job<'a>(id: &'a str, key: &'a str) -> NewJob<'a> {
+        NewJob {
+            id,
+            key,
+            status: JobStatus::Queued,
+            graph_name: "g",
+            graph: "{}",
+            options: "{}",
+            created_ms: 1,
+            cached_plan: None,
+        }
+    }
+
+    #[test]
+    fn a_job_goes_from_queued_to_done_with_its_plan_and_the_plan_answers_its_key() {
+        let s = Store::open(None).unwrap();
+        s.insert_job(&job("a", "k")).unwrap();
+        assert!(s.mark_running("a", 2).unwrap());
+        assert!(!s.mark_running("a", 3).unwrap(), "only a queued job starts");
+        s.finish(
+            "a",
+            &Finish {
+                status: JobStatus::Done,
+                finished_ms: 4,
+                progress: Progress {
+                    best_peak_bytes: Some(10),
+                    lower_bound_bytes: Some(5),
+                    ..Progress::default()
+                },
+                plan: Some((Some("k".into()), "PLAN".into())),
+                error: None,
+            },
+        )
+        .unwrap();
+        let row = s.job("a").unwrap().unwrap();
+        assert_eq!(row.status, JobStatus::Done);
+        assert_eq!(row.attempts, 1);
+        assert_eq!(row.progress.gap, Some(0.5));
+        assert_eq!(s.job_plan("a").unwrap().as_deref(), Some("PLAN"));
+        assert_eq!(
+            s.cached_plan("k").unwrap().map(|p| p.1).as_deref(),
+            Some("PLAN")
+        );
+        assert!(s.unfinished().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_newer_plan_supersedes_an_older_one_but_a_job_keeps_its_own() {
+        let s = Store::open(None).unwrap();
+        s.insert_job(&job("a", "k")).unwrap();
+        s.mark_running("a", 1).unwrap();
+        s.finish(
+            "a",
+            &Finish {
+                status: JobStatus::Done,
+                finished_ms: 2,
+                progress: Progress::default(),
+                plan: Some((Some("k".into()), "OLD".into())),
+                error: None,
+            },
+        )
+        .unwrap();
+        s.put_plan("k", "NEWER", 3).unwrap();
+        s.put_plan("k", "NEWEST", 4).unwrap();
+        assert_eq!(s.cached_plan("k").unwrap().unwrap().1, "NEWEST");
+        assert_eq!(s.job_plan("a").unwrap().as_deref(), Some("OLD"));
+        let n: i64 = s
+            .conn()
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM plans", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 2, "NEWER is pruned, OLD is kept for job a");
+    }
+
+    #[test]
+    fn a_graceful_requeue_refunds_the_attempt() {
+        let s = Store::open(None).unwrap();
+        s.insert_job(&job("a", "k")).unwrap();
+        s.mark_running("a", 1).unwrap();
+        s.requeue("a", true).unwrap();
+        let row = s.job("a").unwrap().unwrap();
+        assert_eq!((row.status, row.attempts), (JobStatus::Queued, 0));
+        assert_eq!(s.unfinished().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_database_from_a_newer_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite3");
+        drop(Store::open(Some(&path)).unwrap());
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        assert!(matches!(
+            Store::open(Some(&path)),
+            Err(StoreError::TooNew(99))
+        ));
+    }
+}

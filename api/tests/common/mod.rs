@@ -1,0 +1,203 @@
+//! Shared helpers of the service's black-box tests: a service over a fresh database, one-shot
+//! requests, the sample graph and a graph that keeps the exact search busy.
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use memplan_api::{app, AppState, Config, Service};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tower::ServiceExt;
+
+/// A test service and its router.
+pub struct Api {
+    pub service: AppState,
+    pub app: Router,
+}
+
+/// A reply: status, headers, body text.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub text: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a problem document with this status whose detail contains `needle`.
+    pub fn assert_problem(&self, status: u16, needle: &str) -> Value {
+        assert_eq!(self.status.as_u16(), status, "{}", self.text);
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json"),
+            "{}",
+            self.text
+        );
+        let p = self.json();
+        assert_eq!(p["status"], status);
+        assert!(p["type"]
+            .as_str()
+            .unwrap()
+            .starts_with("urn:memplan:problem:"));
+        assert!(
+            p["detail"].as_str().unwrap().contains(needle),
+            "detail {:?} lacks {needle:?}",
+            p["detail"]
+        );
+        p
+    }
+}
+
+/// Settings for tests: in memory unless a path is given, 2 workers.
+pub fn config(db: Option<&Path>) -> Config {
+    Config {
+        db_path: db.map(Path::to_path_buf),
+        workers: 2,
+        ..Config::default()
+    }
+}
+
+pub async fn start(config: Config) -> Api {
+    let service = Service::start(config).await.unwrap();
+    let app = app(service.clone());
+    Api { service, app }
+}
+
+impl Api {
+    pub async fn send(
+        &self,
+        method: Method,
+        uri: &str,
+        content_type: Option<&str>,
+        body: impl Into<Body>,
+    ) -> Reply {
+        let mut b = Request::builder().method(method).uri(uri);
+        if let Some(ct) = content_type {
+            b = b.header("content-type", ct);
+        }
+        let resp = self
+            .app
+            .clone()
+            .oneshot(b.body(body.into()).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        Reply {
+            status,
+            headers,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    pub async fn get(&self, uri: &str) -> Reply {
+        self.send(Method::GET, uri, None, Body::empty()).await
+    }
+
+    pub async fn delete(&self, uri: &str) -> Reply {
+        self.send(Method::DELETE, uri, None, Body::empty()).await
+    }
+
+    pub async fn post_json(&self, uri: &str, body: &Value) -> Reply {
+        self.send(
+            Method::POST,
+            uri,
+            Some("application/json"),
+            body.to_string(),
+        )
+        .await
+    }
+
+    /// Polls a job until `done(status)` or the timeout.
+    pub async fn wait_job(
+        &self,
+        id: &str,
+        timeout: Duration,
+        done: impl Fn(&str) -> bool,
+    ) -> Value {
+        let until = Instant::now() + timeout;
+        loop {
+            let r = self.get(&format!("/v1/jobs/{id}")).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+            let v = r.json();
+            if done(v["status"].as_str().unwrap()) {
+                return v;
+            }
+            assert!(Instant::now() < until, "job {id} still {}", v["status"]);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+pub fn repo() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+pub fn sample_text() -> String {
+    std::fs::read_to_string(repo().join("samples/resnet_block.train.json")).unwrap()
+}
+
+pub fn sample() -> Value {
+    serde_json::from_str(&sample_text()).unwrap()
+}
+
+pub fn plan_request(graph: Value, options: Value) -> Value {
+    json!({"graph": graph, "options": options})
+}
+
+/// `n` ops, each reading its predecessor's output and `reads` outputs from up to `window`
+/// ops back (deterministic pseudo-random sizes and reads): many buffers with overlapping,
+/// uneven lifetimes, so the exact placement search does not finish within minutes and a job
+/// stays running until it is cancelled or out of time. `busy_graph()` is the one the tests use.
+pub fn busy_graph_with(n: usize, window: u64, reads: usize) -> Value {
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut tensors = vec![json!({"name": "t0", "size": 4096, "kind": "input"})];
+    let mut ops = Vec::new();
+    for i in 1..=n as u64 {
+        let size = 256 * (1 + next() % 977);
+        let kind = if i == n as u64 {
+            "output"
+        } else {
+            "activation"
+        };
+        tensors.push(json!({"name": format!("t{i}"), "size": size, "kind": kind}));
+        let mut inputs = vec![format!("t{}", i - 1)];
+        for _ in 0..reads {
+            let back = 1 + next() % window;
+            if back <= i {
+                inputs.push(format!("t{}", i - back));
+            }
+        }
+        ops.push(json!({"name": format!("op{i}"), "type": "f", "inputs": inputs, "outputs": [format!("t{i}")]}));
+    }
+    json!({"format": "memplan-graph/1", "name": format!("busy{n}"), "alignment": 256, "tensors": tensors, "ops": ops})
+}
+
+/// The graph that keeps a job busy (see [`busy_graph_with`]); plan it with `order: given`.
+pub fn busy_graph() -> Value {
+    busy_graph_with(400, 60, 2)
+}
+
+/// Checks a plan document against its graph with the library's validator.
+pub fn assert_valid_plan(graph: &Value, plan: &str) {
+    let g = memplan::Graph::parse(&graph.to_string()).unwrap();
+    let p = memplan::Plan::parse(plan).unwrap();
+    memplan::validate(&g, &p, None).unwrap_or_else(|v| panic!("invalid plan: {v}"));
+}

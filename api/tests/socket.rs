@@ -1,0 +1,127 @@
+//! The service on a real socket (port 0): 200 concurrent requests are all answered, correctly,
+//! with and without overload; shutdown is graceful.
+
+mod common;
+
+use axum::body::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use memplan_api::{serve, Config, Service};
+use serde_json::json;
+use std::net::SocketAddr;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+struct Server {
+    addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn server(config: Config) -> Server {
+    let service = Service::start(config).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(service, listener, async {
+        let _ = rx.await;
+    }));
+    Server { addr, stop, task }
+}
+
+/// One request on its own connection: (status, Retry-After, body).
+async fn post(addr: SocketAddr, path: &str, body: String) -> (u16, Option<String>, String) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::post(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, retry, String::from_utf8(body.to_vec()).unwrap())
+}
+
+fn named_sample(i: usize) -> serde_json::Value {
+    let mut g = sample();
+    g["name"] = json!(format!("sample-{i}"));
+    g
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_plans_are_all_answered_correctly() {
+    let s = server(config(None)).await;
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let body = plan_request(
+                named_sample(i),
+                json!({"strategy": "heuristic", "order": "given"}),
+            );
+            tokio::spawn(post(s.addr, "/v1/plan", body.to_string()))
+        })
+        .collect();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (status, _, body) = t.await.unwrap();
+        assert_eq!(status, 200, "request {i}: {body}");
+        assert_valid_plan(&named_sample(i), &body);
+        let plan: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            plan["graph"],
+            format!("sample-{i}"),
+            "answers must not be mixed up"
+        );
+    }
+    s.stop.send(()).unwrap();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_overload_every_request_is_answered_either_with_a_plan_or_503_and_retry_after() {
+    let mut c = config(None);
+    c.workers = 1;
+    c.queue = 8;
+    let s = server(c).await;
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let body = plan_request(
+                named_sample(i),
+                json!({"strategy": "heuristic", "order": "given"}),
+            );
+            tokio::spawn(post(s.addr, "/v1/plan", body.to_string()))
+        })
+        .collect();
+    let (mut ok, mut busy) = (0, 0);
+    for (i, t) in tasks.into_iter().enumerate() {
+        match t.await.unwrap() {
+            (200, _, body) => {
+                assert_valid_plan(&named_sample(i), &body);
+                ok += 1;
+            }
+            (503, retry, body) => {
+                assert!(retry.unwrap().parse::<u64>().unwrap() >= 1);
+                assert!(body.contains("urn:memplan:problem:overloaded"), "{body}");
+                busy += 1;
+            }
+            (status, _, body) => panic!("request {i}: {status} {body}"),
+        }
+    }
+    eprintln!("{ok} plans, {busy} refused with 503");
+    assert_eq!(ok + busy, 200);
+    assert!(
+        ok >= 9,
+        "at least the worker and the queue's places are served: {ok}"
+    );
+    s.stop.send(()).unwrap();
+    s.task.await.unwrap().unwrap();
+}
