@@ -89,12 +89,16 @@ fn with_round_trips(g: &Graph, p: &Plan) -> Plan {
 }
 
 #[test]
-fn heuristic_exact_inplace_and_rewritten_plans_of_the_sample_reproduce_the_reference() {
+fn heuristic_ilp_exact_inplace_and_rewritten_plans_of_the_sample_reproduce_the_reference() {
     let g = sample();
     for o in [
         heuristic(OrderMode::Given),
         heuristic(OrderMode::Auto),
         exact(),
+        PlanOptions {
+            strategy: Solvers::Ilp,
+            ..exact()
+        },
     ] {
         let p = plan(&g, &o).unwrap();
         assert_runs_equal(&g, &p, KernelMode::Real);
