@@ -21,7 +21,7 @@ use crate::plan::{emit, MemberStat, Plan};
 use memplan_solver::order::ilp::{optimise_order, OrderIlpOptions};
 use memplan_solver::order::{self, lifetimes, LifetimeOptions, OrderLifetimes};
 use memplan_solver::place::{self, PlaceOutcome};
-use memplan_solver::{Budget, CancelToken, PlacementError, SolveStats, SolveStatus};
+use memplan_solver::{Budget, CancelToken, PlacementError, ProgressFn, SolveStats, SolveStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -220,6 +220,15 @@ struct Candidate {
     placed: PlaceOutcome,
 }
 
+/// The lowest peak among the candidates (0 when there are none).
+fn best_peak(cands: &[Candidate]) -> u64 {
+    cands
+        .iter()
+        .map(|c| c.placed.stats.objective)
+        .min()
+        .unwrap_or(0)
+}
+
 /// Plans `graph` (see the module doc).
 pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let started = Instant::now();
@@ -283,8 +292,23 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         });
     }
     if let (true, Some(r)) = (solving, &order_result) {
+        // HiGHS' improving solutions, as progress (a window's peak is not the plan's: report
+        // the best of it and the heuristic plan so far).
+        let progress = opts.progress.clone().map(|sink| {
+            let best = best_peak(&candidates);
+            let bound = r.stats.lower_bound;
+            ProgressFn::new(move |peak, _| {
+                sink.report(&Progress {
+                    stage: "order_ilp",
+                    best_peak: best.min(peak.max(bound)),
+                    lower_bound: bound,
+                    elapsed: started.elapsed(),
+                })
+            })
+        });
         let iopts = OrderIlpOptions {
             budget: until(ilp_share),
+            progress,
             known_bound: if opts.inplace { 0 } else { r.stats.lower_bound },
             ..OrderIlpOptions::default()
         };
@@ -309,26 +333,14 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         Some(r) => r.stats.lower_bound,
         None => cands.first().map_or(0, |c| c.placed.stats.lower_bound),
     };
-    let best_now = |cands: &[Candidate]| {
-        cands
-            .iter()
-            .map(|c| c.placed.stats.objective)
-            .min()
-            .unwrap_or(0)
-    };
-    report("heuristics", best_now(&candidates), bound_now(&candidates));
+    report("heuristics", best_peak(&candidates), bound_now(&candidates));
     if solving {
         let count = candidates.len() as u32;
         for k in 0..candidates.len() {
-            let best_peak = candidates
-                .iter()
-                .map(|c| c.placed.stats.objective)
-                .min()
-                .unwrap_or(0);
+            let best = best_peak(&candidates);
             let c = &candidates[k];
             // Only worth it where the exact search could beat the best plan so far.
-            if c.placed.stats.objective <= c.placed.stats.lower_bound
-                || c.lt.problem.load() >= best_peak
+            if c.placed.stats.objective <= c.placed.stats.lower_bound || c.lt.problem.load() >= best
             {
                 continue;
             }
@@ -340,7 +352,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             };
             let c = &mut candidates[k];
             c.placed = place::refine(&c.lt.problem, &c.placed, &share)?;
-            report("exact", best_now(&candidates), bound_now(&candidates));
+            report("exact", best_peak(&candidates), bound_now(&candidates));
         }
     }
     let best = candidates

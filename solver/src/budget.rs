@@ -41,6 +41,37 @@ impl PartialEq for CancelToken {
 
 impl Eq for CancelToken {}
 
+/// A callback for solver progress: called with the best objective found so far and the best
+/// proven lower bound (both bytes) whenever a solver improves either. Clones share the
+/// callback; it may be called from the solver's thread.
+#[derive(Clone)]
+pub struct ProgressFn(pub Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl ProgressFn {
+    /// Wraps a callback `f(objective, lower_bound)`.
+    pub fn new(f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+        ProgressFn(Arc::new(f))
+    }
+
+    /// Reports one update.
+    pub fn report(&self, objective: u64, lower_bound: u64) {
+        (self.0)(objective, lower_bound)
+    }
+}
+
+impl std::fmt::Debug for ProgressFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressFn(..)")
+    }
+}
+
+impl PartialEq for ProgressFn {
+    /// Callbacks are equal when they are one callback.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Limits a solver must respect. `None` means unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Budget {

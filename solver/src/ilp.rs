@@ -339,43 +339,81 @@ fn set_option<V: HighsOptionValue>(
         .map_err(|_| IlpError::Solver(format!("setting option {name}")))
 }
 
-/// The HiGHS callback: asks for an interrupt when the user's flag is set.
+/// What the HiGHS callback watches: a stop flag, and a progress callback receiving the MIP's
+/// primal and dual bounds (in model units; `scale` converts them to bytes).
+pub(crate) struct HighsWatch<'a> {
+    /// Raised: HiGHS stops at its next MIP interrupt check.
+    pub cancel: Option<&'a AtomicBool>,
+    /// Called on every improving solution with `(primal, dual)` in bytes.
+    pub progress: Option<&'a crate::budget::ProgressFn>,
+    /// Bytes per model unit of the objective.
+    pub scale: f64,
+}
+
+/// The HiGHS callback: asks for an interrupt when the stop flag is raised, and reports
+/// improving solutions to the progress callback.
 ///
 /// # Safety
-/// `user` must be null or point to an `AtomicBool` alive for the whole solve; `data_in` must be
-/// null or valid (HiGHS guarantees it for its callbacks).
-unsafe extern "C" fn interrupt_callback(
+/// `user` must be null or point to a [`HighsWatch`] alive for the whole solve; `data_in` and
+/// `data_out` must be null or valid (HiGHS guarantees it for its callbacks).
+unsafe extern "C" fn watch_callback(
     kind: c_int,
     _message: *const c_char,
-    _data_out: *const highs_sys::HighsCallbackDataOut,
+    data_out: *const highs_sys::HighsCallbackDataOut,
     data_in: *mut highs_sys::HighsCallbackDataIn,
     user: *mut c_void,
 ) {
-    if kind != highs_sys::kHighsCallbackMipInterrupt || user.is_null() || data_in.is_null() {
+    if user.is_null() {
         return;
     }
-    // SAFETY: per the contract above, `user` is a live `AtomicBool` and `data_in` is valid.
-    unsafe {
-        if (*(user as *const AtomicBool)).load(Ordering::Relaxed) {
-            (*data_in).user_interrupt = 1;
+    // SAFETY: per the contract above, `user` is a live `HighsWatch`.
+    let watch = unsafe { &*(user as *const HighsWatch<'_>) };
+    if kind == highs_sys::kHighsCallbackMipInterrupt && !data_in.is_null() {
+        if watch.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            // SAFETY: `data_in` is valid (checked non-null; HiGHS owns it for this call).
+            unsafe { (*data_in).user_interrupt = 1 };
+        }
+    } else if kind == highs_sys::kHighsCallbackMipImprovingSolution && !data_out.is_null() {
+        if let Some(progress) = watch.progress {
+            // SAFETY: `data_out` is valid for this call.
+            let (primal, dual) =
+                unsafe { ((*data_out).mip_primal_bound, (*data_out).mip_dual_bound) };
+            let bytes = |v: f64| {
+                if v.is_finite() && v > 0.0 {
+                    (v * watch.scale) as u64
+                } else {
+                    0
+                }
+            };
+            // A panic must not unwind into C++.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                progress.report(bytes(primal), bytes(dual).min(bytes(primal)))
+            }));
         }
     }
 }
 
-/// Makes HiGHS stop at its next MIP interrupt check once `flag` is raised. The caller keeps
-/// `flag` alive (borrowed) until the model is solved and dropped.
-pub(crate) fn install_interrupt(model: &mut highs::Model, flag: &AtomicBool) -> Result<(), ()> {
-    // SAFETY: the model's pointer is a live Highs instance; `flag` outlives the solve (the
+/// Installs [`watch_callback`] with `watch`: interrupts when its flag is raised, reports
+/// improving solutions to its progress callback. The caller keeps `watch` alive (borrowed)
+/// until the model is solved and dropped.
+pub(crate) fn install_watch(model: &mut highs::Model, watch: &HighsWatch<'_>) -> Result<(), ()> {
+    // SAFETY: the model's pointer is a live Highs instance; `watch` outlives the solve (the
     // caller borrows it for the whole solve, and the solved model is dropped before it).
     let ok = unsafe {
         let ptr = model.as_mut_ptr();
         highs_sys::Highs_setCallback(
             ptr,
-            Some(interrupt_callback),
-            flag as *const AtomicBool as *mut c_void,
+            Some(watch_callback),
+            watch as *const HighsWatch<'_> as *mut c_void,
         ) == highs_sys::STATUS_OK
-            && highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackMipInterrupt)
-                == highs_sys::STATUS_OK
+            && (watch.cancel.is_none()
+                || highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackMipInterrupt)
+                    == highs_sys::STATUS_OK)
+            && (watch.progress.is_none()
+                || highs_sys::Highs_startCallback(
+                    ptr,
+                    highs_sys::kHighsCallbackMipImprovingSolution,
+                ) == highs_sys::STATUS_OK)
     };
     if ok {
         Ok(())
@@ -560,8 +598,13 @@ fn solve(
     model
         .try_set_solution(Some(&start), None, None, None)
         .map_err(|_| highs_err("setting the warm start"))?;
-    if let Some(flag) = opts.cancel {
-        install_interrupt(&mut model, flag)
+    let watch = HighsWatch {
+        cancel: opts.cancel,
+        progress: None,
+        scale: unit as f64,
+    };
+    if watch.cancel.is_some() {
+        install_watch(&mut model, &watch)
             .map_err(|_| highs_err("installing the interrupt callback"))?;
     }
     let solved = model

@@ -34,6 +34,9 @@
 //! (`mip_dual_bound`, read through the `highs` crate) is reported, never below the caller's
 //! order-independent bound; window proofs only bound orders that move the window.
 //!
+//! **Progress and cancellation** go through HiGHS' callback: improving solutions are reported
+//! to [`OrderIlpOptions::progress`], and a raised [`Budget::cancel`] interrupts the solve.
+//!
 //! **Guarantees.** Warm-started from the incumbent order (a full start: every `x`, `live` and
 //! `P`), so HiGHS starts with it as its incumbent; every order it returns is checked
 //! ([`OrderProblem::check_order`]) and its LOAD recomputed, so the result is never worse than
@@ -82,6 +85,9 @@ pub struct OrderIlpOptions {
     /// A lower bound valid for every order (e.g. the order-independent bound), used to cut the
     /// search and reported when the model proves less.
     pub known_bound: u64,
+    /// Called from HiGHS' callback on every improving solution of a model with its peak and
+    /// proven bound (bytes; for a window, of the window's steps).
+    pub progress: Option<crate::budget::ProgressFn>,
 }
 
 /// HiGHS branch-and-bound nodes per model when the caller gives no limit.
@@ -98,6 +104,7 @@ impl Default for OrderIlpOptions {
             max_window: 64,
             max_models: 64,
             known_bound: 0,
+            progress: None,
         }
     }
 }
@@ -601,9 +608,14 @@ fn solve_window(
     model
         .try_set_solution(Some(&warm), None, None, None)
         .map_err(|_| err("setting the warm start".into()))?;
-    if let Some(token) = &opts.budget.cancel {
-        crate::ilp::install_interrupt(&mut model, token.flag())
-            .map_err(|_| err("installing the interrupt callback".into()))?;
+    let watch = crate::ilp::HighsWatch {
+        cancel: opts.budget.cancel.as_ref().map(|t| t.flag()),
+        progress: opts.progress.as_ref(),
+        scale,
+    };
+    if watch.cancel.is_some() || watch.progress.is_some() {
+        crate::ilp::install_watch(&mut model, &watch)
+            .map_err(|_| err("installing the HiGHS callback".into()))?;
     }
     let solved = model
         .try_solve()
@@ -789,6 +801,29 @@ mod tests {
         // Node limits only: the same run gives the same order.
         let again = optimise_order(&p, &listed, &opts).unwrap();
         assert_eq!(out.order, again.order);
+    }
+
+    #[test]
+    fn improving_solutions_are_reported_through_the_highs_callback() {
+        use std::sync::{Arc, Mutex};
+        let p = two_branches();
+        let start = vec![0, 3, 1, 4, 2, 5, 6];
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let seen = seen.clone();
+            crate::budget::ProgressFn::new(move |peak, bound| {
+                seen.lock().unwrap().push((peak, bound))
+            })
+        };
+        let opts = OrderIlpOptions {
+            progress: Some(sink),
+            ..OrderIlpOptions::default()
+        };
+        let out = optimise_order(&p, &start, &opts).unwrap();
+        let seen = seen.lock().unwrap();
+        assert!(!seen.is_empty(), "no progress reported");
+        assert!(seen.iter().all(|&(peak, bound)| bound <= peak));
+        assert_eq!(seen.last().unwrap().0, out.stats.objective);
     }
 
     #[test]
