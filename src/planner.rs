@@ -280,17 +280,36 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         }
         order_result = Some(r);
     }
-    let mut candidates = Vec::new();
-    for (order, method) in orders {
-        let lt = lifetimes(&problem, &order, &lopts);
-        let placed = place::heuristics(&lt.problem, &remaining())?;
-        candidates.push(Candidate {
-            order,
-            method,
-            lt,
-            placed,
-        });
-    }
+    // The candidates are independent: place them on threads of their own (each result is
+    // deterministic, so the plan does not depend on the scheduling).
+    let budget = remaining();
+    let placed: Vec<Result<Candidate, PlanError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = orders
+            .into_iter()
+            .map(|(order, method)| {
+                let (problem, budget) = (&problem, &budget);
+                scope.spawn(move || -> Result<Candidate, PlanError> {
+                    let lt = lifetimes(problem, &order, &lopts);
+                    let placed = place::heuristics(&lt.problem, budget)?;
+                    Ok(Candidate {
+                        order,
+                        method,
+                        lt,
+                        placed,
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(PlanError::Internal("a placement thread panicked".into()))
+                })
+            })
+            .collect()
+    });
+    let mut candidates = placed.into_iter().collect::<Result<Vec<_>, _>>()?;
     if let (true, Some(r)) = (solving, &order_result) {
         // HiGHS' improving solutions, as progress (a window's peak is not the plan's: report
         // the best of it and the heuristic plan so far).
