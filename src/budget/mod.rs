@@ -1,0 +1,717 @@
+//! Fitting a memory budget on a fixed op order: spill to host and recompute.
+//!
+//! A [`SpillStrategy`] turns a target (live bytes per step) into a residency [`Sched`]: per
+//! tensor and per gap between consecutive uses, keep / spill (`spill_out` after the use,
+//! `spill_in` at a prefetch step before the next, possibly at another offset) / recompute
+//! (re-execute a single-output producer right before the next use). The pipeline
+//! ([`plan_with_budget`]) then makes every residency interval, workspace and recompute
+//! workspace a buffer, places them with the placement portfolio (so a tensor may come back at
+//! a different offset), places the host copies in a host pool the same way (`host_bytes`),
+//! emits the instruction stream and replays it with the validator under the budget.
+//! Placement adds fragmentation on top of live bytes, so adaptive strategies are re-run with
+//! a lower target until the placed peak fits (at most [`MAX_ATTEMPTS`] times).
+//!
+//! The modelled step time comes from [`simulate`]: one compute stream and one copy stream per
+//! direction; a copy or an exec waits for the memory it reserves to be released (the readers
+//! of the previous occupant done, or its spill_out copied), an exec waits for its inputs'
+//! spill_ins. Overhead is the step time minus the sum of the ops' times.
+//!
+//! Strategies ([`registry`]): `sweep` (the heuristic, [`sweep`]), `chen` (√n checkpointing,
+//! [`chen`]) and `spill-all` ([`spill_all`]); `best` runs them all and keeps the fitting plan
+//! with the lowest modelled overhead.
+
+pub mod chen;
+pub mod schedule;
+pub mod spill_all;
+pub mod sweep;
+
+use crate::cost::DeviceProfile;
+use crate::graph::{Graph, TensorId, TensorKind};
+use crate::plan::{Instruction, Plan, PlanStats, WeightSlot, PLAN_FORMAT};
+use memplan_solver::place;
+use memplan_solver::{Budget, Buffer, Lifetime, PlacementError, PlacementProblem};
+use schedule::{Ctx, End, Params, Sched, Start};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// How many targets an adaptive strategy tries before giving up.
+pub const MAX_ATTEMPTS: usize = 12;
+
+/// A way to decide keep / spill / recompute for a target of live bytes.
+pub trait SpillStrategy {
+    /// Stable name (CLI `--spill-strategy`).
+    fn name(&self) -> &'static str;
+    /// One-line description.
+    fn about(&self) -> &'static str;
+    /// The schedule for `target` live bytes per step (best effort: steps it cannot bring
+    /// under the target stay over it).
+    fn schedule(&self, ctx: &Ctx, target: u64) -> Sched;
+    /// Whether a lower target gives a lower peak (so the pipeline may retry with one).
+    fn adapts(&self) -> bool;
+}
+
+/// Every strategy, in the order `best` tries them (earlier wins ties).
+pub fn registry() -> Vec<Box<dyn SpillStrategy>> {
+    vec![
+        Box::new(sweep::Sweep),
+        Box::new(chen::Chen),
+        Box::new(spill_all::SpillAll),
+    ]
+}
+
+/// The name that runs every strategy and keeps the best fitting plan.
+pub const BEST: &str = "best";
+
+/// Names accepted for the strategy: [`BEST`] and the registry's.
+pub fn strategy_names() -> Vec<&'static str> {
+    let mut v = vec![BEST];
+    v.extend(registry().iter().map(|s| s.name()));
+    v
+}
+
+/// Options of a budgeted plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetOptions {
+    /// Arena budget (bytes, > 0).
+    pub budget: u64,
+    /// Strategy name ([`strategy_names`]).
+    pub strategy: String,
+    /// The device's figures.
+    pub profile: DeviceProfile,
+    /// Strategy knobs.
+    pub params: Params,
+    /// Time limit per placement run (`None`: the heuristics' own caps, deterministic).
+    pub placement_time: Option<Duration>,
+}
+
+impl Default for BudgetOptions {
+    fn default() -> Self {
+        BudgetOptions {
+            budget: 0,
+            strategy: BEST.into(),
+            profile: DeviceProfile::h200(),
+            params: Params::default(),
+            placement_time: None,
+        }
+    }
+}
+
+/// Budget figures in the plan stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct BudgetStat {
+    /// The budget (bytes).
+    pub budget_bytes: u64,
+    /// Strategy that produced the plan.
+    pub strategy: String,
+    /// Live-bytes target of the attempt that fitted (bytes).
+    pub target_bytes: u64,
+    /// Attempts (targets tried) of that strategy.
+    pub attempts: usize,
+    /// Device profile name.
+    pub device: String,
+    /// Bytes copied device→host.
+    pub spilled_out_bytes: u64,
+    /// Bytes copied host→device.
+    pub spilled_in_bytes: u64,
+    /// Number of spill_out instructions.
+    pub spills: usize,
+    /// Number of re-executed ops.
+    pub recomputed_ops: usize,
+    /// Flops of the re-executed ops.
+    pub recompute_flops: f64,
+    /// Modelled time of the re-executed ops (µs).
+    pub recompute_us: f64,
+    /// Modelled step time without any spill or recompute: the ops' times summed (µs).
+    pub base_step_us: f64,
+    /// Modelled step time of this plan (µs).
+    pub step_us: f64,
+    /// `step_us - base_step_us` (µs).
+    pub overhead_us: f64,
+    /// Overhead as a percentage of `base_step_us`.
+    pub overhead_pct: f64,
+    /// The largest bytes any single op needs at once (inputs, outputs, workspace): no plan
+    /// fits a smaller budget.
+    pub min_bytes: u64,
+    /// Every strategy tried (`best`): name, peak reached, overhead %, fitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<TriedStat>,
+}
+
+/// One strategy's outcome under `best`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TriedStat {
+    /// Strategy name.
+    pub name: String,
+    /// Lowest peak it reached (bytes).
+    pub peak_bytes: u64,
+    /// Its modelled overhead (% of the base step time).
+    pub overhead_pct: f64,
+    /// Whether it fitted the budget.
+    pub fits: bool,
+}
+
+/// Why no plan fits.
+#[derive(Debug, Error)]
+pub enum BudgetError {
+    /// A zero budget.
+    #[error("the budget must be more than 0 bytes")]
+    Zero,
+    /// An unknown strategy name.
+    #[error("unknown spill strategy {0:?} (known: {1})")]
+    UnknownStrategy(String, String),
+    /// The order is not a permutation of the ops.
+    #[error("the order does not list every op once")]
+    BadOrder,
+    /// No strategy reaches the budget.
+    #[error(
+        "budget of {budget} bytes cannot be met: the smallest peak reached is {reached} bytes \
+         (strategy {strategy}); no plan can go below {min_bytes} bytes, what op {op:?} alone \
+         needs (inputs + outputs + workspace)"
+    )]
+    Infeasible {
+        /// The budget asked.
+        budget: u64,
+        /// The smallest peak reached.
+        reached: u64,
+        /// The strategy that reached it.
+        strategy: String,
+        /// The per-op lower bound.
+        min_bytes: u64,
+        /// The op that sets it.
+        op: String,
+    },
+    /// A placement problem was malformed (internal).
+    #[error("placement: {0}")]
+    Placement(#[from] PlacementError),
+    /// The emitted plan failed the validator (internal).
+    #[error("internal error: budgeted plan is invalid: {0}")]
+    Invalid(#[from] crate::validate::Violation),
+}
+
+/// The largest bytes one op needs at once and that op's name.
+pub fn min_bytes(graph: &Graph) -> (u64, String) {
+    let mut best = (0, String::new());
+    for op in &graph.ops {
+        let mut ts: Vec<TensorId> = op
+            .inputs
+            .iter()
+            .chain(&op.outputs)
+            .copied()
+            .filter(|&t| graph.tensor(t).kind != TensorKind::Weight)
+            .collect();
+        ts.sort_unstable();
+        ts.dedup();
+        let b = ts.iter().map(|&t| graph.tensor(t).size).sum::<u64>() + op.workspace;
+        if b > best.0 {
+            best = (b, op.name.clone());
+        }
+    }
+    best
+}
+
+/// A placed, emitted plan of one schedule.
+struct Built {
+    plan: Plan,
+    peak: u64,
+}
+
+/// Plans `graph` on `order` (op indices, topological) under `opts.budget` (see the module
+/// doc). The plan passes [`crate::validate`] with the budget.
+pub fn plan_with_budget(
+    graph: &Graph,
+    order: &[usize],
+    opts: &BudgetOptions,
+) -> Result<Plan, BudgetError> {
+    let started = Instant::now();
+    if opts.budget == 0 {
+        return Err(BudgetError::Zero);
+    }
+    let mut seen = vec![false; graph.ops.len()];
+    if order.len() != graph.ops.len() || order.iter().any(|&k| k >= seen.len()) {
+        return Err(BudgetError::BadOrder);
+    }
+    for &k in order {
+        if std::mem::replace(&mut seen[k], true) {
+            return Err(BudgetError::BadOrder);
+        }
+    }
+    let all = registry();
+    let chosen: Vec<&dyn SpillStrategy> = if opts.strategy == BEST {
+        all.iter().map(|s| s.as_ref()).collect()
+    } else {
+        match all.iter().find(|s| s.name() == opts.strategy) {
+            Some(s) => vec![s.as_ref()],
+            None => {
+                return Err(BudgetError::UnknownStrategy(
+                    opts.strategy.clone(),
+                    strategy_names().join(", "),
+                ))
+            }
+        }
+    };
+    let ctx = Ctx::new(graph, order, opts.profile.clone(), opts.params);
+    let (min, min_op) = min_bytes(graph);
+    let mut tried = Vec::new();
+    let mut best: Option<(Built, f64, &'static str, u64, usize)> = None;
+    let mut reached: Option<(u64, &'static str)> = None;
+    for strategy in chosen {
+        let mut target = opts.budget;
+        let mut lowest = u64::MAX;
+        let mut fitted = None;
+        let mut attempts = 0;
+        let mut tried_zero = false;
+        while attempts < MAX_ATTEMPTS {
+            attempts += 1;
+            let sched = strategy.schedule(&ctx, target);
+            let built = build(&ctx, &sched, opts)?;
+            lowest = lowest.min(built.peak);
+            if built.peak <= opts.budget {
+                fitted = Some((built, target));
+                break;
+            }
+            if !strategy.adapts() || tried_zero {
+                break;
+            }
+            let cut = (built.peak - opts.budget).max(opts.budget / 50).max(1);
+            target = target.saturating_sub(cut);
+            if target == 0 || attempts + 1 == MAX_ATTEMPTS {
+                // The last try evicts everything the strategy can: the smallest it reaches.
+                target = 0;
+                tried_zero = true;
+            }
+        }
+        if reached.is_none_or(|(r, _)| lowest < r) {
+            reached = Some((lowest, strategy.name()));
+        }
+        match fitted {
+            Some((built, target)) => {
+                let overhead = simulate(graph, &ctx, &built.plan).overhead_pct();
+                tried.push(TriedStat {
+                    name: strategy.name().into(),
+                    peak_bytes: built.peak,
+                    overhead_pct: overhead,
+                    fits: true,
+                });
+                if best.as_ref().is_none_or(|b| overhead < b.1) {
+                    best = Some((built, overhead, strategy.name(), target, attempts));
+                }
+            }
+            None => tried.push(TriedStat {
+                name: strategy.name().into(),
+                peak_bytes: lowest,
+                overhead_pct: f64::NAN,
+                fits: false,
+            }),
+        }
+    }
+    let Some((built, _, name, target, attempts)) = best else {
+        let (reached, strategy) = reached.unwrap_or((u64::MAX, "none"));
+        return Err(BudgetError::Infeasible {
+            budget: opts.budget,
+            reached,
+            strategy: strategy.into(),
+            min_bytes: min,
+            op: min_op,
+        });
+    };
+    let mut plan = built.plan;
+    crate::validate::validate(graph, &plan, Some(opts.budget))?;
+    let timing = simulate(graph, &ctx, &plan);
+    let mut stat = BudgetStat {
+        budget_bytes: opts.budget,
+        strategy: name.into(),
+        target_bytes: target,
+        attempts,
+        device: opts.profile.name.clone(),
+        base_step_us: timing.base_us,
+        step_us: timing.step_us,
+        overhead_us: timing.step_us - timing.base_us,
+        overhead_pct: timing.overhead_pct(),
+        min_bytes: min,
+        tried: if opts.strategy == BEST {
+            tried
+                .into_iter()
+                .map(|t| TriedStat {
+                    overhead_pct: if t.overhead_pct.is_finite() {
+                        t.overhead_pct
+                    } else {
+                        -1.0
+                    },
+                    ..t
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        ..BudgetStat::default()
+    };
+    let mut execs = vec![0usize; graph.ops.len()];
+    let op_ids: BTreeMap<&str, usize> = graph
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.name.as_str(), i))
+        .collect();
+    for ins in &plan.instructions {
+        match ins {
+            Instruction::SpillOut { tensor, .. } => {
+                stat.spills += 1;
+                stat.spilled_out_bytes += size_of(graph, tensor);
+            }
+            Instruction::SpillIn { tensor, .. } => stat.spilled_in_bytes += size_of(graph, tensor),
+            Instruction::Exec { node, .. } => {
+                if let Some(&k) = op_ids.get(node.as_str()) {
+                    execs[k] += 1;
+                    if execs[k] > 1 {
+                        stat.recomputed_ops += 1;
+                        stat.recompute_flops += graph.ops[k].flops.unwrap_or(0.0);
+                        stat.recompute_us += opts.profile.op_us(graph, &graph.ops[k]);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    plan.stats.method = format!("budget:{name}");
+    plan.stats.budget = Some(stat);
+    plan.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(plan)
+}
+
+fn size_of(graph: &Graph, name: &str) -> u64 {
+    graph
+        .tensor_by_name(name)
+        .map_or(0, |t| graph.tensor(t).size)
+}
+
+/// What a buffer of the device placement problem is.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Resident(schedule::Interval),
+    Workspace { step: usize },
+    RecomputeWorkspace { step: usize, tensor: TensorId },
+}
+
+/// Places the schedule's buffers and host copies and emits the plan.
+fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, BudgetError> {
+    let graph = ctx.graph;
+    let n = ctx.steps();
+    let mut roles = Vec::new();
+    let mut buffers = Vec::new();
+    let lifetime = |a: usize, b: usize| Lifetime::new(a as u64, b.max(a + 1) as u64);
+    let mut host = Vec::new(); // (tensor, spill step a, back step)
+    let mut host_buffers = Vec::new();
+    for i in 0..graph.tensors.len() {
+        let t = TensorId(i as u32);
+        let tensor = graph.tensor(t);
+        let ivs = sched.intervals(ctx, t);
+        for w in ivs.windows(2) {
+            if w[0].how_end == End::SpillOut {
+                host.push((t, w[0].end - 1));
+                host_buffers.push(Buffer {
+                    lifetime: lifetime(w[0].end, w[1].start + 1),
+                    size: tensor.size,
+                    alignment: tensor.alignment,
+                });
+            }
+        }
+        for iv in ivs {
+            roles.push(Role::Resident(iv));
+            buffers.push(Buffer {
+                lifetime: lifetime(iv.start, iv.end),
+                size: tensor.size,
+                alignment: tensor.alignment,
+            });
+        }
+    }
+    for (s, &k) in ctx.order.iter().enumerate() {
+        let w = graph.ops[k].workspace;
+        if w > 0 {
+            roles.push(Role::Workspace { step: s });
+            buffers.push(Buffer {
+                lifetime: lifetime(s, s + 1),
+                size: w,
+                alignment: graph.alignment,
+            });
+        }
+    }
+    let recomputes = sched.recomputes(ctx);
+    for &(b, p, t) in &recomputes {
+        let w = graph.ops[p].workspace;
+        if w > 0 {
+            roles.push(Role::RecomputeWorkspace { step: b, tensor: t });
+            buffers.push(Buffer {
+                lifetime: lifetime(b, b + 1),
+                size: w,
+                alignment: graph.alignment,
+            });
+        }
+    }
+    let budget = match opts.placement_time {
+        Some(t) => Budget::with_time(t),
+        None => Budget::UNLIMITED,
+    };
+    let device = PlacementProblem::new(buffers.clone());
+    let placed = place::heuristics(&device, &budget)?.placement;
+    let host_problem = PlacementProblem::new(host_buffers.clone());
+    let host_placed = if host_buffers.is_empty() {
+        Default::default()
+    } else {
+        place::heuristics(&host_problem, &budget)?.placement
+    };
+    let host_bytes = host_buffers
+        .iter()
+        .zip(&host_placed.offsets)
+        .map(|(b, &o)| o + b.size)
+        .max()
+        .unwrap_or(0);
+    let host_at: BTreeMap<(TensorId, usize), u64> = host
+        .iter()
+        .zip(&host_placed.offsets)
+        .map(|(&k, &o)| (k, o))
+        .collect();
+
+    // Per-step instruction groups.
+    let mut pre_in: Vec<Vec<Instruction>> = vec![Vec::new(); n];
+    let mut births: Vec<BTreeMap<TensorId, u64>> = vec![BTreeMap::new(); n];
+    let mut rc_at: BTreeMap<(usize, TensorId), u64> = BTreeMap::new();
+    let mut post: Vec<Vec<Instruction>> = vec![Vec::new(); n];
+    let mut ws_at = vec![None; n];
+    let mut rc_ws: BTreeMap<(usize, TensorId), u64> = BTreeMap::new();
+    let mut peak = 0u64;
+    for ((role, buf), &off) in roles.iter().zip(&buffers).zip(&placed.offsets) {
+        peak = peak.max(off + buf.size);
+        match *role {
+            Role::Workspace { step } => ws_at[step] = Some(off),
+            Role::RecomputeWorkspace { step, tensor } => {
+                rc_ws.insert((step, tensor), off);
+            }
+            Role::Resident(iv) => {
+                let name = graph.tensor(iv.tensor).name.clone();
+                match iv.how_start {
+                    Start::Birth => {
+                        births[iv.start].insert(iv.tensor, off);
+                    }
+                    Start::Input => pre_in[iv.start].push(Instruction::Alloc {
+                        tensor: name.clone(),
+                        offset: off,
+                        mem_id: None,
+                        inplace_of: None,
+                    }),
+                    Start::SpillIn => pre_in[iv.start].push(Instruction::SpillIn {
+                        tensor: name.clone(),
+                        offset: off,
+                        mem_id: None,
+                    }),
+                    Start::Recompute => {
+                        rc_at.insert((iv.start, iv.tensor), off);
+                    }
+                }
+                let last = iv.end - 1;
+                match iv.how_end {
+                    End::Stay => {}
+                    End::Free => post[last].push(Instruction::Free { tensor: name }),
+                    End::SpillOut => post[last].push(Instruction::SpillOut {
+                        tensor: name,
+                        host_offset: host_at.get(&(iv.tensor, last)).copied().unwrap_or(0),
+                    }),
+                }
+            }
+        }
+    }
+    let mut ins = Vec::new();
+    let mut rc = recomputes.iter().peekable();
+    for (s, &k) in ctx.order.iter().enumerate() {
+        ins.append(&mut pre_in[s]);
+        while let Some(&&(b, p, t)) = rc.peek() {
+            if b != s {
+                break;
+            }
+            rc.next();
+            ins.push(Instruction::Alloc {
+                tensor: graph.tensor(t).name.clone(),
+                offset: rc_at.get(&(b, t)).copied().unwrap_or(0),
+                mem_id: None,
+                inplace_of: None,
+            });
+            ins.push(Instruction::Exec {
+                node: graph.ops[p].name.clone(),
+                workspace_offset: rc_ws.get(&(b, t)).copied(),
+            });
+        }
+        let op = &graph.ops[k];
+        for &t in &op.outputs {
+            if let Some(&off) = births[s].get(&t) {
+                ins.push(Instruction::Alloc {
+                    tensor: graph.tensor(t).name.clone(),
+                    offset: off,
+                    mem_id: None,
+                    inplace_of: None,
+                });
+            }
+        }
+        ins.push(Instruction::Exec {
+            node: op.name.clone(),
+            workspace_offset: ws_at[s],
+        });
+        ins.append(&mut post[s]);
+    }
+    let (weights, weights_bytes) = graph.weight_layout();
+    let plan = Plan {
+        format: PLAN_FORMAT.to_string(),
+        graph: graph.name.clone(),
+        arena_bytes: peak,
+        weights_bytes,
+        host_bytes,
+        weights: weights
+            .into_iter()
+            .map(|(t, offset)| WeightSlot {
+                tensor: graph.tensor(t).name.clone(),
+                offset,
+            })
+            .collect(),
+        instructions: ins,
+        stats: PlanStats {
+            peak_bytes: peak,
+            lower_bound_bytes: sched.live(ctx).into_iter().max().unwrap_or(0),
+            load_bytes: Some(sched.live(ctx).into_iter().max().unwrap_or(0)),
+            ..PlanStats::default()
+        },
+    };
+    Ok(Built { plan, peak })
+}
+
+/// Modelled times of a plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// The ops' times summed, each op once (µs).
+    pub base_us: f64,
+    /// When the compute stream finishes (µs).
+    pub step_us: f64,
+}
+
+impl Timing {
+    /// Overhead as a percentage of the base time.
+    pub fn overhead_pct(&self) -> f64 {
+        if self.base_us > 0.0 {
+            (self.step_us - self.base_us) / self.base_us * 100.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Simulates the plan's compute stream and its two copy streams (see the module doc).
+pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
+    let op_ids: BTreeMap<&str, usize> = graph
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.name.as_str(), i))
+        .collect();
+    let nt = graph.tensors.len();
+    let mut range: Vec<Option<(u64, u64)>> = vec![None; nt];
+    let mut ready = vec![0f64; nt];
+    let mut touched = vec![0f64; nt];
+    let mut on_host = vec![0f64; nt];
+    // Ranges released and when they become reusable.
+    let mut released: Vec<(u64, u64, f64)> = Vec::new();
+    let wait = |released: &mut Vec<(u64, u64, f64)>, lo: u64, hi: u64| -> f64 {
+        let mut w = 0f64;
+        released.retain(|&(a, b, t)| {
+            if a < hi && lo < b {
+                w = w.max(t);
+            }
+            !(lo <= a && b <= hi)
+        });
+        w
+    };
+    let (mut tc, mut d2h, mut h2d, mut gate) = (0f64, 0f64, 0f64, 0f64);
+    let mut base = 0f64;
+    let mut ran = vec![false; graph.ops.len()];
+    for ins in &plan.instructions {
+        match ins {
+            Instruction::Alloc { tensor, offset, .. } => {
+                if let Some(t) = graph.tensor_by_name(tensor) {
+                    let hi = offset + graph.tensor(t).size;
+                    let w = wait(&mut released, *offset, hi);
+                    gate = gate.max(w);
+                    range[t.index()] = Some((*offset, hi));
+                    ready[t.index()] = w;
+                }
+            }
+            Instruction::Free { tensor } => {
+                if let Some(t) = graph.tensor_by_name(tensor) {
+                    if let Some((lo, hi)) = range[t.index()].take() {
+                        released.push((lo, hi, touched[t.index()]));
+                    }
+                }
+            }
+            Instruction::SpillOut { tensor, .. } => {
+                if let Some(t) = graph.tensor_by_name(tensor) {
+                    let i = t.index();
+                    let start = d2h.max(ready[i]);
+                    d2h = start + ctx.profile.d2h_us(graph.tensor(t).size);
+                    on_host[i] = d2h;
+                    if let Some((lo, hi)) = range[i].take() {
+                        released.push((lo, hi, d2h.max(touched[i])));
+                    }
+                }
+            }
+            Instruction::SpillIn { tensor, offset, .. } => {
+                if let Some(t) = graph.tensor_by_name(tensor) {
+                    let i = t.index();
+                    let hi = offset + graph.tensor(t).size;
+                    let start = h2d.max(on_host[i]).max(wait(&mut released, *offset, hi));
+                    h2d = start + ctx.profile.h2d_us(graph.tensor(t).size);
+                    range[i] = Some((*offset, hi));
+                    ready[i] = h2d;
+                    touched[i] = h2d;
+                }
+            }
+            Instruction::Exec {
+                node,
+                workspace_offset,
+            } => {
+                let Some(&k) = op_ids.get(node.as_str()) else {
+                    continue;
+                };
+                let op = &graph.ops[k];
+                let us = ctx.profile.op_us(graph, op);
+                if !std::mem::replace(&mut ran[k], true) {
+                    base += us;
+                }
+                let mut start = tc.max(gate);
+                for &t in &op.inputs {
+                    start = start.max(ready[t.index()]);
+                }
+                let ws = workspace_offset.map(|w| (w, w + op.workspace));
+                if let Some((lo, hi)) = ws {
+                    start = start.max(wait(&mut released, lo, hi));
+                }
+                let end = start + us;
+                tc = end;
+                gate = 0.0;
+                for &t in op.inputs.iter().chain(&op.outputs) {
+                    touched[t.index()] = end;
+                }
+                for &t in &op.outputs {
+                    ready[t.index()] = end;
+                }
+                if let Some((lo, hi)) = ws {
+                    released.push((lo, hi, end));
+                }
+            }
+        }
+    }
+    let _ = h2d;
+    Timing {
+        base_us: base,
+        step_us: tc,
+    }
+}
+
+#[cfg(test)]
+mod tests;
