@@ -103,6 +103,9 @@ impl Default for BudgetOptions {
 pub struct BudgetStat {
     /// The budget (bytes).
     pub budget_bytes: u64,
+    /// Peak of the plan without a budget, when known (bytes).
+    #[serde(default)]
+    pub unconstrained_peak_bytes: u64,
     /// Strategy that produced the plan.
     pub strategy: String,
     /// Live-bytes target of the attempt that fitted (bytes).
@@ -131,8 +134,7 @@ pub struct BudgetStat {
     pub overhead_us: f64,
     /// Overhead as a percentage of `base_step_us`.
     pub overhead_pct: f64,
-    /// The largest bytes any single op needs at once (inputs, outputs, workspace): no plan
-    /// fits a smaller budget.
+    /// A lower bound on any plan's peak ([`min_bytes`]): no plan fits a smaller budget.
     pub min_bytes: u64,
     /// Every strategy tried (`best`): name, peak reached, overhead %, fitted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -167,8 +169,7 @@ pub enum BudgetError {
     /// No strategy reaches the budget.
     #[error(
         "budget of {budget} bytes cannot be met: the smallest peak reached is {reached} bytes \
-         (strategy {strategy}); no plan can go below {min_bytes} bytes, what op {op:?} alone \
-         needs (inputs + outputs + workspace)"
+         (strategy {strategy}); no plan can go below {min_bytes} bytes ({why})"
     )]
     Infeasible {
         /// The budget asked.
@@ -179,19 +180,134 @@ pub enum BudgetError {
         strategy: String,
         /// The per-op lower bound.
         min_bytes: u64,
-        /// The op that sets it.
-        op: String,
+        /// What sets it.
+        why: String,
     },
     /// A placement problem was malformed (internal).
     #[error("placement: {0}")]
     Placement(#[from] PlacementError),
+    /// A `--budget` argument that is neither bytes nor a percentage.
+    #[error("budget {0:?} is not BYTES (a positive integer) or PCT% (a positive percentage, e.g. 60%)")]
+    Parse(String),
+    /// The unconstrained planning failed.
+    #[error(transparent)]
+    Plan(#[from] crate::planner::PlanError),
     /// The emitted plan failed the validator (internal).
     #[error("internal error: budgeted plan is invalid: {0}")]
     Invalid(#[from] crate::validate::Violation),
 }
 
-/// The largest bytes one op needs at once and that op's name.
+/// A budget as given: bytes, or a percentage of the unconstrained plan's peak.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BudgetSpec {
+    /// Bytes.
+    Bytes(u64),
+    /// Percent of the unconstrained peak.
+    Percent(f64),
+}
+
+impl BudgetSpec {
+    /// Parses `BYTES` or `PCT%` (zero, negative, non-finite and unparsable values are
+    /// refused).
+    pub fn parse(text: &str) -> Result<Self, BudgetError> {
+        let t = text.trim();
+        let bad = || BudgetError::Parse(text.to_string());
+        if let Some(p) = t.strip_suffix('%') {
+            let v: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad());
+            }
+            return Ok(BudgetSpec::Percent(v));
+        }
+        let v: u64 = t.parse().map_err(|_| bad())?;
+        if v == 0 {
+            return Err(BudgetError::Zero);
+        }
+        Ok(BudgetSpec::Bytes(v))
+    }
+
+    /// The budget in bytes for an unconstrained peak of `peak` (a percentage rounds down,
+    /// to at least 1 byte).
+    pub fn bytes(self, peak: u64) -> u64 {
+        match self {
+            BudgetSpec::Bytes(b) => b,
+            BudgetSpec::Percent(p) => ((peak as f64 * p / 100.0).floor() as u64).max(1),
+        }
+    }
+}
+
+/// The op order of a plan: op indices by first exec.
+pub fn order_of_plan(graph: &Graph, plan: &Plan) -> Vec<usize> {
+    let ids: BTreeMap<&str, usize> = graph
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.name.as_str(), i))
+        .collect();
+    let mut seen = vec![false; graph.ops.len()];
+    let mut order = Vec::with_capacity(graph.ops.len());
+    for ins in &plan.instructions {
+        if let Instruction::Exec { node, .. } = ins {
+            if let Some(&k) = ids.get(node.as_str()) {
+                if !std::mem::replace(&mut seen[k], true) {
+                    order.push(k);
+                }
+            }
+        }
+    }
+    order
+}
+
+/// Plans `graph` without a budget (`plan_opts`), then under `spec` on that plan's order
+/// (in-place sharing is not used under a budget). The stats record the unconstrained peak.
+pub fn plan_under_budget(
+    graph: &Graph,
+    spec: BudgetSpec,
+    plan_opts: &crate::planner::PlanOptions,
+    opts: &BudgetOptions,
+) -> Result<Plan, BudgetError> {
+    let free = crate::planner::plan(
+        graph,
+        &crate::planner::PlanOptions {
+            inplace: false,
+            ..plan_opts.clone()
+        },
+    )?;
+    let budget = spec.bytes(free.stats.peak_bytes);
+    let order = order_of_plan(graph, &free);
+    let mut plan = plan_with_budget(graph, &order, &BudgetOptions { budget, ..opts.clone() })?;
+    if let Some(b) = plan.stats.budget.as_mut() {
+        b.unconstrained_peak_bytes = free.stats.peak_bytes;
+    }
+    plan.stats.order_method = free.stats.order_method.clone();
+    Ok(plan)
+}
+
+/// A lower bound on any plan's peak and what sets it: the larger of the bytes one op needs
+/// at once (inputs, outputs, workspace) and the graph outputs, all resident at the end.
 pub fn min_bytes(graph: &Graph) -> (u64, String) {
+    let (op_bytes, op) = op_min_bytes(graph);
+    let outputs: u64 = graph
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Output)
+        .map(|t| t.size)
+        .sum();
+    if outputs > op_bytes {
+        (
+            outputs,
+            "the graph outputs, which must all be resident at the end".into(),
+        )
+    } else {
+        (
+            op_bytes,
+            format!("what op {op:?} alone needs: inputs + outputs + workspace"),
+        )
+    }
+}
+
+/// The largest bytes one op needs at once and that op's name.
+pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
     let mut best = (0, String::new());
     for op in &graph.ops {
         let mut ts: Vec<TensorId> = op
@@ -252,7 +368,7 @@ pub fn plan_with_budget(
         }
     };
     let ctx = Ctx::new(graph, order, opts.profile.clone(), opts.params);
-    let (min, min_op) = min_bytes(graph);
+    let (min, why) = min_bytes(graph);
     let mut tried = Vec::new();
     let mut best: Option<(Built, f64, &'static str, u64, usize)> = None;
     let mut reached: Option<(u64, &'static str)> = None;
@@ -313,7 +429,7 @@ pub fn plan_with_budget(
             reached,
             strategy: strategy.into(),
             min_bytes: min,
-            op: min_op,
+            why,
         });
     };
     let mut plan = built.plan;

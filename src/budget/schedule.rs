@@ -136,6 +136,13 @@ impl<'g> Ctx<'g> {
                 }
             }
         }
+        // Graph outputs must be resident at the end: a pseudo-use at the last step lets them
+        // spill between their last read and the end.
+        for (i, t) in graph.tensors.iter().enumerate() {
+            if t.kind == TensorKind::Output && n > 0 && !uses[i].is_empty() {
+                uses[i].push(n - 1);
+            }
+        }
         for u in &mut uses {
             u.sort_unstable();
             u.dedup();

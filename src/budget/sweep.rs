@@ -5,9 +5,10 @@
 //! that gap, by the cheaper of
 //! - **spill**: `spill_out` after `a`, `spill_in` at the prefetch step `p` ≤ `b` chosen so
 //!   that the compute between `p` and `b` covers 1.2× the transfer (the safety margin); and
-//! - **recompute**: free after `a`, re-execute its producer before `b` — only for cheap op
-//!   types ([`crate::cost::is_cheap`]) with a single output whose inputs are resident at `b`
-//!   (they then stay resident there).
+//! - **recompute**: free after `a`, re-execute its producer before `b` — only for a producer
+//!   with a single output whose inputs are resident at `b` (they then stay resident there),
+//!   of a cheap op type ([`crate::cost::is_cheap`]) or modelled faster than the unhidden
+//!   round trip it replaces.
 //!
 //! Candidates are first filtered strictly — weights never enter the arena; tensors smaller
 //! than the minimum spill size, with fewer idle steps than the minimum gap ("needed again
@@ -42,7 +43,20 @@ impl SpillStrategy for Sweep {
     }
 
     fn schedule(&self, ctx: &Ctx, target: u64) -> Sched {
-        sweep(ctx, target)
+        // Recomputes pin their producers' inputs, which can raise the floor: when the
+        // target is missed, a spill-only sweep gets a chance too (the lower peak wins).
+        let with = sweep(ctx, target, true);
+        let peak = |s: &Sched| s.live(ctx).into_iter().max().unwrap_or(0);
+        let p = peak(&with);
+        if p <= target {
+            return with;
+        }
+        let without = sweep(ctx, target, false);
+        if peak(&without) < p {
+            without
+        } else {
+            with
+        }
     }
 
     fn adapts(&self) -> bool {
@@ -65,8 +79,8 @@ struct Choice {
     size: u64,
 }
 
-/// Runs the sweep for `target` live bytes (see the module doc).
-pub fn sweep(ctx: &Ctx, target: u64) -> Sched {
+/// Runs the sweep for `target` live bytes (see the module doc), with or without recompute.
+pub fn sweep(ctx: &Ctx, target: u64, recompute: bool) -> Sched {
     let mut sched = Sched::keep_all(ctx);
     let n = ctx.steps();
     let mut live = sched.live(ctx);
@@ -80,8 +94,8 @@ pub fn sweep(ctx: &Ctx, target: u64) -> Sched {
         for i in 0..n {
             over[i + 1] = over[i] + usize::from(live[i] > target);
         }
-        let choice = candidate(ctx, &sched, s, &over, true)
-            .or_else(|| candidate(ctx, &sched, s, &over, false));
+        let choice = candidate(ctx, &sched, s, &over, true, recompute)
+            .or_else(|| candidate(ctx, &sched, s, &over, false, recompute));
         match choice {
             Some(c) => {
                 apply(ctx, &mut sched, c);
@@ -113,7 +127,14 @@ fn apply(ctx: &Ctx, sched: &mut Sched, c: Choice) {
 }
 
 /// The best eviction at step `s` (strict: with the filters of the module doc).
-fn candidate(ctx: &Ctx, sched: &Sched, s: usize, over: &[usize], strict: bool) -> Option<Choice> {
+fn candidate(
+    ctx: &Ctx,
+    sched: &Sched,
+    s: usize,
+    over: &[usize],
+    strict: bool,
+    recompute: bool,
+) -> Option<Choice> {
     let p = ctx.params;
     let mut best: Option<Choice> = None;
     for i in 0..sched.uses.len() {
@@ -121,45 +142,45 @@ fn candidate(ctx: &Ctx, sched: &Sched, s: usize, over: &[usize], strict: bool) -
         let Some((a, b)) = sched.gap_at(t, s) else {
             continue;
         };
-        if sched.gaps[i].contains_key(&a) {
-            continue; // already evicted there (and s is in its prefetch window)
-        }
         let size = ctx.graph.tensor(t).size;
-        if strict && (size < p.min_spill_bytes || b - a - 1 < p.min_gap_steps) {
-            continue;
-        }
         let freed = |from: usize, to: usize| (over[to] - over[from]) as f64 * size as f64;
-        let mut options: Vec<(Action, f64, f64)> = Vec::new();
-        // Spill.
-        let mut back = ctx.prefetch(a, b, size);
         let t_out = ctx.profile.d2h_us(size);
         let t_in = ctx.profile.h2d_us(size);
-        let hidden = back > s
-            && ctx.compute_us(back, b) >= p.margin * t_in
-            && ctx.compute_us(a + 1, back) >= p.margin * t_out;
-        if !strict && back <= s {
-            back = s + 1;
-        }
-        if back > s && (hidden || !strict) {
+        let spill_cost = |back: usize| {
             // The unhidden part, plus a tenth of the link time: hidden copies still occupy
             // the shared link (and the host), so a free recompute wins a tie.
-            let cost = (t_in - ctx.compute_us(back, b)).max(0.0)
+            (t_in - ctx.compute_us(back, b)).max(0.0)
                 + (t_out - ctx.compute_us(a + 1, back)).max(0.0)
-                + LINK_SHARE * (t_in + t_out);
-            options.push((Action::Spill { back }, cost, freed(a + 1, back)));
-        }
-        // Recompute.
-        if let Some(k) = ctx.single_producer(t) {
-            let kind = ctx.graph.tensor(t).kind;
-            if kind == TensorKind::Activation
-                && is_cheap(&ctx.graph.ops[k].op_type)
-                && ctx
-                    .arena_inputs(k)
-                    .iter()
-                    .all(|&x| x != t && sched.resident(ctx, x, b))
-            {
-                let cost = ctx.profile.op_us(ctx.graph, &ctx.graph.ops[k]);
-                options.push((Action::Recompute, cost, freed(a + 1, b)));
+                + LINK_SHARE * (t_in + t_out)
+        };
+        let mut options: Vec<(Action, f64, f64)> = Vec::new();
+        match sched.gaps[i].get(&a) {
+            Some(Gap::Recompute) => continue,
+            Some(Gap::Spill { back }) => {
+                // Spilled, but s is in its prefetch window: bring it back later.
+                if *back <= s && (!strict || size >= p.min_spill_bytes) {
+                    let extra = spill_cost(s + 1) - spill_cost(*back);
+                    options.push((Action::Spill { back: s + 1 }, extra, freed(*back, s + 1)));
+                }
+            }
+            None => {
+                if strict && (size < p.min_spill_bytes || b - a - 1 < p.min_gap_steps) {
+                    continue;
+                }
+                let mut back = ctx.prefetch(a, b, size);
+                let hidden = back > s
+                    && ctx.compute_us(back, b) >= p.margin * t_in
+                    && ctx.compute_us(a + 1, back) >= p.margin * t_out;
+                if !strict && back <= s {
+                    back = s + 1;
+                }
+                if back > s && (hidden || !strict) {
+                    options.push((Action::Spill { back }, spill_cost(back), freed(a + 1, back)));
+                }
+                if recompute {
+                    let spill_us = spill_cost(b);
+                    recompute_option(ctx, sched, t, (a, b), spill_us, &freed, &mut options);
+                }
             }
         }
         for (action, cost, benefit) in options {
@@ -183,6 +204,31 @@ fn candidate(ctx: &Ctx, sched: &Sched, s: usize, over: &[usize], strict: bool) -
         }
     }
     best
+}
+
+/// Adds the recompute option for gap `(a, b)` of `t`, when its producer qualifies.
+fn recompute_option(
+    ctx: &Ctx,
+    sched: &Sched,
+    t: TensorId,
+    (a, b): (usize, usize),
+    spill_us: f64,
+    freed: &dyn Fn(usize, usize) -> f64,
+    options: &mut Vec<(Action, f64, f64)>,
+) {
+    let Some(k) = ctx.single_producer(t) else {
+        return;
+    };
+    let cost = ctx.profile.op_us(ctx.graph, &ctx.graph.ops[k]);
+    if ctx.graph.tensor(t).kind == TensorKind::Activation
+        && (is_cheap(&ctx.graph.ops[k].op_type) || cost < spill_us)
+        && ctx
+            .arena_inputs(k)
+            .iter()
+            .all(|&x| x != t && sched.resident(ctx, x, b))
+    {
+        options.push((Action::Recompute, cost, freed(a + 1, b)));
+    }
 }
 
 #[cfg(test)]
@@ -212,7 +258,7 @@ mod tests {
         )
         .unwrap();
         let ctx = Ctx::new(&g, &[0, 1, 2, 3, 4], DeviceProfile::h200(), Params::default());
-        let s = sweep(&ctx, 60);
+        let s = sweep(&ctx, 60, true);
         assert!(s.live(&ctx).iter().all(|&l| l <= 120));
         assert_eq!(s.live(&ctx)[2], 20);
         assert!(s.gaps[1].contains_key(&1));
