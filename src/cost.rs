@@ -156,7 +156,15 @@ pub const CHEAP_OPS: [&str; 14] = [
 /// `aten::relu` count; backward ops, matmuls and convolutions never do).
 pub fn is_cheap(op_type: &str) -> bool {
     let t = op_type.to_ascii_lowercase();
-    let heavy = ["backward", "matmul", "mm", "conv", "linear", "attention", "embedding"];
+    let heavy = [
+        "backward",
+        "matmul",
+        "mm",
+        "conv",
+        "linear",
+        "attention",
+        "embedding",
+    ];
     !heavy.iter().any(|h| t.contains(h)) && CHEAP_OPS.iter().any(|c| t.contains(c))
 }
 

@@ -62,7 +62,7 @@ enum Command {
         inplace: bool,
         /// Fit this arena budget: BYTES, or PCT% of the unconstrained plan's peak; the plan
         /// then spills to host and recomputes (exit 2 when no plan fits).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         budget: Option<String>,
         /// With --budget: `best` (every strategy, lowest modelled overhead wins), `sweep`
         /// (the heuristic), `chen` (sqrt(n) checkpointing) or `spill-all`.
@@ -326,12 +326,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 };
                 let plan = match budget::plan_under_budget(&g, spec, &opts, &bopts) {
                     Ok(p) => p,
-                    Err(e @ (BudgetError::Infeasible { .. }
-                    | BudgetError::Zero
-                    | BudgetError::Parse(_)
-                    | BudgetError::UnknownStrategy(..))) => {
-                        return Err(bad(format!("{}: {e}", g.name)))
-                    }
+                    Err(
+                        e @ (BudgetError::Infeasible { .. }
+                        | BudgetError::Zero
+                        | BudgetError::Parse(_)
+                        | BudgetError::UnknownStrategy(..)),
+                    ) => return Err(bad(format!("{}: {e}", g.name))),
                     Err(e) => return Err(e.into()),
                 };
                 let s = &plan.stats;

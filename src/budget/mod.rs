@@ -187,7 +187,9 @@ pub enum BudgetError {
     #[error("placement: {0}")]
     Placement(#[from] PlacementError),
     /// A `--budget` argument that is neither bytes nor a percentage.
-    #[error("budget {0:?} is not BYTES (a positive integer) or PCT% (a positive percentage, e.g. 60%)")]
+    #[error(
+        "budget {0:?} is not BYTES (a positive integer) or PCT% (a positive percentage, e.g. 60%)"
+    )]
     Parse(String),
     /// The unconstrained planning failed.
     #[error(transparent)]
@@ -275,7 +277,14 @@ pub fn plan_under_budget(
     )?;
     let budget = spec.bytes(free.stats.peak_bytes);
     let order = order_of_plan(graph, &free);
-    let mut plan = plan_with_budget(graph, &order, &BudgetOptions { budget, ..opts.clone() })?;
+    let mut plan = plan_with_budget(
+        graph,
+        &order,
+        &BudgetOptions {
+            budget,
+            ..opts.clone()
+        },
+    )?;
     if let Some(b) = plan.stats.budget.as_mut() {
         b.unconstrained_peak_bytes = free.stats.peak_bytes;
     }

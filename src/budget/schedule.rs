@@ -268,17 +268,15 @@ impl Sched {
     /// decision (a spill returns by `c`), the part after stays resident unless a spill's
     /// prefetch still leaves idle steps.
     pub fn add_use(&mut self, t: TensorId, c: usize) {
-        let Some((a, b)) = self.gap_at(t, c) else {
+        let Some((a, _)) = self.gap_at(t, c) else {
             let u = &mut self.uses[t.index()];
             if let Err(i) = u.binary_search(&c) {
                 u.insert(i, c);
             }
             return;
         };
-        let _ = b;
         let g = &mut self.gaps[t.index()];
         match g.remove(&a) {
-            None => {}
             Some(Gap::Spill { back }) => {
                 let first = back.min(c);
                 if first >= a + 2 {
@@ -288,11 +286,10 @@ impl Sched {
                     g.insert(c, Gap::Spill { back });
                 }
             }
-            Some(Gap::Recompute) => {
-                if c >= a + 2 {
-                    g.insert(a, Gap::Recompute);
-                }
+            Some(Gap::Recompute) if c >= a + 2 => {
+                g.insert(a, Gap::Recompute);
             }
+            _ => {}
         }
         let u = &mut self.uses[t.index()];
         if let Err(i) = u.binary_search(&c) {
@@ -432,7 +429,12 @@ mod tests {
     #[test]
     fn a_spill_frees_the_idle_steps_between_two_uses() {
         let g = chain();
-        let ctx = Ctx::new(&g, &[0, 1, 2, 3, 4], DeviceProfile::h200(), Params::default());
+        let ctx = Ctx::new(
+            &g,
+            &[0, 1, 2, 3, 4],
+            DeviceProfile::h200(),
+            Params::default(),
+        );
         let mut s = Sched::keep_all(&ctx);
         let a = TensorId(1);
         assert_eq!(s.live(&ctx), vec![110, 110, 120, 120, 120]);
@@ -447,7 +449,12 @@ mod tests {
     #[test]
     fn a_new_use_inside_a_spill_gap_brings_the_tensor_back_by_then() {
         let g = chain();
-        let ctx = Ctx::new(&g, &[0, 1, 2, 3, 4], DeviceProfile::h200(), Params::default());
+        let ctx = Ctx::new(
+            &g,
+            &[0, 1, 2, 3, 4],
+            DeviceProfile::h200(),
+            Params::default(),
+        );
         let mut s = Sched::keep_all(&ctx);
         s.gaps[1].insert(1, Gap::Spill { back: 4 });
         s.add_use(TensorId(1), 2);

@@ -257,7 +257,12 @@ mod tests {
                   {"name": "py", "inputs": ["d", "a"], "outputs": ["y"]}]}"#,
         )
         .unwrap();
-        let ctx = Ctx::new(&g, &[0, 1, 2, 3, 4], DeviceProfile::h200(), Params::default());
+        let ctx = Ctx::new(
+            &g,
+            &[0, 1, 2, 3, 4],
+            DeviceProfile::h200(),
+            Params::default(),
+        );
         let s = sweep(&ctx, 60, true);
         assert!(s.live(&ctx).iter().all(|&l| l <= 120));
         assert_eq!(s.live(&ctx)[2], 20);

@@ -74,5 +74,8 @@ fn a_plan_without_spills_has_no_modelled_overhead() {
     let p = plan_with_budget(&g, &[0, 1, 2, 3, 4], &opts(1000, "sweep")).unwrap();
     let st = p.stats.budget.unwrap();
     assert_eq!(st.spills + st.recomputed_ops, 0);
-    assert!(st.overhead_us.abs() < 1e-9 && st.base_step_us >= 3000.0, "{st:?}");
+    assert!(
+        st.overhead_us.abs() < 1e-9 && st.base_step_us >= 3000.0,
+        "{st:?}"
+    );
 }
