@@ -292,20 +292,42 @@ pub fn plan_under_budget(
     Ok(plan)
 }
 
-/// A lower bound on any plan's peak and what sets it: the larger of the bytes one op needs
-/// at once (inputs, outputs, workspace) and the graph outputs, all resident at the end.
-pub fn min_bytes(graph: &Graph) -> (u64, String) {
+/// A lower bound on the peak of any plan on `order` and what sets it: the larger of the bytes
+/// one op needs at once (inputs, outputs, workspace) and, at the last step, all graph outputs
+/// (which must be resident at the end) plus the last op's other operands and workspace.
+pub fn min_bytes(graph: &Graph, order: &[usize]) -> (u64, String) {
     let (op_bytes, op) = op_min_bytes(graph);
-    let outputs: u64 = graph
+    let mut end: u64 = graph
         .tensors
         .iter()
         .filter(|t| t.kind == TensorKind::Output)
         .map(|t| t.size)
         .sum();
-    if outputs > op_bytes {
+    let mut last_name = String::new();
+    if let Some(&k) = order.last() {
+        let last = &graph.ops[k];
+        let mut ts: Vec<TensorId> = last
+            .inputs
+            .iter()
+            .chain(&last.outputs)
+            .copied()
+            .filter(|&t| {
+                let kind = graph.tensor(t).kind;
+                kind != TensorKind::Weight && kind != TensorKind::Output
+            })
+            .collect();
+        ts.sort_unstable();
+        ts.dedup();
+        end += ts.iter().map(|&t| graph.tensor(t).size).sum::<u64>() + last.workspace;
+        last_name = last.name.clone();
+    }
+    if end > op_bytes {
         (
-            outputs,
-            "the graph outputs, which must all be resident at the end".into(),
+            end,
+            format!(
+                "at the last step, op {last_name:?}, every graph output must be resident \
+                 besides its operands"
+            ),
         )
     } else {
         (
@@ -377,7 +399,7 @@ pub fn plan_with_budget(
         }
     };
     let ctx = Ctx::new(graph, order, opts.profile.clone(), opts.params);
-    let (min, why) = min_bytes(graph);
+    let (min, why) = min_bytes(graph, order);
     let mut tried = Vec::new();
     let mut best: Option<(Built, f64, &'static str, u64, usize)> = None;
     let mut reached: Option<(u64, &'static str)> = None;
