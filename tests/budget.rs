@@ -259,7 +259,7 @@ proptest! {
 
     #[test]
     fn budgeted_plans_of_random_dags_are_valid_under_the_budget_and_run_equal(
-        v in arb_graph(), pct in 30u32..100, strategy in 0usize..4
+        v in arb_graph(), pct in 30u32..100, strategy in 0usize..5
     ) {
         let g = Graph::parse(&v.to_string()).unwrap();
         let s = budget::strategy_names()[strategy];

@@ -16,11 +16,13 @@
 //! of the previous occupant done, or its spill_out copied), an exec waits for its inputs'
 //! spill_ins. Overhead is the step time minus the sum of the ops' times.
 //!
-//! Strategies ([`registry`]): `sweep` (the heuristic, [`sweep`]), `chen` (√n checkpointing,
-//! [`chen`]) and `spill-all` ([`spill_all`]); `best` runs them all and keeps the fitting plan
-//! with the lowest modelled overhead.
+//! Strategies ([`registry`]): `sweep` (the heuristic, [`sweep`]), `ilp` (the HiGHS integer
+//! program warm-started from it, [`ilp`]), `chen` (√n checkpointing, [`chen`]) and
+//! `spill-all` ([`spill_all`]); `best` runs them all and keeps the fitting plan with the
+//! lowest modelled overhead (so it is never worse than any of them).
 
 pub mod chen;
+pub mod ilp;
 pub mod schedule;
 pub mod spill_all;
 pub mod sweep;
@@ -50,12 +52,17 @@ pub trait SpillStrategy {
     fn schedule(&self, ctx: &Ctx, target: u64) -> Sched;
     /// Whether a lower target gives a lower peak (so the pipeline may retry with one).
     fn adapts(&self) -> bool;
+    /// What the last [`SpillStrategy::schedule`] call's solver reported (status, bound).
+    fn note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Every strategy, in the order `best` tries them (earlier wins ties).
 pub fn registry() -> Vec<Box<dyn SpillStrategy>> {
     vec![
         Box::new(sweep::Sweep),
+        Box::new(ilp::Ilp::default()),
         Box::new(chen::Chen),
         Box::new(spill_all::SpillAll),
     ]
@@ -136,6 +143,9 @@ pub struct BudgetStat {
     pub overhead_pct: f64,
     /// A lower bound on any plan's peak ([`min_bytes`]): no plan fits a smaller budget.
     pub min_bytes: u64,
+    /// The chosen strategy's solver report (the integer program: status, bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<String>,
     /// Every strategy tried (`best`): name, peak reached, overhead %, fitted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tried: Vec<TriedStat>,
@@ -152,6 +162,9 @@ pub struct TriedStat {
     pub overhead_pct: f64,
     /// Whether it fitted the budget.
     pub fits: bool,
+    /// Its solver's report (the integer program: status and bound), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<String>,
 }
 
 /// Why no plan fits.
@@ -403,6 +416,7 @@ pub fn plan_with_budget(
     let mut tried = Vec::new();
     let mut best: Option<(Built, f64, &'static str, u64, usize)> = None;
     let mut reached: Option<(u64, &'static str)> = None;
+    let mut note = None;
     for strategy in chosen {
         let mut target = opts.budget;
         let mut lowest = u64::MAX;
@@ -440,9 +454,11 @@ pub fn plan_with_budget(
                     peak_bytes: built.peak,
                     overhead_pct: overhead,
                     fits: true,
+                    solver: strategy.note(),
                 });
                 if best.as_ref().is_none_or(|b| overhead < b.1) {
                     best = Some((built, overhead, strategy.name(), target, attempts));
+                    note = strategy.note();
                 }
             }
             None => tried.push(TriedStat {
@@ -450,6 +466,7 @@ pub fn plan_with_budget(
                 peak_bytes: lowest,
                 overhead_pct: f64::NAN,
                 fits: false,
+                solver: strategy.note(),
             }),
         }
     }
@@ -477,6 +494,7 @@ pub fn plan_with_budget(
         overhead_us: timing.step_us - timing.base_us,
         overhead_pct: timing.overhead_pct(),
         min_bytes: min,
+        solver: note,
         tried: if opts.strategy == BEST {
             tried
                 .into_iter()
