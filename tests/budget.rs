@@ -269,3 +269,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn best_is_never_worse_than_the_sweep_or_the_integer_program() {
+    let mut graphs = vec![sample()];
+    graphs.extend(zoo("resnet50.32.train"));
+    for g in &graphs {
+        for pct in [80.0, 60.0] {
+            let Some(best) = plan_at(g, pct, "best") else {
+                continue;
+            };
+            let b = best.stats.budget.clone().unwrap();
+            assert!(b.tried.iter().any(|t| t.name == "ilp"), "{:?}", b.tried);
+            for s in ["sweep", "ilp"] {
+                if let Some(p) = plan_at(g, pct, s) {
+                    let o = p.stats.budget.unwrap().overhead_pct;
+                    assert!(
+                        b.overhead_pct <= o + 1e-9,
+                        "{} at {pct}%: best {} vs {s} {o}",
+                        g.name,
+                        b.overhead_pct
+                    );
+                }
+            }
+        }
+    }
+}

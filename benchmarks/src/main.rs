@@ -22,7 +22,7 @@
 //!
 //! - **budget** (`SHARED_DIR/zoo/*.train.json` and `SHARED_DIR/bench/checkmate/*.json`; not
 //!   part of the default run): budgets of 80 %, 60 % and 40 % of LOAD of the listed order, on
-//!   the listed order; per strategy (`sweep`, `chen`, `spill-all`): feasible, peak, bytes
+//!   the listed order; per strategy (`sweep`, `ilp`, `chen`, `spill-all`): feasible, peak, bytes
 //!   spilled out, recompute GFLOP, modelled overhead % and seconds (H200 cost model).
 //!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
@@ -113,7 +113,7 @@ fn mib(b: u64) -> f64 {
 
 fn budget_table(graphs: &[PathBuf]) -> Result<()> {
     use memplan::budget::{plan_with_budget, BudgetError, BudgetOptions};
-    let strategies = ["sweep", "chen", "spill-all"];
+    let strategies = ["sweep", "ilp", "chen", "spill-all"];
     print!("| graph | budget | LOAD MiB | budget MiB |");
     for s in strategies {
         print!(" {s}: fits | peak MiB | spilled MiB | recompute GFLOP | overhead % | s |");

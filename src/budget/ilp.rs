@@ -14,8 +14,9 @@
 //!
 //! The sweep's schedule is the warm start (where it maps onto the model's gaps) and the
 //! fallback: when the model finds no solution within its time limit, or its schedule peaks
-//! above both the target and the sweep's, the sweep's is returned. Under `best`, the plan with the lowest simulated
-//! overhead wins, so the program never makes the result worse.
+//! above both the target and the sweep's, the sweep's is returned. The pipeline also plans
+//! with the sweep ([`SpillStrategy::fallback`]) and keeps its plan when its simulated
+//! overhead is lower, so `ilp` is never worse than the heuristic.
 
 use super::schedule::{Ctx, Gap, Sched};
 use super::sweep::{Sweep, LINK_SHARE};
@@ -61,6 +62,10 @@ impl SpillStrategy for Ilp {
 
     fn note(&self) -> Option<String> {
         self.note.lock().ok().and_then(|n| n.clone())
+    }
+
+    fn fallback(&self) -> Option<Box<dyn SpillStrategy>> {
+        Some(Box::new(Sweep))
     }
 }
 

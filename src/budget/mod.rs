@@ -56,6 +56,11 @@ pub trait SpillStrategy {
     fn note(&self) -> Option<String> {
         None
     }
+    /// A strategy this one refines: its plan is kept when it is better, so this one is never
+    /// worse than it.
+    fn fallback(&self) -> Option<Box<dyn SpillStrategy>> {
+        None
+    }
 }
 
 /// Every strategy, in the order `best` tries them (earlier wins ties).
@@ -418,55 +423,52 @@ pub fn plan_with_budget(
     let mut reached: Option<(u64, &'static str)> = None;
     let mut note = None;
     for strategy in chosen {
-        let mut target = opts.budget;
-        let mut lowest = u64::MAX;
-        let mut fitted = None;
-        let mut attempts = 0;
-        let mut tried_zero = false;
-        while attempts < MAX_ATTEMPTS {
-            attempts += 1;
-            let sched = strategy.schedule(&ctx, target);
-            let built = build(&ctx, &sched, opts)?;
-            lowest = lowest.min(built.peak);
-            if built.peak <= opts.budget {
-                fitted = Some((built, target));
-                break;
-            }
-            if !strategy.adapts() || tried_zero {
-                break;
-            }
-            let cut = (built.peak - opts.budget).max(opts.budget / 50).max(1);
-            target = target.saturating_sub(cut);
-            if target == 0 || attempts + 1 == MAX_ATTEMPTS {
-                // The last try evicts everything the strategy can: the smallest it reaches.
-                target = 0;
-                tried_zero = true;
+        let (mut fitted, mut lowest, attempts) = run_strategy(&ctx, strategy, opts)?;
+        let mut solver = strategy.note();
+        let mut overhead = fitted
+            .as_ref()
+            .map(|(b, _)| simulate(graph, &ctx, &b.plan).overhead_pct());
+        // A strategy that refines another (the integer program, the sweep) is never worse
+        // than it: the other's plan is kept when it fits with a lower simulated overhead.
+        if let Some(base) = strategy.fallback() {
+            let (f, l, _) = run_strategy(&ctx, base.as_ref(), opts)?;
+            lowest = lowest.min(l);
+            if let Some((b, t)) = f {
+                let o = simulate(graph, &ctx, &b.plan).overhead_pct();
+                if overhead.is_none_or(|mine| o < mine) {
+                    fitted = Some((b, t));
+                    overhead = Some(o);
+                    solver = Some(format!(
+                        "{}; {}'s plan kept (lower simulated overhead)",
+                        solver.unwrap_or_default(),
+                        base.name()
+                    ));
+                }
             }
         }
         if reached.is_none_or(|(r, _)| lowest < r) {
             reached = Some((lowest, strategy.name()));
         }
-        match fitted {
-            Some((built, target)) => {
-                let overhead = simulate(graph, &ctx, &built.plan).overhead_pct();
+        match (fitted, overhead) {
+            (Some((built, target)), Some(overhead)) => {
                 tried.push(TriedStat {
                     name: strategy.name().into(),
                     peak_bytes: built.peak,
                     overhead_pct: overhead,
                     fits: true,
-                    solver: strategy.note(),
+                    solver: solver.clone(),
                 });
                 if best.as_ref().is_none_or(|b| overhead < b.1) {
                     best = Some((built, overhead, strategy.name(), target, attempts));
-                    note = strategy.note();
+                    note = solver;
                 }
             }
-            None => tried.push(TriedStat {
+            _ => tried.push(TriedStat {
                 name: strategy.name().into(),
                 peak_bytes: lowest,
                 overhead_pct: f64::NAN,
                 fits: false,
-                solver: strategy.note(),
+                solver,
             }),
         }
     }
@@ -557,6 +559,40 @@ enum Role {
     Resident(schedule::Interval),
     Workspace { step: usize },
     RecomputeWorkspace { step: usize, tensor: TensorId },
+}
+
+/// Runs one strategy with adaptive targets: its fitting plan and target (if any), the
+/// lowest peak it reached and the attempts made.
+#[allow(clippy::type_complexity)]
+fn run_strategy(
+    ctx: &Ctx,
+    strategy: &dyn SpillStrategy,
+    opts: &BudgetOptions,
+) -> Result<(Option<(Built, u64)>, u64, usize), BudgetError> {
+    let mut target = opts.budget;
+    let mut lowest = u64::MAX;
+    let mut attempts = 0;
+    let mut tried_zero = false;
+    while attempts < MAX_ATTEMPTS {
+        attempts += 1;
+        let sched = strategy.schedule(ctx, target);
+        let built = build(ctx, &sched, opts)?;
+        lowest = lowest.min(built.peak);
+        if built.peak <= opts.budget {
+            return Ok((Some((built, target)), lowest, attempts));
+        }
+        if !strategy.adapts() || tried_zero {
+            break;
+        }
+        let cut = (built.peak - opts.budget).max(opts.budget / 50).max(1);
+        target = target.saturating_sub(cut);
+        if target == 0 || attempts + 1 == MAX_ATTEMPTS {
+            // The last try evicts everything the strategy can: the smallest it reaches.
+            target = 0;
+            tried_zero = true;
+        }
+    }
+    Ok((None, lowest, attempts))
 }
 
 /// Places the schedule's buffers and host copies and emits the plan.
