@@ -69,24 +69,28 @@ impl SpillStrategy for Ilp {
     }
 }
 
-struct GapVar {
-    t: TensorId,
-    a: usize,
-    b: usize,
-    back: usize,
-    spill: Col,
-    recompute: Option<(Col, usize)>,
+/// One gap of the model: its spill (and, when eligible, recompute) option.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GapOption {
+    /// The tensor.
+    pub t: TensorId,
+    /// The gap's first use.
+    pub a: usize,
+    /// The gap's next use.
+    pub b: usize,
+    /// Where a spill comes back.
+    pub back: usize,
+    /// Modelled cost of the spill (µs).
+    pub spill_cost: f64,
+    /// The recompute option: producer op, cost (µs), and the options (indices) of its
+    /// inputs' gaps around `b`, which must then be kept.
+    pub recompute: Option<(usize, f64, Vec<usize>)>,
 }
 
-fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String) {
+/// The model's options for every gap with an idle step (see the module doc).
+pub fn gap_options(ctx: &Ctx) -> Vec<GapOption> {
     let keep = Sched::keep_all(ctx);
-    let live = keep.live(ctx);
-    let n = ctx.steps();
-    if live.iter().all(|&l| l <= target) {
-        return (keep, "optimal (nothing to evict)".into());
-    }
-    let mut pb = RowProblem::default();
-    let mut vars: Vec<GapVar> = Vec::new();
+    let mut vars: Vec<GapOption> = Vec::new();
     // Gap index by (tensor, first use).
     let mut gap_of: std::collections::BTreeMap<(TensorId, usize), usize> = Default::default();
     for (i, u) in ctx.uses.iter().enumerate() {
@@ -99,25 +103,22 @@ fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String
             }
             let back = ctx.prefetch(a, b, size);
             let (t_in, t_out) = (ctx.profile.h2d_us(size), ctx.profile.d2h_us(size));
-            let cost = (t_in - ctx.compute_us(back, b)).max(0.0)
+            let spill_cost = (t_in - ctx.compute_us(back, b)).max(0.0)
                 + (t_out - ctx.compute_us(a + 1, back)).max(0.0)
                 + LINK_SHARE * (t_in + t_out);
-            let spill = pb.add_integer_column(cost, 0.0..=1.0);
             gap_of.insert((t, a), vars.len());
-            vars.push(GapVar {
+            vars.push(GapOption {
                 t,
                 a,
                 b,
                 back,
-                spill,
+                spill_cost,
                 recompute: None,
             });
         }
     }
-    // Recompute columns (after all gaps exist, for the input constraints).
-    let mut rows: Vec<(Col, Col)> = Vec::new();
-    for gi in 0..vars.len() {
-        let (t, b) = (vars[gi].t, vars[gi].b);
+    for v in &mut vars {
+        let (t, b) = (v.t, v.b);
         let Some(k) = ctx.single_producer(t) else {
             continue;
         };
@@ -151,17 +152,79 @@ fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String
                 }
             }
         }
-        if !ok {
-            continue;
+        if ok {
+            v.recompute = Some((k, cost, needs));
         }
-        let col = pb.add_integer_column(cost, 0.0..=1.0);
-        vars[gi].recompute = Some((col, k));
-        for g2 in needs {
-            rows.push((col, vars[g2].spill));
+    }
+    vars
+}
+
+/// The schedule of a choice per option (0 keep, 1 spill, 2 recompute).
+pub fn schedule_of(ctx: &Ctx, options: &[GapOption], choice: &[u8]) -> Sched {
+    let mut sched = Sched::keep_all(ctx);
+    for (v, &c) in options.iter().zip(choice) {
+        if c == 1 && v.back >= v.a + 2 {
+            sched.gaps[v.t.index()].insert(v.a, Gap::Spill { back: v.back });
+        }
+    }
+    for (v, &c) in options.iter().zip(choice) {
+        if let (2, Some((k, _, _))) = (c, &v.recompute) {
+            for x in ctx.arena_inputs(*k) {
+                sched.add_use(x, v.b);
+            }
+            sched.gaps[v.t.index()].insert(v.a, Gap::Recompute);
+        }
+    }
+    sched
+}
+
+/// Bytes each step could free at most: every gap's tensor evicted over its widest option.
+pub fn freeable(ctx: &Ctx, options: &[GapOption]) -> Vec<u64> {
+    let mut free = vec![0u64; ctx.steps()];
+    for o in options {
+        let end = if o.recompute.is_some() { o.b } else { o.back };
+        for f in free.iter_mut().take(end).skip(o.a + 1) {
+            *f += ctx.graph.tensor(o.t).size;
+        }
+    }
+    free
+}
+
+struct GapVar {
+    spill: Col,
+    recompute: Option<Col>,
+}
+
+/// Solves the model for `target` within `time` (see the module doc): the schedule and a
+/// note (status, bound on the estimated cost).
+pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String) {
+    let keep = Sched::keep_all(ctx);
+    let live = keep.live(ctx);
+    let n = ctx.steps();
+    if live.iter().all(|&l| l <= target) {
+        return (keep, "optimal (nothing to evict)".into());
+    }
+    let options = gap_options(ctx);
+    let mut pb = RowProblem::default();
+    let mut vars: Vec<GapVar> = options
+        .iter()
+        .map(|o| GapVar {
+            spill: pb.add_integer_column(o.spill_cost, 0.0..=1.0),
+            recompute: None,
+        })
+        .collect();
+    let mut rows: Vec<(Col, Col)> = Vec::new();
+    for (gi, o) in options.iter().enumerate() {
+        if let Some((_, cost, needs)) = &o.recompute {
+            let col = pb.add_integer_column(*cost, 0.0..=1.0);
+            vars[gi].recompute = Some(col);
+            for &g2 in needs {
+                rows.push((col, vars[g2].spill));
+            }
         }
     }
     for v in &vars {
-        if let Some((r, _)) = v.recompute {
+        if let Some(r) = v.recompute {
             pb.add_row(..=1.0, [(v.spill, 1.0), (r, 1.0)]);
         }
     }
@@ -169,7 +232,7 @@ fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String
     for (col, xspill) in &rows {
         let mut terms = vec![(*col, 1.0), (*xspill, 1.0)];
         if let Some(g2) = vars.iter().position(|v| v.spill == *xspill) {
-            if let Some((r2, _)) = vars[g2].recompute {
+            if let Some(r2) = vars[g2].recompute {
                 terms.push((r2, 1.0));
             }
         }
@@ -178,14 +241,15 @@ fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String
     // Memory rows, in MiB-ish units to keep coefficients tame.
     let unit = 1024.0;
     let mut terms: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
-    for v in &vars {
-        let size = ctx.graph.tensor(v.t).size as f64 / unit;
-        for s in (v.a + 1)..v.back {
+    for (v, o) in vars.iter().zip(&options) {
+        let size = ctx.graph.tensor(o.t).size as f64 / unit;
+        for s in (o.a + 1)..o.back {
             if live[s] > target {
                 terms[s].push((v.spill, size));
             }
         }
-        if let Some((r, k)) = v.recompute {
+        if let (Some(r), Some((k, _, _))) = (v.recompute, &o.recompute) {
+            let (k, v) = (*k, o);
             for s in (v.a + 1)..v.b {
                 if live[s] > target {
                     terms[s].push((r, size));
@@ -197,13 +261,13 @@ fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String
             }
         }
     }
+    let free = freeable(ctx, &options);
     for s in 0..n {
         if live[s] > target {
             // Best effort, as the sweep: a step no eviction set can bring under the target
             // asks only for what can be freed there.
             let row = std::mem::take(&mut terms[s]);
-            let freeable: f64 = row.iter().map(|&(_, v)| v.max(0.0)).sum();
-            let excess = ((live[s] - target) as f64 / unit).min(freeable);
+            let excess = ((live[s] - target).min(free[s])) as f64 / unit;
             if excess > 0.0 {
                 pb.add_row(excess.., row);
             }
@@ -212,13 +276,13 @@ fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String
     // Warm start from the sweep where it maps onto the model's gaps.
     let ncols = vars.len() + vars.iter().filter(|v| v.recompute.is_some()).count();
     let mut start = vec![0.0; ncols];
-    for v in &vars {
-        match warm.gaps[v.t.index()].get(&v.a) {
-            Some(Gap::Spill { .. }) if warm.next_use(v.t, v.a) == Some(v.b) => {
+    for (v, o) in vars.iter().zip(&options) {
+        match warm.gaps[o.t.index()].get(&o.a) {
+            Some(Gap::Spill { .. }) if warm.next_use(o.t, o.a) == Some(o.b) => {
                 start[v.spill.index()] = 1.0
             }
             Some(Gap::Recompute) => {
-                if let Some((r, _)) = v.recompute {
+                if let Some(r) = v.recompute {
                     start[r.index()] = 1.0;
                 }
             }
@@ -234,6 +298,7 @@ fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String
     // values (HiGHS 1.x), losing the solution.
     let _ = model.try_set_option("presolve", "off");
     let _ = model.try_set_option("time_limit", time.as_secs_f64().max(0.01));
+    let _ = model.try_set_option("mip_rel_gap", 1e-6);
     let _ = model.try_set_solution(Some(&start), None, None, None);
     let Ok(solved) = model.try_solve() else {
         return (warm.clone(), "error (sweep kept)".into());
@@ -260,22 +325,15 @@ fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String
     let sol = solved.get_solution();
     let cols = sol.columns();
     let on = |c: Col| cols.get(c.index()).is_some_and(|&x| x > 0.5);
-    let mut sched = Sched::keep_all(ctx);
-    for v in &vars {
-        if on(v.spill) && v.back >= v.a + 2 {
-            sched.gaps[v.t.index()].insert(v.a, Gap::Spill { back: v.back });
-        }
-    }
-    for v in &vars {
-        if let Some((r, k)) = v.recompute {
-            if on(r) {
-                for x in ctx.arena_inputs(k) {
-                    sched.add_use(x, v.b);
-                }
-                sched.gaps[v.t.index()].insert(v.a, Gap::Recompute);
-            }
-        }
-    }
+    let choice: Vec<u8> = vars
+        .iter()
+        .map(|v| match (on(v.spill), v.recompute.is_some_and(on)) {
+            (_, true) => 2,
+            (true, false) => 1,
+            _ => 0,
+        })
+        .collect();
+    let sched = schedule_of(ctx, &options, &choice);
     let peak = |s: &Sched| s.live(ctx).into_iter().max().unwrap_or(0);
     if peak(&sched) > target.max(peak(warm)) {
         return (
@@ -292,6 +350,7 @@ mod tests {
     use crate::budget::schedule::Params;
     use crate::cost::DeviceProfile;
     use crate::graph::Graph;
+    use serde_json::json;
 
     fn graph() -> Graph {
         // a = relu(x) is read again at the end, while x stays resident (py reads it).
@@ -349,5 +408,131 @@ mod tests {
         let peak = |s: &Sched| s.live(&ctx).into_iter().max().unwrap();
         // Best effort: never a higher peak than the warm start.
         assert!(peak(&s) <= peak(&warm));
+    }
+
+    /// A tiny random training-like graph: a forward chain whose activations are read again
+    /// in reverse order, some ops cheap (relu), times and workspaces random.
+    fn tiny(seed: u64) -> Graph {
+        let mut rng = seed | 1;
+        let mut next = move |m: u64| {
+            rng ^= rng >> 12;
+            rng ^= rng << 25;
+            rng ^= rng >> 27;
+            (rng.wrapping_mul(0x2545F4914F6CDD1D) >> 11) % m.max(1)
+        };
+        let f = 2 + next(3) as usize;
+        let mut tensors = vec![json!({"name": "x", "size": 1 + next(100), "kind": "input"})];
+        let mut ops = Vec::new();
+        let mut prev = "x".to_string();
+        for i in 0..f {
+            let name = format!("f{i}");
+            tensors.push(json!({"name": name, "size": 1 + next(100), "kind": "activation"}));
+            let ty = if next(2) == 0 { "relu" } else { "conv2d" };
+            let mut op = json!({"name": name, "type": ty, "inputs": [prev], "outputs": [name],
+                                "time_us": next(20)});
+            if next(3) == 0 {
+                op["workspace"] = json!(1 + next(50));
+            }
+            ops.push(op);
+            prev = name;
+        }
+        for i in (0..f).rev() {
+            let name = format!("g{i}");
+            let kind = if i == 0 { "output" } else { "activation" };
+            tensors.push(json!({"name": name, "size": 1 + next(100), "kind": kind}));
+            ops.push(
+                json!({"name": name, "type": "backward", "inputs": [prev, format!("f{i}")],
+                            "outputs": [name], "time_us": next(20)}),
+            );
+            prev = name;
+        }
+        let g = json!({"format": "memplan-graph/1", "name": "tiny", "alignment": 1,
+                       "tensors": tensors, "ops": ops});
+        Graph::parse(&g.to_string()).unwrap()
+    }
+
+    #[test]
+    fn the_program_finds_the_brute_force_optimum_on_tiny_graphs() {
+        let mut checked = 0;
+        for seed in 0..40u64 {
+            let g = tiny(seed);
+            let order: Vec<usize> = (0..g.ops.len()).collect();
+            let ctx = Ctx::new(&g, &order, DeviceProfile::h200(), Params::default());
+            let options = gap_options(&ctx);
+            let keep = Sched::keep_all(&ctx).live(&ctx);
+            let peak = *keep.iter().max().unwrap();
+            let free = freeable(&ctx, &options);
+            for pct in [50u64, 70, 90] {
+                let target = peak * pct / 100;
+                // Brute force over keep / spill / recompute per option.
+                let m = options.len();
+                let mut best: Option<f64> = None;
+                let mut choice = vec![0u8; m];
+                'all: loop {
+                    let ok_needs = options.iter().zip(&choice).all(|(o, &c)| {
+                        c != 2
+                            || o.recompute
+                                .as_ref()
+                                .is_some_and(|(_, _, needs)| needs.iter().all(|&n| choice[n] == 0))
+                    });
+                    if ok_needs {
+                        let live = schedule_of(&ctx, &options, &choice).live(&ctx);
+                        let fits = (0..keep.len()).all(|s| {
+                            keep[s] <= target
+                                || keep[s] - live[s].min(keep[s]) >= (keep[s] - target).min(free[s])
+                        });
+                        if fits {
+                            let cost: f64 = options
+                                .iter()
+                                .zip(&choice)
+                                .map(|(o, &c)| match c {
+                                    1 => o.spill_cost,
+                                    2 => o.recompute.as_ref().map_or(0.0, |r| r.1),
+                                    _ => 0.0,
+                                })
+                                .sum();
+                            if best.is_none_or(|b| cost < b) {
+                                best = Some(cost);
+                            }
+                        }
+                    }
+                    // Next choice vector (mixed radix: 3 where recompute exists, else 2).
+                    let mut i = 0;
+                    loop {
+                        if i == m {
+                            break 'all;
+                        }
+                        let radix = if options[i].recompute.is_some() { 3 } else { 2 };
+                        choice[i] += 1;
+                        if choice[i] < radix {
+                            break;
+                        }
+                        choice[i] = 0;
+                        i += 1;
+                    }
+                }
+                let Some(best) = best else { continue };
+                let warm = Sched::keep_all(&ctx);
+                let (sched, note) = solve(&ctx, target, &warm, Duration::from_secs(10));
+                if peak <= target {
+                    continue;
+                }
+                assert!(note.starts_with("optimal"), "seed {seed} {pct}%: {note}");
+                let got: f64 = options
+                    .iter()
+                    .map(|o| match sched.gaps[o.t.index()].get(&o.a) {
+                        Some(Gap::Spill { .. }) => o.spill_cost,
+                        Some(Gap::Recompute) => o.recompute.as_ref().map_or(0.0, |r| r.1),
+                        None => 0.0,
+                    })
+                    .sum();
+                assert!(
+                    (got - best).abs() <= 1e-6 + 1e-5 * best.abs(),
+                    "seed {seed} {pct}%: program {got} vs brute force {best}"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 20, "only {checked} cases checked");
     }
 }
