@@ -2,9 +2,12 @@
 //!
 //! [`graph`] reads and checks memplan-graph/1; [`planner`] picks an op order and arena offsets
 //! with the solver crate's heuristics and emits a memplan-plan/1 [`plan`]; [`validate`]
-//! replays a plan independently of any solver.
+//! replays a plan independently of any solver; [`budget`] fits a memory budget with spills
+//! and recomputes, timed by the [`cost`] model.
 #![deny(missing_docs)]
 
+pub mod budget;
+pub mod cost;
 pub mod executor;
 pub mod graph;
 pub mod plan;

@@ -188,6 +188,9 @@ pub struct PlanStats {
     /// Whether in-place hints were honoured.
     #[serde(default)]
     pub inplace: bool,
+    /// Budget figures, for plans made under a memory budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::BudgetStat>,
     /// Planning time in milliseconds.
     #[serde(default)]
     pub elapsed_ms: f64,

@@ -1,7 +1,7 @@
 //! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
 //! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
-//! [--only zoo|traces|order]` (SHARED_DIR defaults to `../shared`, S to 1 s per plan /
+//! [--only zoo|traces|order|budget]` (SHARED_DIR defaults to `../shared`, S to 1 s per plan /
 //! instance).
 //!
 //! - **zoo** (`SHARED_DIR/zoo/*.json`): ops, tensors, LOAD of the listed order, the
@@ -19,6 +19,11 @@
 //!   plan's peak (`--order auto --strategy heuristic`), the `--strategy auto` plan's peak (order
 //!   program + exact placement), its proven bound, gap, the order program's mode (whole /
 //!   windows, models improved), seconds, and the cut below the listed order's peak.
+//!
+//! - **budget** (`SHARED_DIR/zoo/*.train.json` and `SHARED_DIR/bench/checkmate/*.json`; not
+//!   part of the default run): budgets of 80 %, 60 % and 40 % of LOAD of the listed order, on
+//!   the listed order; per strategy (`sweep`, `ilp`, `chen`, `spill-all`): feasible, peak, bytes
+//!   spilled out, recompute GFLOP, modelled overhead % and seconds (H200 cost model).
 //!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
@@ -44,7 +49,7 @@ fn main() -> Result<()> {
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget]"
                 );
                 return Ok(());
             }
@@ -56,6 +61,15 @@ fn main() -> Result<()> {
     if only.as_deref().is_none_or(|o| o == "zoo") {
         zoo_table(&shared.join("zoo"), tl)?;
         println!();
+    }
+    if only.as_deref() == Some("budget") {
+        let mut graphs: Vec<PathBuf> = files(&shared.join("zoo"), "json")?
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains(".train."))
+            .collect();
+        graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
+        budget_table(&graphs)?;
+        return Ok(());
     }
     if only.as_deref() == Some("order") {
         let mut graphs = files(&shared.join("zoo"), "json")?;
@@ -95,6 +109,73 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 fn mib(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
+}
+
+fn budget_table(graphs: &[PathBuf]) -> Result<()> {
+    use memplan::budget::{plan_with_budget, BudgetError, BudgetOptions};
+    let strategies = ["sweep", "ilp", "chen", "spill-all"];
+    print!("| graph | budget | LOAD MiB | budget MiB |");
+    for s in strategies {
+        print!(" {s}: fits | peak MiB | spilled MiB | recompute GFLOP | overhead % | s |");
+    }
+    println!();
+    println!(
+        "|---|---:|---:|---:|{}",
+        "---|---:|---:|---:|---:|---:|".repeat(3)
+    );
+    for path in graphs {
+        let g = Graph::parse(&std::fs::read_to_string(path)?)
+            .with_context(|| path.display().to_string())?;
+        let s = graph_stats(&g)?;
+        let order = g
+            .order_problem()
+            .listed_topological_order()
+            .map_err(|e| g.order_error(e))?;
+        for pct in [80u64, 60, 40] {
+            let budget = s.listed_load * pct / 100;
+            print!(
+                "| {} | {pct}% | {:.1} | {:.1} |",
+                g.name,
+                mib(s.listed_load),
+                mib(budget)
+            );
+            for name in strategies {
+                let t0 = Instant::now();
+                let r = plan_with_budget(
+                    &g,
+                    &order,
+                    &BudgetOptions {
+                        budget,
+                        strategy: name.into(),
+                        ..BudgetOptions::default()
+                    },
+                );
+                let secs = t0.elapsed().as_secs_f64();
+                match r {
+                    Ok(p) => {
+                        if let Err(v) = memplan::validate(&g, &p, Some(budget)) {
+                            bail!("{}: invalid budgeted plan: {v}", g.name);
+                        }
+                        let b = p.stats.budget.clone().unwrap_or_default();
+                        print!(
+                            " yes | {:.1} | {:.1} | {:.2} | {:.1} | {:.2} |",
+                            mib(p.stats.peak_bytes),
+                            mib(b.spilled_out_bytes),
+                            b.recompute_flops / 1e9,
+                            b.overhead_pct,
+                            secs
+                        );
+                    }
+                    Err(BudgetError::Infeasible { reached, .. }) => {
+                        print!(" no | ({:.1}) | - | - | - | {secs:.2} |", mib(reached));
+                    }
+                    Err(e) => bail!("{}: {e}", g.name),
+                }
+            }
+            println!();
+        }
+    }
+    Ok(())
 }
 
 fn order_table(graphs: &[PathBuf], tl: Duration) -> Result<()> {

@@ -8,6 +8,8 @@
 use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand, ValueEnum};
+use memplan::budget::{self, BudgetError, BudgetOptions, BudgetSpec};
+use memplan::cost::DeviceProfile;
 use memplan::graph::Graph;
 use memplan::plan::Plan;
 use memplan::planner::{self, OrderMode, PlanOptions, Strategy};
@@ -55,9 +57,25 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         time_limit: f64,
         /// Honour the graph's in-place hints (plans use the `inplace_of` alloc extension,
-        /// which ../shared/tools/check_plan.py does not accept).
+        /// which ../shared/tools/check_plan.py does not accept). Not used under --budget.
         #[arg(long)]
         inplace: bool,
+        /// Fit this arena budget: BYTES, or PCT% of the unconstrained plan's peak; the plan
+        /// then spills to host and recomputes (exit 2 when no plan fits).
+        #[arg(long, allow_hyphen_values = true)]
+        budget: Option<String>,
+        /// With --budget: `best` (every strategy, lowest modelled overhead wins), `sweep`
+        /// (the heuristic), `chen` (sqrt(n) checkpointing) or `spill-all`.
+        #[arg(long, default_value = "best", value_parser = spill_strategy_names())]
+        spill_strategy: String,
+        /// With --budget: device-profile JSON (fields half_flops_per_s, fp32_flops_per_s,
+        /// memory_bytes_per_s, h2d_bytes_per_s, d2h_bytes_per_s; missing ones keep the H200
+        /// defaults).
+        #[arg(long)]
+        device_profile: Option<PathBuf>,
+        /// With --budget: host link bandwidth per direction in GB/s (overrides the profile).
+        #[arg(long)]
+        link_gbps: Option<f64>,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -186,6 +204,10 @@ fn strategy_names() -> PossibleValuesParser {
     PossibleValuesParser::new(Strategy::ALL.map(Strategy::name))
 }
 
+fn spill_strategy_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(budget::strategy_names())
+}
+
 fn order_names() -> PossibleValuesParser {
     PossibleValuesParser::new(OrderMode::ALL.map(OrderMode::name))
 }
@@ -268,6 +290,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             strategy,
             time_limit: tl,
             inplace,
+            budget,
+            spill_strategy,
+            device_profile,
+            link_gbps,
         } => {
             let g = load_graph(&graph)?;
             let opts = PlanOptions {
@@ -279,6 +305,63 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 inplace,
                 ..PlanOptions::default()
             };
+            if let Some(spec) = budget {
+                let mut profile = match &device_profile {
+                    Some(path) => DeviceProfile::from_json(&read(path)?)
+                        .map_err(|e| bad(format!("{}: {e}", path.display())))?,
+                    None => DeviceProfile::h200(),
+                };
+                if let Some(gbps) = link_gbps {
+                    profile.h2d_bytes_per_s = gbps * 1e9;
+                    profile.d2h_bytes_per_s = gbps * 1e9;
+                    profile
+                        .check()
+                        .map_err(|e| bad(format!("--link-gbps {gbps}: {e}")))?;
+                }
+                let spec = BudgetSpec::parse(&spec).map_err(|e| bad(format!("--budget: {e}")))?;
+                let bopts = BudgetOptions {
+                    strategy: spill_strategy,
+                    profile,
+                    ..BudgetOptions::default()
+                };
+                let plan = match budget::plan_under_budget(&g, spec, &opts, &bopts) {
+                    Ok(p) => p,
+                    Err(
+                        e @ (BudgetError::Infeasible { .. }
+                        | BudgetError::Zero
+                        | BudgetError::Parse(_)
+                        | BudgetError::UnknownStrategy(..)),
+                    ) => return Err(bad(format!("{}: {e}", g.name))),
+                    Err(e) => return Err(e.into()),
+                };
+                let s = &plan.stats;
+                if let Some(b) = &s.budget {
+                    eprintln!(
+                        "{}: budget {} B ({}), peak {} B ({}) vs {} B unconstrained, strategy {}, spilled {} B out / {} B in ({} spills), host pool {} B, {} ops recomputed ({:.3e} flops), modelled step {:.1} us, overhead {:.1} us ({:.2}%), {:.1} ms",
+                        g.name,
+                        b.budget_bytes,
+                        mib(b.budget_bytes),
+                        s.peak_bytes,
+                        mib(s.peak_bytes),
+                        b.unconstrained_peak_bytes,
+                        b.strategy,
+                        b.spilled_out_bytes,
+                        b.spilled_in_bytes,
+                        b.spills,
+                        plan.host_bytes,
+                        b.recomputed_ops,
+                        b.recompute_flops,
+                        b.step_us,
+                        b.overhead_us,
+                        b.overhead_pct,
+                        s.elapsed_ms
+                    );
+                }
+                let mut text = plan.to_json();
+                text.push('\n');
+                write_out(&output, &text)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let plan = planner::plan(&g, &opts)?;
             let s = &plan.stats;
             eprintln!(

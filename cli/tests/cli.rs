@@ -285,3 +285,63 @@ fn every_strategy_plans_the_sample_and_the_solving_ones_report_the_order_program
         assert_eq!(v["stats"]["order_ilp"].is_object(), strategy != "heuristic");
     }
 }
+
+#[test]
+fn plan_with_a_percentage_budget_fits_it_and_check_and_run_accept_the_plan() {
+    let out = tmp("budget60.plan.json");
+    let r = memplan(&[
+        "plan",
+        "sample",
+        "--budget",
+        "60%",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(err.contains("budget") && err.contains("overhead"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let budget = v["stats"]["budget"]["budget_bytes"].as_u64().unwrap();
+    assert!(v["arena_bytes"].as_u64().unwrap() <= budget);
+    let c = memplan(&[
+        "check",
+        &sample(),
+        out.to_str().unwrap(),
+        "--budget",
+        &budget.to_string(),
+    ]);
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    let run = memplan(&["run", &sample(), out.to_str().unwrap()]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stdout)
+    );
+}
+
+#[test]
+fn zero_unparsable_and_unreachable_budgets_exit_2_with_a_clear_message() {
+    for (budget, needle) in [
+        ("0", "more than 0 bytes"),
+        ("lots", "is not BYTES"),
+        ("-5%", "is not BYTES"),
+        ("1000", "no plan can go below"),
+    ] {
+        let r = memplan(&["plan", "sample", "--budget", budget]);
+        assert_eq!(r.status.code(), Some(2), "--budget {budget}");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains(needle), "--budget {budget}: {err}");
+    }
+    let profile = tmp("bad-profile.json");
+    std::fs::write(&profile, r#"{"h2d_bytes_per_s": -1}"#).unwrap();
+    let r = memplan(&[
+        "plan",
+        "sample",
+        "--budget",
+        "80%",
+        "--device-profile",
+        profile.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("h2d_bytes_per_s"));
+}

@@ -1,0 +1,918 @@
+//! Fitting a memory budget on a fixed op order: spill to host and recompute.
+//!
+//! A [`SpillStrategy`] turns a target (live bytes per step) into a residency [`Sched`]: per
+//! tensor and per gap between consecutive uses, keep / spill (`spill_out` after the use,
+//! `spill_in` at a prefetch step before the next, possibly at another offset) / recompute
+//! (re-execute a single-output producer right before the next use). The pipeline
+//! ([`plan_with_budget`]) then makes every residency interval, workspace and recompute
+//! workspace a buffer, places them with the placement portfolio (so a tensor may come back at
+//! a different offset), places the host copies in a host pool the same way (`host_bytes`),
+//! emits the instruction stream and replays it with the validator under the budget.
+//! Placement adds fragmentation on top of live bytes, so adaptive strategies are re-run with
+//! a lower target until the placed peak fits (at most [`MAX_ATTEMPTS`] times).
+//!
+//! The modelled step time comes from [`simulate`]: one compute stream and one copy stream per
+//! direction; a copy or an exec waits for the memory it reserves to be released (the readers
+//! of the previous occupant done, or its spill_out copied), an exec waits for its inputs'
+//! spill_ins. Overhead is the step time minus the sum of the ops' times.
+//!
+//! Strategies ([`registry`]): `sweep` (the heuristic, [`sweep`]), `ilp` (the HiGHS integer
+//! program warm-started from it, [`ilp`]), `chen` (√n checkpointing, [`chen`]) and
+//! `spill-all` ([`spill_all`]); `best` runs them all and keeps the fitting plan with the
+//! lowest modelled overhead (so it is never worse than any of them).
+
+pub mod chen;
+pub mod ilp;
+pub mod schedule;
+pub mod spill_all;
+pub mod sweep;
+
+use crate::cost::DeviceProfile;
+use crate::graph::{Graph, TensorId, TensorKind};
+use crate::plan::{Instruction, Plan, PlanStats, WeightSlot, PLAN_FORMAT};
+use memplan_solver::place;
+use memplan_solver::{Budget, Buffer, Lifetime, PlacementError, PlacementProblem};
+use schedule::{Ctx, End, Params, Sched, Start};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// How many targets an adaptive strategy tries before giving up.
+pub const MAX_ATTEMPTS: usize = 12;
+
+/// A way to decide keep / spill / recompute for a target of live bytes.
+pub trait SpillStrategy {
+    /// Stable name (CLI `--spill-strategy`).
+    fn name(&self) -> &'static str;
+    /// One-line description.
+    fn about(&self) -> &'static str;
+    /// The schedule for `target` live bytes per step (best effort: steps it cannot bring
+    /// under the target stay over it).
+    fn schedule(&self, ctx: &Ctx, target: u64) -> Sched;
+    /// Whether a lower target gives a lower peak (so the pipeline may retry with one).
+    fn adapts(&self) -> bool;
+    /// What the last [`SpillStrategy::schedule`] call's solver reported (status, bound).
+    fn note(&self) -> Option<String> {
+        None
+    }
+    /// A strategy this one refines: its plan is kept when it is better, so this one is never
+    /// worse than it.
+    fn fallback(&self) -> Option<Box<dyn SpillStrategy>> {
+        None
+    }
+}
+
+/// Every strategy, in the order `best` tries them (earlier wins ties).
+pub fn registry() -> Vec<Box<dyn SpillStrategy>> {
+    vec![
+        Box::new(sweep::Sweep),
+        Box::new(ilp::Ilp::default()),
+        Box::new(chen::Chen),
+        Box::new(spill_all::SpillAll),
+    ]
+}
+
+/// The name that runs every strategy and keeps the best fitting plan.
+pub const BEST: &str = "best";
+
+/// Names accepted for the strategy: [`BEST`] and the registry's.
+pub fn strategy_names() -> Vec<&'static str> {
+    let mut v = vec![BEST];
+    v.extend(registry().iter().map(|s| s.name()));
+    v
+}
+
+/// Options of a budgeted plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetOptions {
+    /// Arena budget (bytes, > 0).
+    pub budget: u64,
+    /// Strategy name ([`strategy_names`]).
+    pub strategy: String,
+    /// The device's figures.
+    pub profile: DeviceProfile,
+    /// Strategy knobs.
+    pub params: Params,
+    /// Time limit per placement run (`None`: the heuristics' own caps, deterministic).
+    pub placement_time: Option<Duration>,
+}
+
+impl Default for BudgetOptions {
+    fn default() -> Self {
+        BudgetOptions {
+            budget: 0,
+            strategy: BEST.into(),
+            profile: DeviceProfile::h200(),
+            params: Params::default(),
+            placement_time: None,
+        }
+    }
+}
+
+/// Budget figures in the plan stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct BudgetStat {
+    /// The budget (bytes).
+    pub budget_bytes: u64,
+    /// Peak of the plan without a budget, when known (bytes).
+    #[serde(default)]
+    pub unconstrained_peak_bytes: u64,
+    /// Strategy that produced the plan.
+    pub strategy: String,
+    /// Live-bytes target of the attempt that fitted (bytes).
+    pub target_bytes: u64,
+    /// Attempts (targets tried) of that strategy.
+    pub attempts: usize,
+    /// Device profile name.
+    pub device: String,
+    /// Bytes copied device→host.
+    pub spilled_out_bytes: u64,
+    /// Bytes copied host→device.
+    pub spilled_in_bytes: u64,
+    /// Number of spill_out instructions.
+    pub spills: usize,
+    /// Number of re-executed ops.
+    pub recomputed_ops: usize,
+    /// Flops of the re-executed ops.
+    pub recompute_flops: f64,
+    /// Modelled time of the re-executed ops (µs).
+    pub recompute_us: f64,
+    /// Modelled step time without any spill or recompute: the ops' times summed (µs).
+    pub base_step_us: f64,
+    /// Modelled step time of this plan (µs).
+    pub step_us: f64,
+    /// `step_us - base_step_us` (µs).
+    pub overhead_us: f64,
+    /// Overhead as a percentage of `base_step_us`.
+    pub overhead_pct: f64,
+    /// A lower bound on any plan's peak ([`min_bytes`]): no plan fits a smaller budget.
+    pub min_bytes: u64,
+    /// The chosen strategy's solver report (the integer program: status, bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<String>,
+    /// Every strategy tried (`best`): name, peak reached, overhead %, fitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<TriedStat>,
+}
+
+/// One strategy's outcome under `best`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TriedStat {
+    /// Strategy name.
+    pub name: String,
+    /// Lowest peak it reached (bytes).
+    pub peak_bytes: u64,
+    /// Its modelled overhead (% of the base step time).
+    pub overhead_pct: f64,
+    /// Whether it fitted the budget.
+    pub fits: bool,
+    /// Its solver's report (the integer program: status and bound), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<String>,
+}
+
+/// Why no plan fits.
+#[derive(Debug, Error)]
+pub enum BudgetError {
+    /// A zero budget.
+    #[error("the budget must be more than 0 bytes")]
+    Zero,
+    /// An unknown strategy name.
+    #[error("unknown spill strategy {0:?} (known: {1})")]
+    UnknownStrategy(String, String),
+    /// The order is not a permutation of the ops.
+    #[error("the order does not list every op once")]
+    BadOrder,
+    /// No strategy reaches the budget.
+    #[error(
+        "budget of {budget} bytes cannot be met: the smallest peak reached is {reached} bytes \
+         (strategy {strategy}); no plan can go below {min_bytes} bytes ({why})"
+    )]
+    Infeasible {
+        /// The budget asked.
+        budget: u64,
+        /// The smallest peak reached.
+        reached: u64,
+        /// The strategy that reached it.
+        strategy: String,
+        /// The per-op lower bound.
+        min_bytes: u64,
+        /// What sets it.
+        why: String,
+    },
+    /// A placement problem was malformed (internal).
+    #[error("placement: {0}")]
+    Placement(#[from] PlacementError),
+    /// A `--budget` argument that is neither bytes nor a percentage.
+    #[error(
+        "budget {0:?} is not BYTES (a positive integer) or PCT% (a positive percentage, e.g. 60%)"
+    )]
+    Parse(String),
+    /// The unconstrained planning failed.
+    #[error(transparent)]
+    Plan(#[from] crate::planner::PlanError),
+    /// The emitted plan failed the validator (internal).
+    #[error("internal error: budgeted plan is invalid: {0}")]
+    Invalid(#[from] crate::validate::Violation),
+}
+
+/// A budget as given: bytes, or a percentage of the unconstrained plan's peak.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BudgetSpec {
+    /// Bytes.
+    Bytes(u64),
+    /// Percent of the unconstrained peak.
+    Percent(f64),
+}
+
+impl BudgetSpec {
+    /// Parses `BYTES` or `PCT%` (zero, negative, non-finite and unparsable values are
+    /// refused).
+    pub fn parse(text: &str) -> Result<Self, BudgetError> {
+        let t = text.trim();
+        let bad = || BudgetError::Parse(text.to_string());
+        if let Some(p) = t.strip_suffix('%') {
+            let v: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad());
+            }
+            return Ok(BudgetSpec::Percent(v));
+        }
+        let v: u64 = t.parse().map_err(|_| bad())?;
+        if v == 0 {
+            return Err(BudgetError::Zero);
+        }
+        Ok(BudgetSpec::Bytes(v))
+    }
+
+    /// The budget in bytes for an unconstrained peak of `peak` (a percentage rounds down,
+    /// to at least 1 byte).
+    pub fn bytes(self, peak: u64) -> u64 {
+        match self {
+            BudgetSpec::Bytes(b) => b,
+            BudgetSpec::Percent(p) => ((peak as f64 * p / 100.0).floor() as u64).max(1),
+        }
+    }
+}
+
+/// The op order of a plan: op indices by first exec.
+pub fn order_of_plan(graph: &Graph, plan: &Plan) -> Vec<usize> {
+    let ids: BTreeMap<&str, usize> = graph
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.name.as_str(), i))
+        .collect();
+    let mut seen = vec![false; graph.ops.len()];
+    let mut order = Vec::with_capacity(graph.ops.len());
+    for ins in &plan.instructions {
+        if let Instruction::Exec { node, .. } = ins {
+            if let Some(&k) = ids.get(node.as_str()) {
+                if !std::mem::replace(&mut seen[k], true) {
+                    order.push(k);
+                }
+            }
+        }
+    }
+    order
+}
+
+/// Plans `graph` without a budget (`plan_opts`), then under `spec` on that plan's order
+/// (in-place sharing is not used under a budget). The stats record the unconstrained peak.
+pub fn plan_under_budget(
+    graph: &Graph,
+    spec: BudgetSpec,
+    plan_opts: &crate::planner::PlanOptions,
+    opts: &BudgetOptions,
+) -> Result<Plan, BudgetError> {
+    let free = crate::planner::plan(
+        graph,
+        &crate::planner::PlanOptions {
+            inplace: false,
+            ..plan_opts.clone()
+        },
+    )?;
+    let budget = spec.bytes(free.stats.peak_bytes);
+    let order = order_of_plan(graph, &free);
+    let mut plan = plan_with_budget(
+        graph,
+        &order,
+        &BudgetOptions {
+            budget,
+            ..opts.clone()
+        },
+    )?;
+    if let Some(b) = plan.stats.budget.as_mut() {
+        b.unconstrained_peak_bytes = free.stats.peak_bytes;
+    }
+    plan.stats.order_method = free.stats.order_method.clone();
+    Ok(plan)
+}
+
+/// A lower bound on the peak of any plan on `order` and what sets it: the larger of the bytes
+/// one op needs at once (inputs, outputs, workspace) and, at the last step, all graph outputs
+/// (which must be resident at the end) plus the last op's other operands and workspace.
+pub fn min_bytes(graph: &Graph, order: &[usize]) -> (u64, String) {
+    let (op_bytes, op) = op_min_bytes(graph);
+    let mut end: u64 = graph
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Output)
+        .map(|t| t.size)
+        .sum();
+    let mut last_name = String::new();
+    if let Some(&k) = order.last() {
+        let last = &graph.ops[k];
+        let mut ts: Vec<TensorId> = last
+            .inputs
+            .iter()
+            .chain(&last.outputs)
+            .copied()
+            .filter(|&t| {
+                let kind = graph.tensor(t).kind;
+                kind != TensorKind::Weight && kind != TensorKind::Output
+            })
+            .collect();
+        ts.sort_unstable();
+        ts.dedup();
+        end += ts.iter().map(|&t| graph.tensor(t).size).sum::<u64>() + last.workspace;
+        last_name = last.name.clone();
+    }
+    if end > op_bytes {
+        (
+            end,
+            format!(
+                "at the last step, op {last_name:?}, every graph output must be resident \
+                 besides its operands"
+            ),
+        )
+    } else {
+        (
+            op_bytes,
+            format!("what op {op:?} alone needs: inputs + outputs + workspace"),
+        )
+    }
+}
+
+/// The largest bytes one op needs at once and that op's name.
+pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
+    let mut best = (0, String::new());
+    for op in &graph.ops {
+        let mut ts: Vec<TensorId> = op
+            .inputs
+            .iter()
+            .chain(&op.outputs)
+            .copied()
+            .filter(|&t| graph.tensor(t).kind != TensorKind::Weight)
+            .collect();
+        ts.sort_unstable();
+        ts.dedup();
+        let b = ts.iter().map(|&t| graph.tensor(t).size).sum::<u64>() + op.workspace;
+        if b > best.0 {
+            best = (b, op.name.clone());
+        }
+    }
+    best
+}
+
+/// A placed, emitted plan of one schedule.
+struct Built {
+    plan: Plan,
+    peak: u64,
+}
+
+/// Plans `graph` on `order` (op indices, topological) under `opts.budget` (see the module
+/// doc). The plan passes [`crate::validate`] with the budget.
+pub fn plan_with_budget(
+    graph: &Graph,
+    order: &[usize],
+    opts: &BudgetOptions,
+) -> Result<Plan, BudgetError> {
+    let started = Instant::now();
+    if opts.budget == 0 {
+        return Err(BudgetError::Zero);
+    }
+    let mut seen = vec![false; graph.ops.len()];
+    if order.len() != graph.ops.len() || order.iter().any(|&k| k >= seen.len()) {
+        return Err(BudgetError::BadOrder);
+    }
+    for &k in order {
+        if std::mem::replace(&mut seen[k], true) {
+            return Err(BudgetError::BadOrder);
+        }
+    }
+    let all = registry();
+    let chosen: Vec<&dyn SpillStrategy> = if opts.strategy == BEST {
+        all.iter().map(|s| s.as_ref()).collect()
+    } else {
+        match all.iter().find(|s| s.name() == opts.strategy) {
+            Some(s) => vec![s.as_ref()],
+            None => {
+                return Err(BudgetError::UnknownStrategy(
+                    opts.strategy.clone(),
+                    strategy_names().join(", "),
+                ))
+            }
+        }
+    };
+    let ctx = Ctx::new(graph, order, opts.profile.clone(), opts.params);
+    let (min, why) = min_bytes(graph, order);
+    let mut tried = Vec::new();
+    let mut best: Option<(Built, f64, &'static str, u64, usize)> = None;
+    let mut reached: Option<(u64, &'static str)> = None;
+    let mut note = None;
+    for strategy in chosen {
+        let (mut fitted, mut lowest, attempts) = run_strategy(&ctx, strategy, opts)?;
+        let mut solver = strategy.note();
+        let mut overhead = fitted
+            .as_ref()
+            .map(|(b, _)| simulate(graph, &ctx, &b.plan).overhead_pct());
+        // A strategy that refines another (the integer program, the sweep) is never worse
+        // than it: the other's plan is kept when it fits with a lower simulated overhead.
+        if let Some(base) = strategy.fallback() {
+            let (f, l, _) = run_strategy(&ctx, base.as_ref(), opts)?;
+            lowest = lowest.min(l);
+            if let Some((b, t)) = f {
+                let o = simulate(graph, &ctx, &b.plan).overhead_pct();
+                if overhead.is_none_or(|mine| o < mine) {
+                    fitted = Some((b, t));
+                    overhead = Some(o);
+                    solver = Some(format!(
+                        "{}; {}'s plan kept (lower simulated overhead)",
+                        solver.unwrap_or_default(),
+                        base.name()
+                    ));
+                }
+            }
+        }
+        if reached.is_none_or(|(r, _)| lowest < r) {
+            reached = Some((lowest, strategy.name()));
+        }
+        match (fitted, overhead) {
+            (Some((built, target)), Some(overhead)) => {
+                tried.push(TriedStat {
+                    name: strategy.name().into(),
+                    peak_bytes: built.peak,
+                    overhead_pct: overhead,
+                    fits: true,
+                    solver: solver.clone(),
+                });
+                if best.as_ref().is_none_or(|b| overhead < b.1) {
+                    best = Some((built, overhead, strategy.name(), target, attempts));
+                    note = solver;
+                }
+            }
+            _ => tried.push(TriedStat {
+                name: strategy.name().into(),
+                peak_bytes: lowest,
+                overhead_pct: f64::NAN,
+                fits: false,
+                solver,
+            }),
+        }
+    }
+    let Some((built, _, name, target, attempts)) = best else {
+        let (reached, strategy) = reached.unwrap_or((u64::MAX, "none"));
+        return Err(BudgetError::Infeasible {
+            budget: opts.budget,
+            reached,
+            strategy: strategy.into(),
+            min_bytes: min,
+            why,
+        });
+    };
+    let mut plan = built.plan;
+    crate::validate::validate(graph, &plan, Some(opts.budget))?;
+    let timing = simulate(graph, &ctx, &plan);
+    let mut stat = BudgetStat {
+        budget_bytes: opts.budget,
+        strategy: name.into(),
+        target_bytes: target,
+        attempts,
+        device: opts.profile.name.clone(),
+        base_step_us: timing.base_us,
+        step_us: timing.step_us,
+        overhead_us: timing.step_us - timing.base_us,
+        overhead_pct: timing.overhead_pct(),
+        min_bytes: min,
+        solver: note,
+        tried: if opts.strategy == BEST {
+            tried
+                .into_iter()
+                .map(|t| TriedStat {
+                    overhead_pct: if t.overhead_pct.is_finite() {
+                        t.overhead_pct
+                    } else {
+                        -1.0
+                    },
+                    ..t
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        ..BudgetStat::default()
+    };
+    let mut execs = vec![0usize; graph.ops.len()];
+    let op_ids: BTreeMap<&str, usize> = graph
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.name.as_str(), i))
+        .collect();
+    for ins in &plan.instructions {
+        match ins {
+            Instruction::SpillOut { tensor, .. } => {
+                stat.spills += 1;
+                stat.spilled_out_bytes += size_of(graph, tensor);
+            }
+            Instruction::SpillIn { tensor, .. } => stat.spilled_in_bytes += size_of(graph, tensor),
+            Instruction::Exec { node, .. } => {
+                if let Some(&k) = op_ids.get(node.as_str()) {
+                    execs[k] += 1;
+                    if execs[k] > 1 {
+                        stat.recomputed_ops += 1;
+                        stat.recompute_flops += graph.ops[k].flops.unwrap_or(0.0);
+                        stat.recompute_us += opts.profile.op_us(graph, &graph.ops[k]);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    plan.stats.method = format!("budget:{name}");
+    plan.stats.budget = Some(stat);
+    plan.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(plan)
+}
+
+fn size_of(graph: &Graph, name: &str) -> u64 {
+    graph
+        .tensor_by_name(name)
+        .map_or(0, |t| graph.tensor(t).size)
+}
+
+/// What a buffer of the device placement problem is.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Resident(schedule::Interval),
+    Workspace { step: usize },
+    RecomputeWorkspace { step: usize, tensor: TensorId },
+}
+
+/// Runs one strategy with adaptive targets: its fitting plan and target (if any), the
+/// lowest peak it reached and the attempts made.
+#[allow(clippy::type_complexity)]
+fn run_strategy(
+    ctx: &Ctx,
+    strategy: &dyn SpillStrategy,
+    opts: &BudgetOptions,
+) -> Result<(Option<(Built, u64)>, u64, usize), BudgetError> {
+    let mut target = opts.budget;
+    let mut lowest = u64::MAX;
+    let mut attempts = 0;
+    let mut tried_zero = false;
+    while attempts < MAX_ATTEMPTS {
+        attempts += 1;
+        let sched = strategy.schedule(ctx, target);
+        let built = build(ctx, &sched, opts)?;
+        lowest = lowest.min(built.peak);
+        if built.peak <= opts.budget {
+            return Ok((Some((built, target)), lowest, attempts));
+        }
+        if !strategy.adapts() || tried_zero {
+            break;
+        }
+        let cut = (built.peak - opts.budget).max(opts.budget / 50).max(1);
+        target = target.saturating_sub(cut);
+        if target == 0 || attempts + 1 == MAX_ATTEMPTS {
+            // The last try evicts everything the strategy can: the smallest it reaches.
+            target = 0;
+            tried_zero = true;
+        }
+    }
+    Ok((None, lowest, attempts))
+}
+
+/// Places the schedule's buffers and host copies and emits the plan.
+fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, BudgetError> {
+    let graph = ctx.graph;
+    let n = ctx.steps();
+    let mut roles = Vec::new();
+    let mut buffers = Vec::new();
+    let lifetime = |a: usize, b: usize| Lifetime::new(a as u64, b.max(a + 1) as u64);
+    let mut host = Vec::new(); // (tensor, spill step a, back step)
+    let mut host_buffers = Vec::new();
+    for i in 0..graph.tensors.len() {
+        let t = TensorId(i as u32);
+        let tensor = graph.tensor(t);
+        let ivs = sched.intervals(ctx, t);
+        for w in ivs.windows(2) {
+            if w[0].how_end == End::SpillOut {
+                host.push((t, w[0].end - 1));
+                host_buffers.push(Buffer {
+                    lifetime: lifetime(w[0].end, w[1].start + 1),
+                    size: tensor.size,
+                    alignment: tensor.alignment,
+                });
+            }
+        }
+        for iv in ivs {
+            roles.push(Role::Resident(iv));
+            buffers.push(Buffer {
+                lifetime: lifetime(iv.start, iv.end),
+                size: tensor.size,
+                alignment: tensor.alignment,
+            });
+        }
+    }
+    for (s, &k) in ctx.order.iter().enumerate() {
+        let w = graph.ops[k].workspace;
+        if w > 0 {
+            roles.push(Role::Workspace { step: s });
+            buffers.push(Buffer {
+                lifetime: lifetime(s, s + 1),
+                size: w,
+                alignment: graph.alignment,
+            });
+        }
+    }
+    let recomputes = sched.recomputes(ctx);
+    for &(b, p, t) in &recomputes {
+        let w = graph.ops[p].workspace;
+        if w > 0 {
+            roles.push(Role::RecomputeWorkspace { step: b, tensor: t });
+            buffers.push(Buffer {
+                lifetime: lifetime(b, b + 1),
+                size: w,
+                alignment: graph.alignment,
+            });
+        }
+    }
+    let budget = match opts.placement_time {
+        Some(t) => Budget::with_time(t),
+        None => Budget::UNLIMITED,
+    };
+    let device = PlacementProblem::new(buffers.clone());
+    let placed = place::heuristics(&device, &budget)?.placement;
+    let host_problem = PlacementProblem::new(host_buffers.clone());
+    let host_placed = if host_buffers.is_empty() {
+        Default::default()
+    } else {
+        place::heuristics(&host_problem, &budget)?.placement
+    };
+    let host_bytes = host_buffers
+        .iter()
+        .zip(&host_placed.offsets)
+        .map(|(b, &o)| o + b.size)
+        .max()
+        .unwrap_or(0);
+    let host_at: BTreeMap<(TensorId, usize), u64> = host
+        .iter()
+        .zip(&host_placed.offsets)
+        .map(|(&k, &o)| (k, o))
+        .collect();
+
+    // Per-step instruction groups.
+    let mut pre_in: Vec<Vec<Instruction>> = vec![Vec::new(); n];
+    let mut births: Vec<BTreeMap<TensorId, u64>> = vec![BTreeMap::new(); n];
+    let mut rc_at: BTreeMap<(usize, TensorId), u64> = BTreeMap::new();
+    let mut post: Vec<Vec<Instruction>> = vec![Vec::new(); n];
+    let mut ws_at = vec![None; n];
+    let mut rc_ws: BTreeMap<(usize, TensorId), u64> = BTreeMap::new();
+    let mut peak = 0u64;
+    for ((role, buf), &off) in roles.iter().zip(&buffers).zip(&placed.offsets) {
+        peak = peak.max(off + buf.size);
+        match *role {
+            Role::Workspace { step } => ws_at[step] = Some(off),
+            Role::RecomputeWorkspace { step, tensor } => {
+                rc_ws.insert((step, tensor), off);
+            }
+            Role::Resident(iv) => {
+                let name = graph.tensor(iv.tensor).name.clone();
+                match iv.how_start {
+                    Start::Birth => {
+                        births[iv.start].insert(iv.tensor, off);
+                    }
+                    Start::Input => pre_in[iv.start].push(Instruction::Alloc {
+                        tensor: name.clone(),
+                        offset: off,
+                        mem_id: None,
+                        inplace_of: None,
+                    }),
+                    Start::SpillIn => pre_in[iv.start].push(Instruction::SpillIn {
+                        tensor: name.clone(),
+                        offset: off,
+                        mem_id: None,
+                    }),
+                    Start::Recompute => {
+                        rc_at.insert((iv.start, iv.tensor), off);
+                    }
+                }
+                let last = iv.end - 1;
+                match iv.how_end {
+                    End::Stay => {}
+                    End::Free => post[last].push(Instruction::Free { tensor: name }),
+                    End::SpillOut => post[last].push(Instruction::SpillOut {
+                        tensor: name,
+                        host_offset: host_at.get(&(iv.tensor, last)).copied().unwrap_or(0),
+                    }),
+                }
+            }
+        }
+    }
+    let mut ins = Vec::new();
+    let mut rc = recomputes.iter().peekable();
+    for (s, &k) in ctx.order.iter().enumerate() {
+        ins.append(&mut pre_in[s]);
+        while let Some(&&(b, p, t)) = rc.peek() {
+            if b != s {
+                break;
+            }
+            rc.next();
+            ins.push(Instruction::Alloc {
+                tensor: graph.tensor(t).name.clone(),
+                offset: rc_at.get(&(b, t)).copied().unwrap_or(0),
+                mem_id: None,
+                inplace_of: None,
+            });
+            ins.push(Instruction::Exec {
+                node: graph.ops[p].name.clone(),
+                workspace_offset: rc_ws.get(&(b, t)).copied(),
+            });
+        }
+        let op = &graph.ops[k];
+        for &t in &op.outputs {
+            if let Some(&off) = births[s].get(&t) {
+                ins.push(Instruction::Alloc {
+                    tensor: graph.tensor(t).name.clone(),
+                    offset: off,
+                    mem_id: None,
+                    inplace_of: None,
+                });
+            }
+        }
+        ins.push(Instruction::Exec {
+            node: op.name.clone(),
+            workspace_offset: ws_at[s],
+        });
+        ins.append(&mut post[s]);
+    }
+    let (weights, weights_bytes) = graph.weight_layout();
+    let plan = Plan {
+        format: PLAN_FORMAT.to_string(),
+        graph: graph.name.clone(),
+        arena_bytes: peak,
+        weights_bytes,
+        host_bytes,
+        weights: weights
+            .into_iter()
+            .map(|(t, offset)| WeightSlot {
+                tensor: graph.tensor(t).name.clone(),
+                offset,
+            })
+            .collect(),
+        instructions: ins,
+        stats: PlanStats {
+            peak_bytes: peak,
+            lower_bound_bytes: sched.live(ctx).into_iter().max().unwrap_or(0),
+            load_bytes: Some(sched.live(ctx).into_iter().max().unwrap_or(0)),
+            ..PlanStats::default()
+        },
+    };
+    Ok(Built { plan, peak })
+}
+
+/// Modelled times of a plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// The ops' times summed, each op once (µs).
+    pub base_us: f64,
+    /// When the compute stream finishes (µs).
+    pub step_us: f64,
+}
+
+impl Timing {
+    /// Overhead as a percentage of the base time.
+    pub fn overhead_pct(&self) -> f64 {
+        if self.base_us > 0.0 {
+            (self.step_us - self.base_us) / self.base_us * 100.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Simulates the plan's compute stream and its two copy streams (see the module doc).
+pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
+    let op_ids: BTreeMap<&str, usize> = graph
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.name.as_str(), i))
+        .collect();
+    let nt = graph.tensors.len();
+    let mut range: Vec<Option<(u64, u64)>> = vec![None; nt];
+    let mut ready = vec![0f64; nt];
+    let mut touched = vec![0f64; nt];
+    let mut on_host = vec![0f64; nt];
+    // Ranges released and when they become reusable.
+    let mut released: Vec<(u64, u64, f64)> = Vec::new();
+    let wait = |released: &mut Vec<(u64, u64, f64)>, lo: u64, hi: u64| -> f64 {
+        let mut w = 0f64;
+        released.retain(|&(a, b, t)| {
+            if a < hi && lo < b {
+                w = w.max(t);
+            }
+            !(lo <= a && b <= hi)
+        });
+        w
+    };
+    let (mut tc, mut d2h, mut h2d, mut gate) = (0f64, 0f64, 0f64, 0f64);
+    let mut base = 0f64;
+    let mut ran = vec![false; graph.ops.len()];
+    for ins in &plan.instructions {
+        match ins {
+            Instruction::Alloc { tensor, offset, .. } => {
+                if let Some(t) = graph.tensor_by_name(tensor) {
+                    let hi = offset + graph.tensor(t).size;
+                    let w = wait(&mut released, *offset, hi);
+                    gate = gate.max(w);
+                    range[t.index()] = Some((*offset, hi));
+                    ready[t.index()] = w;
+                }
+            }
+            Instruction::Free { tensor } => {
+                if let Some(t) = graph.tensor_by_name(tensor) {
+                    if let Some((lo, hi)) = range[t.index()].take() {
+                        released.push((lo, hi, touched[t.index()]));
+                    }
+                }
+            }
+            Instruction::SpillOut { tensor, .. } => {
+                if let Some(t) = graph.tensor_by_name(tensor) {
+                    let i = t.index();
+                    let start = d2h.max(ready[i]);
+                    d2h = start + ctx.profile.d2h_us(graph.tensor(t).size);
+                    on_host[i] = d2h;
+                    if let Some((lo, hi)) = range[i].take() {
+                        released.push((lo, hi, d2h.max(touched[i])));
+                    }
+                }
+            }
+            Instruction::SpillIn { tensor, offset, .. } => {
+                if let Some(t) = graph.tensor_by_name(tensor) {
+                    let i = t.index();
+                    let hi = offset + graph.tensor(t).size;
+                    let start = h2d.max(on_host[i]).max(wait(&mut released, *offset, hi));
+                    h2d = start + ctx.profile.h2d_us(graph.tensor(t).size);
+                    range[i] = Some((*offset, hi));
+                    ready[i] = h2d;
+                    touched[i] = h2d;
+                }
+            }
+            Instruction::Exec {
+                node,
+                workspace_offset,
+            } => {
+                let Some(&k) = op_ids.get(node.as_str()) else {
+                    continue;
+                };
+                let op = &graph.ops[k];
+                let us = ctx.profile.op_us(graph, op);
+                if !std::mem::replace(&mut ran[k], true) {
+                    base += us;
+                }
+                let mut start = tc.max(gate);
+                for &t in &op.inputs {
+                    start = start.max(ready[t.index()]);
+                }
+                let ws = workspace_offset.map(|w| (w, w + op.workspace));
+                if let Some((lo, hi)) = ws {
+                    start = start.max(wait(&mut released, lo, hi));
+                }
+                let end = start + us;
+                tc = end;
+                gate = 0.0;
+                for &t in op.inputs.iter().chain(&op.outputs) {
+                    touched[t.index()] = end;
+                }
+                for &t in &op.outputs {
+                    ready[t.index()] = end;
+                }
+                if let Some((lo, hi)) = ws {
+                    released.push((lo, hi, end));
+                }
+            }
+        }
+    }
+    let _ = h2d;
+    Timing {
+        base_us: base,
+        step_us: tc,
+    }
+}
+
+#[cfg(test)]
+mod tests;
