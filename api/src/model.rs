@@ -135,8 +135,9 @@ impl ToSchema for OrderName {}
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"strategy": "auto", "order": "auto", "time_limit_s": 5.0})))]
 pub struct PlanOptionsBody {
-    /// Device memory budget in bytes that the plan must fit by spilling and recomputing.
-    /// Not supported by the planner yet: a request that sets it is refused with 422.
+    /// Device memory budget in bytes that the plan's arena must fit, by spilling to host
+    /// memory and recomputing (the `best` spill strategy, H200 cost model). A budget below
+    /// what any plan can reach is refused with 422 naming the smallest peak reached.
     #[schema(minimum = 1)]
     pub budget: Option<u64>,
     /// Time limit of the whole planning in seconds (default 1; at most the service's cap:
@@ -169,6 +170,9 @@ pub struct ResolvedOptions {
     pub inplace: bool,
     /// Stored plans reused.
     pub cache: bool,
+    /// Arena budget in bytes, when the plan must fit one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
 }
 
 /// Body of `POST /v1/plan` and `POST /v1/jobs`.

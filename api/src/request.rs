@@ -211,11 +211,10 @@ pub fn resolve(
     mode: Mode,
 ) -> Result<ResolvedOptions, ApiError> {
     let o = opts.unwrap_or_default();
-    if let Some(b) = o.budget {
-        return Err(ApiError::Unsupported(format!(
-            "options.budget ({b} bytes): fitting a memory budget by spilling and recomputing is \
-             not supported by the planner yet; omit `budget` to get the lowest-peak plan"
-        )));
+    if o.budget == Some(0) {
+        return Err(ApiError::options(
+            "options.budget: the budget must be more than 0 bytes",
+        ));
     }
     let strategy = match &o.strategy {
         None => Strategy::default(),
@@ -244,7 +243,40 @@ pub fn resolve(
         time_limit_s: limit.as_secs_f64(),
         inplace: o.inplace.unwrap_or(false),
         cache: o.cache.unwrap_or(true),
+        budget: o.budget,
     })
+}
+
+/// Plans `graph` with `opts`, under `budget` (bytes) when one is given: the library's
+/// [`memplan::plan`] or [`memplan::budget::plan_under_budget`]. An unreachable budget is an
+/// options error (422) naming the smallest peak reached.
+pub fn run_plan(
+    graph: &memplan::Graph,
+    opts: &PlanOptions,
+    budget: Option<u64>,
+) -> Result<memplan::Plan, ApiError> {
+    use memplan::budget::{BudgetError, BudgetOptions, BudgetSpec};
+    match budget {
+        None => memplan::plan(graph, opts).map_err(|e| match e {
+            memplan::PlanError::Graph(g) => ApiError::graph(g.to_string()),
+            other => ApiError::Internal(other.to_string()),
+        }),
+        Some(b) => {
+            let r = memplan::budget::plan_under_budget(
+                graph,
+                BudgetSpec::Bytes(b),
+                opts,
+                &BudgetOptions::default(),
+            );
+            r.map_err(|e| match e {
+                e @ (BudgetError::Infeasible { .. } | BudgetError::Zero) => {
+                    ApiError::options(format!("options.budget: {e}"))
+                }
+                BudgetError::Plan(memplan::PlanError::Graph(g)) => ApiError::graph(g.to_string()),
+                other => ApiError::Internal(other.to_string()),
+            })
+        }
+    }
 }
 
 /// The library options of resolved options (names are checked again: stored jobs may come
@@ -299,7 +331,7 @@ pub fn canonical(v: &Value, out: &mut String) {
 pub fn cache_key(graph_json: &str, o: &ResolvedOptions) -> String {
     let mut h = Sha256::new();
     // Everything that changes the result, and the planner that computed it.
-    let opts = format!(
+    let mut opts = format!(
         "memplan {}\norder={}\nstrategy={}\ntime_limit_s={}\ninplace={}\n",
         env!("CARGO_PKG_VERSION"),
         o.order,
@@ -307,6 +339,10 @@ pub fn cache_key(graph_json: &str, o: &ResolvedOptions) -> String {
         o.time_limit_s,
         o.inplace
     );
+    // Only when set, so keys of plans without a budget stay what they were.
+    if let Some(b) = o.budget {
+        let _ = writeln!(opts, "budget={b}");
+    }
     h.update(opts.as_bytes());
     h.update(graph_json.as_bytes());
     let mut hex = String::with_capacity(64);

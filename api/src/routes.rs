@@ -95,7 +95,7 @@ fn respond(status: StatusCode, text: String, extra: &[(&'static str, String)]) -
         (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid graph or options, graph over a size limit, time limit over the cap, or an unsupported option (`budget`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid graph or options (an unreachable `budget` included), graph over a size limit, or time limit over the cap", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "All solver and queue places are taken (see Retry-After), or shutting down", body = Problem, content_type = "application/problem+json",
          headers(("Retry-After" = u64, description = "Seconds to wait")))
     )

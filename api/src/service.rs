@@ -34,7 +34,7 @@ use crate::store::{Finish, JobRow, NewJob, Store, StoreError};
 use axum::body::Bytes;
 use axum::response::sse::Event;
 use futures_util::Stream;
-use memplan::{CancelToken, Graph, PlanError, ProgressSink};
+use memplan::{CancelToken, Graph, ProgressSink};
 use memplan_solver::place::{self, PlaceOptions};
 use memplan_solver::{csv, Budget, PlacementProblem};
 use std::collections::BTreeMap;
@@ -218,13 +218,6 @@ fn progress_of_text(plan: &str) -> Progress {
     }
 }
 
-fn plan_error(e: PlanError) -> ApiError {
-    match e {
-        PlanError::Graph(g) => ApiError::graph(g.to_string()),
-        other => ApiError::Internal(other.to_string()),
-    }
-}
-
 fn problem_json(e: &ApiError) -> String {
     serde_json::to_string(&e.problem()).unwrap_or_default()
 }
@@ -237,6 +230,7 @@ fn view_of(row: &JobRow) -> JobView {
         time_limit_s: 0.0,
         inplace: false,
         cache: false,
+        budget: None,
     });
     JobView {
         id: row.id.clone(),
@@ -465,15 +459,14 @@ impl Service {
         opts.cancel = Some(cancel.clone());
         let limit = opts.time_limit.unwrap_or(self.config.default_time_limit);
         let graph = p.graph;
+        let budget = p.options.budget;
         let result = self
             .solve("plan", permit, ticket, limit, cancel, move || {
-                memplan::plan(&graph, &opts).map(|plan| serde_json::to_string(&plan))
+                request::run_plan(&graph, &opts, budget).map(|plan| serde_json::to_string(&plan))
             })
             .await?;
         guard.0 = None;
-        let plan = result
-            .map_err(plan_error)?
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let plan = result?.map_err(|e| ApiError::Internal(e.to_string()))?;
         let (key, text) = (p.key, plan.clone());
         if let Err(e) = self.db(move |s| s.put_plan(&key, &text, now_ms())).await {
             // The answer is still right; only the next identical request will solve again.
@@ -597,6 +590,7 @@ impl Service {
         live.solving.store(true, Ordering::SeqCst);
         let options: Result<ResolvedOptions, String> =
             serde_json::from_str(&options_text).map_err(|e| format!("stored options: {e}"));
+        let budget = options.as_ref().ok().and_then(|o| o.budget);
         let plan_options = options.and_then(|o| request::plan_options(&o));
         let limit = plan_options
             .as_ref()
@@ -634,7 +628,7 @@ impl Service {
                 })?;
                 opts.cancel = Some(cancel);
                 opts.progress = Some(sink);
-                let plan = memplan::plan(&graph, &opts).map_err(plan_error)?;
+                let plan = request::run_plan(&graph, &opts, budget)?;
                 let text =
                     serde_json::to_string(&plan).map_err(|e| ApiError::Internal(e.to_string()))?;
                 Ok((text, progress_of(&plan.stats, "done")))

@@ -90,15 +90,48 @@ async fn bad_options_are_refused_naming_the_option_and_the_choices() {
 }
 
 #[tokio::test]
-async fn a_budget_is_refused_as_not_supported_yet_rather_than_ignored() {
+async fn a_budget_gives_a_valid_plan_under_it_and_an_unreachable_one_is_refused() {
     let api = start(config(None)).await;
-    for uri in ["/v1/plan", "/v1/jobs"] {
-        let r = api
-            .post_json(uri, &plan_request(sample(), json!({"budget": 1000000})))
-            .await;
-        let p = r.assert_problem(422, "not supported by the planner yet");
-        assert_eq!(p["type"], "urn:memplan:problem:unsupported");
-    }
+    let free = api
+        .post_json("/v1/plan", &plan_request(sample(), json!({})))
+        .await;
+    assert_eq!(free.status.as_u16(), 200);
+    let peak = free.json()["stats"]["peak_bytes"].as_u64().unwrap();
+    let budget = peak * 6 / 10;
+    let r = api
+        .post_json(
+            "/v1/plan",
+            &plan_request(sample(), json!({"budget": budget})),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    let plan: memplan::Plan = serde_json::from_str(&r.text).unwrap();
+    assert!(plan.arena_bytes <= budget);
+    let graph = memplan::Graph::parse(&sample_text()).unwrap();
+    memplan::validate(&graph, &plan, Some(budget)).unwrap();
+    assert!(plan.stats.budget.is_some());
+    let r = api
+        .post_json("/v1/plan", &plan_request(sample(), json!({"budget": 1000})))
+        .await;
+    r.assert_problem(422, "cannot be met");
+    // A job is accepted, then fails with the same reason.
+    let r = api
+        .post_json("/v1/jobs", &plan_request(sample(), json!({"budget": 1000})))
+        .await;
+    assert_eq!(r.status.as_u16(), 202, "{}", r.text);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let v = api
+        .wait_job(&id, Duration::from_secs(60), |s| s == "failed")
+        .await;
+    assert!(
+        v["error"].to_string().contains("cannot be met"),
+        "{}",
+        v["error"]
+    );
+    let r = api
+        .post_json("/v1/plan", &plan_request(sample(), json!({"budget": 0})))
+        .await;
+    r.assert_problem(422, "more than 0 bytes");
 }
 
 #[tokio::test]
