@@ -12,7 +12,8 @@
 //!
 //! Fresh offsets are bump-allocated above the original arena, so a returning tensor always
 //! lands at a different offset; `arena_bytes`, `stats.peak_bytes` and `host_bytes` are
-//! updated. Tensors involved in in-place sharing are left alone. Every `every`-th eligible
+//! updated. Tensors involved in in-place sharing are left alone, and so are recompute
+//! candidates whose producer reads a tensor another recompute frees early (or the reverse). Every `every`-th eligible
 //! candidate is rewritten (0 disables a kind), in instruction order, deterministically.
 
 use crate::graph::{Graph, TensorId, TensorKind};
@@ -140,6 +141,9 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
     // original stream, applied back to front so indices stay valid.
     let mut edits: Vec<(TensorId, usize, usize, usize)> = Vec::new();
     let mut taken: BTreeSet<TensorId> = BTreeSet::new();
+    // Inputs of the producers already chosen: they must stay resident for the re-exec, so
+    // they are never freed early themselves.
+    let mut pinned: BTreeSet<TensorId> = BTreeSet::new();
     for (e, ins) in plan.instructions.iter().enumerate() {
         let Instruction::Exec { node, .. } = ins else {
             continue;
@@ -152,6 +156,7 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
         if graph.tensor(t).kind != TensorKind::Activation
             || ctx.skip.contains(&t)
             || taken.contains(&t)
+            || pinned.contains(&t)
         {
             continue;
         }
@@ -161,7 +166,11 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
             .copied()
             .filter(|&x| graph.tensor(x).kind != TensorKind::Weight)
             .collect();
-        if inputs.iter().any(|x| ctx.skip.contains(x)) {
+        // An input freed early by another recompute would not be there for this re-exec.
+        if inputs
+            .iter()
+            .any(|x| ctx.skip.contains(x) || taken.contains(x))
+        {
             continue;
         }
         // First two reads of t after e; nothing may touch t or free/spill P's inputs
@@ -190,6 +199,7 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
         if seen % every == 0 {
             edits.push((t, e, reads[0], reads[1]));
             taken.insert(t);
+            pinned.extend(inputs.iter().copied());
         }
     }
     // Apply back to front (by second-read index) so earlier indices stay valid; edits may
