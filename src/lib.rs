@@ -10,6 +10,7 @@ pub mod graph;
 pub mod plan;
 pub mod planner;
 pub mod validate;
+pub mod zoo;
 
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
 pub use memplan_solver::CancelToken;

@@ -1,0 +1,68 @@
+//! `memplan zoo` end to end: output files, resume, and refused options.
+
+use std::path::Path;
+use std::process::Command;
+
+fn memplan() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+}
+
+fn sample() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples/resnet_block.train.json")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn zoo_plans_the_sample_writes_every_file_and_skips_it_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let run = || {
+        memplan()
+            .args(["zoo", &sample(), "--out"])
+            .arg(&out)
+            .args(["--time-limit", "0.2"])
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{err}");
+    assert!(err.contains("1 planned, 0 skipped"), "{err}");
+    for f in ["results.json", "results.csv", "report.md", "report.html"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    let second = run();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(err.contains("0 planned, 1 skipped"), "{err}");
+}
+
+#[test]
+fn zoo_refuses_budgets_until_the_planner_supports_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = memplan()
+        .args(["zoo", &sample(), "--budgets", "80,60,40", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("budgets are not supported yet") && err.contains("issue 5"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zoo_names_a_missing_input_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = memplan()
+        .args(["zoo", "/nonexistent/graph.json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/graph.json"));
+}
