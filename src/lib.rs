@@ -9,6 +9,7 @@ pub mod executor;
 pub mod graph;
 pub mod plan;
 pub mod planner;
+pub mod trace;
 pub mod validate;
 pub mod zoo;
 

@@ -58,6 +58,10 @@ enum Command {
         /// which ../shared/tools/check_plan.py does not accept).
         #[arg(long)]
         inplace: bool,
+        /// Also write a Chrome-trace / Perfetto file of the plan here: ops as slices, the
+        /// arena's reserved bytes as a counter track, spills as flows.
+        #[arg(long)]
+        trace: Option<PathBuf>,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -289,6 +293,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             strategy,
             time_limit: tl,
             inplace,
+            trace,
         } => {
             let g = load_graph(&graph)?;
             let opts = PlanOptions {
@@ -319,6 +324,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut text = plan.to_json();
             text.push('\n');
             write_out(&output, &text)?;
+            if let Some(path) = trace {
+                let t = memplan::trace::chrome_trace(&g, &plan)?;
+                write_out(&Some(path), &format!("{t}\n"))?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Check {

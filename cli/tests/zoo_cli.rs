@@ -66,3 +66,22 @@ fn zoo_names_a_missing_input_with_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/graph.json"));
 }
+
+#[test]
+fn plan_trace_writes_a_chrome_trace_with_a_slice_per_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let o = memplan()
+        .args(["plan", "sample", "-o"])
+        .arg(dir.path().join("plan.json"))
+        .arg("--trace")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let ev = t["traceEvents"].as_array().unwrap();
+    assert!(ev.iter().filter(|e| e["ph"] == "X").count() > 0);
+    assert!(ev.iter().any(|e| e["ph"] == "C" && e["name"] == "arena"));
+}
