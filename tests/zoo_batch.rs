@@ -187,3 +187,58 @@ fn zero_jobs_are_refused() {
     let e = run_zoo(&[sample()], dir.path(), &o, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("--jobs"), "{e}");
 }
+
+#[test]
+fn the_report_of_the_whole_shared_zoo_has_every_graph_with_well_formed_charts() {
+    let zoo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/zoo");
+    if !zoo.is_dir() {
+        eprintln!("note: {} absent, test skipped", zoo.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_zoo(&[zoo], dir.path(), &opts(0.1), &mut |_| {}).unwrap();
+    assert!(s.results.len() >= 2);
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    let mut charts: Vec<String> = Vec::new();
+    let mut rest = html.as_str();
+    while let Some(i) = rest.find("<svg") {
+        let j = rest[i..].find("</svg>").expect("every <svg> is closed") + i + 6;
+        // Inline HTML5 SVG carries no namespace; add it to parse the chart as XML.
+        let svg = rest[i..j].replacen("<svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"", 1);
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed SVG");
+        let title = doc
+            .descendants()
+            .find(|n| n.has_tag_name("title"))
+            .and_then(|n| n.text())
+            .unwrap_or_default()
+            .to_string();
+        // Every rectangle and line lies within the chart.
+        let w: f64 = doc
+            .root_element()
+            .attribute("width")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let h: f64 = doc
+            .root_element()
+            .attribute("height")
+            .unwrap()
+            .parse()
+            .unwrap();
+        for n in doc.descendants().filter(|n| n.has_tag_name("rect")) {
+            let a = |k: &str| n.attribute(k).unwrap().parse::<f64>().unwrap();
+            assert!(a("x") >= 0.0 && a("x") + a("width") <= w + 0.5, "{title}");
+            assert!(a("y") >= 0.0 && a("y") + a("height") <= h + 0.5, "{title}");
+        }
+        charts.push(title);
+        rest = &rest[j..];
+    }
+    assert_eq!(charts.len(), 1 + 2 * s.results.len());
+    for r in &s.results {
+        assert!(charts.contains(&format!("{}: live bytes per step", r.graph)));
+        assert!(charts.contains(&format!("{}: arena layout", r.graph)));
+        assert!(r.lower_bound_bytes <= r.optimal_peak_bytes);
+        assert!(r.optimal_peak_bytes <= r.heuristic_peak_bytes);
+    }
+    assert!(!html.contains("http://") && !html.contains("https://"));
+}
