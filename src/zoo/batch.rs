@@ -302,7 +302,11 @@ pub fn run_zoo(
                             .iter()
                             .all(|p| out.join(p).is_file())
                 })
-                .cloned()
+                .map(|r| GraphResult {
+                    // Same content, maybe moved: report where it is now.
+                    file: g.path.display().to_string(),
+                    ..r.clone()
+                })
         })
         .collect();
     let skipped = done.iter().filter(|d| d.is_some()).count();
