@@ -117,7 +117,7 @@ fn a_batch_writes_consistent_results_and_a_self_contained_report_and_resumes() {
     // A copy elsewhere has the same content hash: skipped, reported at its new place.
     let moved = dir.path().join("moved.json");
     std::fs::copy(&inputs[0], &moved).unwrap();
-    let m = run_zoo(&[moved.clone()], out, &opts(0.3), &mut |_| {}).unwrap();
+    let m = run_zoo(std::slice::from_ref(&moved), out, &opts(0.3), &mut |_| {}).unwrap();
     assert_eq!((m.planned, m.skipped), (0, 1));
     assert_eq!(m.results[0].file, moved.display().to_string());
 
