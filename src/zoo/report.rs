@@ -124,16 +124,11 @@ th{background:#eee}section{margin-top:2em}.legend{font-size:12px;color:#444}</st
         let _ = write!(html, "<th>{}</th>", esc(c));
     }
     html.push_str("</tr>\n");
-    for (_, r) in items {
+    for (n, (_, r)) in items.iter().enumerate() {
         html.push_str("<tr>");
         for (k, cell) in row(r).iter().enumerate() {
             if k == 0 {
-                let _ = write!(
-                    html,
-                    "<td><a href=\"#g-{}\">{}</a></td>",
-                    esc(&r.hash),
-                    esc(cell)
-                );
+                let _ = write!(html, "<td><a href=\"#g{n}\">{}</a></td>", esc(cell));
             } else {
                 let _ = write!(html, "<td>{}</td>", esc(cell));
             }
@@ -174,15 +169,14 @@ th{background:#eee}section{margin-top:2em}.legend{font-size:12px;color:#444}</st
         "<h2>Peaks as % of the listed order's peak</h2>\n{}",
         svg::bar_chart("heuristic vs optimal vs bound", &series, &bars)
     );
-    for (g, r) in items {
+    for (n, (g, r)) in items.iter().enumerate() {
         let listed = load_plan(out, &r.plans.listed, g)?;
         let optimal = load_plan(out, &r.plans.optimal, g)?;
         let pl = profile(g, &listed).map_err(|e| ZooError::Internal(e.to_string()))?;
         let po = profile(g, &optimal).map_err(|e| ZooError::Internal(e.to_string()))?;
         let _ = writeln!(
             html,
-            "<section id=\"g-{}\"><h2>{}</h2><p>{} ops, {} tensors. Optimal peak {} ({}, gap {}), heuristic {}, listed order {}, bound {}. PyTorch eager would reserve {}.</p>",
-            esc(&r.hash),
+            "<section id=\"g{n}\"><h2>{}</h2><p>{} ops, {} tensors. Optimal peak {} ({}, gap {}), heuristic {}, listed order {}, bound {}. PyTorch eager would reserve {}.</p>",
             esc(&r.graph),
             r.ops,
             r.tensors,
