@@ -12,7 +12,9 @@ pub mod executor;
 pub mod graph;
 pub mod plan;
 pub mod planner;
+pub mod trace;
 pub mod validate;
+pub mod zoo;
 
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
 pub use memplan_solver::CancelToken;

@@ -76,6 +76,10 @@ enum Command {
         /// With --budget: host link bandwidth per direction in GB/s (overrides the profile).
         #[arg(long)]
         link_gbps: Option<f64>,
+        /// Also write a Chrome-trace / Perfetto file of the plan here: ops as slices, the
+        /// arena's reserved bytes as a counter track, spills as flows.
+        #[arg(long)]
+        trace: Option<PathBuf>,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -114,6 +118,27 @@ enum Command {
     Stats {
         /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
         graph: String,
+    },
+    /// Plan every graph of a model zoo three ways (listed order, heuristics, full portfolio
+    /// within the time limit), validate and save the plans under OUT/plans, and write
+    /// results.json, results.csv, report.md and report.html. Resumable: graphs whose file
+    /// hash and options already have a result in OUT are skipped.
+    Zoo {
+        /// Graph files, or folders whose *.json files are graphs.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Output folder (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Time limit in seconds of each planner call.
+        #[arg(long, default_value_t = 1.0)]
+        time_limit: f64,
+        /// Graphs planned at once.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Budgets in % of the optimal peak, e.g. 80,60,40 (not supported yet: issue 5).
+        #[arg(long)]
+        budgets: Option<String>,
     },
     /// Run the HTTP service (POST /v1/plan, jobs, check, place, /metrics, /docs) until SIGTERM
     /// or Ctrl-C.
@@ -294,6 +319,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             spill_strategy,
             device_profile,
             link_gbps,
+            trace,
         } => {
             let g = load_graph(&graph)?;
             let opts = PlanOptions {
@@ -360,6 +386,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let mut text = plan.to_json();
                 text.push('\n');
                 write_out(&output, &text)?;
+                if let Some(path) = trace {
+                    let t = memplan::trace::chrome_trace(&g, &plan)?;
+                    write_out(&Some(path), &format!("{t}\n"))?;
+                }
                 return Ok(ExitCode::SUCCESS);
             }
             let plan = planner::plan(&g, &opts)?;
@@ -381,6 +411,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut text = plan.to_json();
             text.push('\n');
             write_out(&output, &text)?;
+            if let Some(path) = trace {
+                let t = memplan::trace::chrome_trace(&g, &plan)?;
+                write_out(&Some(path), &format!("{t}\n"))?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Check {
@@ -479,6 +513,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             skip_validation,
             json,
         } => run_plan(&graph, &plan, device, seed, kernels, skip_validation, json),
+        Command::Zoo {
+            inputs,
+            out,
+            time_limit: tl,
+            jobs,
+            budgets,
+        } => zoo(&inputs, &out, tl, jobs, budgets),
         Command::Stats { graph } => {
             let g = load_graph(&graph)?;
             let s = memplan::planner::graph_stats(&g)?;
@@ -508,6 +549,113 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn zoo(
+    inputs: &[PathBuf],
+    out: &Path,
+    tl: f64,
+    jobs: usize,
+    budgets: Option<String>,
+) -> Result<ExitCode> {
+    use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+    use memplan::zoo::{self, ZooError, ZooEvent, ZooOptions};
+    use std::collections::BTreeMap;
+    use std::io::IsTerminal;
+    if let Some(b) = budgets {
+        return Err(bad(format!(
+            "--budgets {b}: the zoo batch does not plan under budgets yet (its budget table is \
+             still to come); plan one graph at a time with `memplan plan GRAPH --budget PCT%`, \
+             or run without --budgets"
+        )));
+    }
+    if jobs == 0 {
+        return Err(bad("--jobs must be at least 1"));
+    }
+    let opts = ZooOptions {
+        time_limit: time_limit(tl)?,
+        jobs,
+    };
+    // Progress bars only on a terminal: logs and pipes stay clean.
+    let multi = std::io::stderr().is_terminal().then(MultiProgress::new);
+    let mut overall: Option<ProgressBar> = None;
+    let mut current: BTreeMap<String, ProgressBar> = BTreeMap::new();
+    let mut observer = |ev: ZooEvent| {
+        let Some(m) = &multi else { return };
+        match ev {
+            ZooEvent::Begin { total, skipped } => {
+                let bar = m.add(ProgressBar::new(total as u64));
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix} [{elapsed_precise}] {bar:30} {pos}/{len} graphs {msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                bar.set_prefix("zoo");
+                bar.set_position(skipped as u64);
+                if skipped > 0 {
+                    bar.set_message(format!("({skipped} already done)"));
+                }
+                overall = Some(bar);
+            }
+            ZooEvent::Started { graph } => {
+                let bar = m.add(ProgressBar::new_spinner());
+                bar.set_style(
+                    ProgressStyle::with_template("  {spinner} {prefix}: {msg} [{elapsed}]")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.set_prefix(graph.clone());
+                bar.set_message("starting");
+                bar.enable_steady_tick(Duration::from_millis(120));
+                current.insert(graph, bar);
+            }
+            ZooEvent::Progress {
+                graph,
+                phase,
+                best_peak,
+                lower_bound,
+            } => {
+                if let Some(bar) = current.get(&graph) {
+                    bar.set_message(format!(
+                        "{phase}: best peak {}, bound {}",
+                        mib(best_peak),
+                        mib(lower_bound)
+                    ));
+                }
+            }
+            ZooEvent::Finished { graph, peak } => {
+                if let Some(bar) = current.remove(&graph) {
+                    bar.finish_and_clear();
+                    m.remove(&bar);
+                }
+                if let Some(o) = &overall {
+                    o.inc(1);
+                    o.set_message(format!("last: {graph} {}", mib(peak)));
+                }
+            }
+        }
+    };
+    let summary = zoo::run_zoo(inputs, out, &opts, &mut observer);
+    if let Some(o) = &overall {
+        o.finish_and_clear();
+    }
+    let summary = summary.map_err(|e| match e {
+        ZooError::Missing(_)
+        | ZooError::NoGraphs(_)
+        | ZooError::Graph { .. }
+        | ZooError::Options(_)
+        | ZooError::Results { .. } => bad(e.to_string()),
+        e => anyhow::Error::new(e),
+    })?;
+    eprintln!(
+        "zoo: {} graphs ({} planned, {} skipped) in {:.1} s; {}/results.json, results.csv, report.md, report.html",
+        summary.results.len(),
+        summary.planned,
+        summary.skipped,
+        summary.seconds,
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn seconds(flag: &str, secs: f64) -> Result<Duration> {

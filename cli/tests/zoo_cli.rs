@@ -1,0 +1,87 @@
+//! `memplan zoo` end to end: output files, resume, and refused options.
+
+use std::path::Path;
+use std::process::Command;
+
+fn memplan() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+}
+
+fn sample() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples/resnet_block.train.json")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn zoo_plans_the_sample_writes_every_file_and_skips_it_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let run = || {
+        memplan()
+            .args(["zoo", &sample(), "--out"])
+            .arg(&out)
+            .args(["--time-limit", "0.2"])
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{err}");
+    assert!(err.contains("1 planned, 0 skipped"), "{err}");
+    for f in ["results.json", "results.csv", "report.md", "report.html"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    let second = run();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(err.contains("0 planned, 1 skipped"), "{err}");
+}
+
+#[test]
+fn zoo_refuses_budgets_until_the_planner_supports_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = memplan()
+        .args(["zoo", &sample(), "--budgets", "80,60,40", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("does not plan under budgets yet") && err.contains("--budget PCT%"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zoo_names_a_missing_input_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = memplan()
+        .args(["zoo", "/nonexistent/graph.json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/graph.json"));
+}
+
+#[test]
+fn plan_trace_writes_a_chrome_trace_with_a_slice_per_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let o = memplan()
+        .args(["plan", "sample", "-o"])
+        .arg(dir.path().join("plan.json"))
+        .arg("--trace")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let ev = t["traceEvents"].as_array().unwrap();
+    assert!(ev.iter().filter(|e| e["ph"] == "X").count() > 0);
+    assert!(ev.iter().any(|e| e["ph"] == "C" && e["name"] == "arena"));
+}

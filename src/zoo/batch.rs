@@ -1,0 +1,566 @@
+//! The batch: plan every graph of a model zoo three ways (the listed order, the heuristics,
+//! the full solver portfolio within a time limit), validate each plan, save it, and record the
+//! figures in `results.json` / `results.csv`.
+//!
+//! Resumable: a result is keyed by the graph file's content hash (FNV-1a 64) and the options
+//! key ([`ZooOptions::key`]); when `results.json` in the output folder already holds a result
+//! with both, and its plan files are still there, the graph is skipped. `results.json` is
+//! rewritten (atomically) after every graph, so an interrupted run loses at most the graphs in
+//! flight. Graphs run on `jobs` worker threads; the results keep the input order.
+
+use super::profile::profile;
+use super::pytorch::simulate_reserved;
+use super::{report, ZooError};
+use crate::graph::Graph;
+use crate::plan::Plan;
+use crate::planner::{self, OrderMode, PlanOptions, ProgressSink, Strategy};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The format string of `results.json`.
+pub const RESULTS_FORMAT: &str = "memplan-zoo/1";
+
+/// Batch options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZooOptions {
+    /// Time limit of each planner call.
+    pub time_limit: Duration,
+    /// Graphs planned at once (at least 1).
+    pub jobs: usize,
+}
+
+impl ZooOptions {
+    /// The options as they affect the results (the resume key; `jobs` does not).
+    pub fn key(&self) -> String {
+        format!(
+            "zoo/1 time_limit={:.3}s listed=given/heuristic heuristic=auto/heuristic optimal=auto/auto",
+            self.time_limit.as_secs_f64()
+        )
+    }
+}
+
+/// The plan files of one graph, relative to the output folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanFiles {
+    /// Listed order, heuristic placement.
+    pub listed: String,
+    /// `--strategy heuristic --order auto`.
+    pub heuristic: String,
+    /// `--strategy auto --order auto`.
+    pub optimal: String,
+}
+
+/// One graph's figures (bytes are arena bytes; weights live in their own region).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphResult {
+    /// Graph name.
+    pub graph: String,
+    /// The file it came from, as given.
+    pub file: String,
+    /// FNV-1a 64 of the file's bytes (hex).
+    pub hash: String,
+    /// [`ZooOptions::key`] of the run that produced it.
+    pub options: String,
+    /// Number of ops.
+    pub ops: usize,
+    /// Number of tensors.
+    pub tensors: usize,
+    /// Every arena buffer of the listed order without reuse.
+    pub naive_bytes: u64,
+    /// LOAD (most bytes live at once) of the listed order.
+    pub listed_load_bytes: u64,
+    /// Peak of the listed order placed by the heuristics.
+    pub listed_peak_bytes: u64,
+    /// Peak of `--strategy heuristic --order auto`.
+    pub heuristic_peak_bytes: u64,
+    /// Its planning time.
+    pub heuristic_seconds: f64,
+    /// Peak of `--strategy auto --order auto` within the time limit.
+    pub optimal_peak_bytes: u64,
+    /// Its status (`optimal`, `time_limit`, `heuristic_only`).
+    pub optimal_status: String,
+    /// Its planning time.
+    pub optimal_seconds: f64,
+    /// Proven lower bound on the peak of any order.
+    pub lower_bound_bytes: u64,
+    /// `(optimal − bound) / optimal`.
+    pub gap: f64,
+    /// `1 − optimal / naive`.
+    pub savings_vs_naive: f64,
+    /// `1 − optimal / listed peak`.
+    pub savings_vs_listed: f64,
+    /// Fragmentation rate of the optimal plan (seed 001 §4.1; see
+    /// [`super::profile::PlanProfile::fragmentation`]).
+    pub fragmentation: f64,
+    /// `1 − LOAD / peak` of the optimal plan's order.
+    pub waste: f64,
+    /// Simulated PyTorch caching-allocator reserved peak for the listed order
+    /// ([`super::pytorch`]).
+    pub pytorch_reserved_bytes: u64,
+    /// Plan files.
+    pub plans: PlanFiles,
+}
+
+/// The `results.json` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ZooResults {
+    /// Must be [`RESULTS_FORMAT`].
+    pub format: String,
+    /// One result per graph, in input order.
+    pub results: Vec<GraphResult>,
+}
+
+/// What the batch tells its observer (a progress bar).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ZooEvent {
+    /// The batch knows its work: `total` graphs, `skipped` of them already done.
+    Begin {
+        /// Graphs in the batch.
+        total: usize,
+        /// Graphs already in `results.json`.
+        skipped: usize,
+    },
+    /// A graph's planning started.
+    Started {
+        /// Graph name.
+        graph: String,
+    },
+    /// A planner stage finished.
+    Progress {
+        /// Graph name.
+        graph: String,
+        /// Which of `listed`, `heuristic`, `optimal` runs.
+        phase: &'static str,
+        /// Best peak so far (bytes).
+        best_peak: u64,
+        /// Best bound so far (bytes).
+        lower_bound: u64,
+    },
+    /// A graph is done.
+    Finished {
+        /// Graph name.
+        graph: String,
+        /// Its optimal peak.
+        peak: u64,
+    },
+}
+
+/// What a batch did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZooSummary {
+    /// Every graph's result, in input order.
+    pub results: Vec<GraphResult>,
+    /// Graphs planned in this run.
+    pub planned: usize,
+    /// Graphs skipped because `results.json` had them.
+    pub skipped: usize,
+    /// Wall time of the run.
+    pub seconds: f64,
+}
+
+/// One input graph.
+struct Input {
+    path: PathBuf,
+    graph: Graph,
+    hash: String,
+    /// File-name stem for the plan files (unique in the batch).
+    stem: String,
+}
+
+/// Expands folders (their `*.json` files, sorted) and keeps files as given.
+pub fn collect_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ZooError> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let rd = std::fs::read_dir(p).map_err(|e| ZooError::io(p, e))?;
+            let mut found: Vec<PathBuf> = Vec::new();
+            for entry in rd {
+                let path = entry.map_err(|e| ZooError::io(p, e))?.path();
+                if path.is_file() && path.extension().is_some_and(|x| x == "json") {
+                    found.push(path);
+                }
+            }
+            if found.is_empty() {
+                return Err(ZooError::NoGraphs(p.display().to_string()));
+            }
+            found.sort();
+            files.extend(found);
+        } else if p.is_file() {
+            files.push(p.clone());
+        } else {
+            return Err(ZooError::Missing(p.display().to_string()));
+        }
+    }
+    if files.is_empty() {
+        return Err(ZooError::NoGraphs("(no inputs)".into()));
+    }
+    Ok(files)
+}
+
+/// FNV-1a 64 of `bytes`, as 16 hex digits (a content key, not a cryptographic hash).
+pub fn content_hash(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Writes `text` to `path` through a temporary file and a rename (never half a file).
+pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), ZooError> {
+    let tmp = path.with_extension("tmp~");
+    std::fs::write(&tmp, text).map_err(|e| ZooError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| ZooError::io(path, e))
+}
+
+/// Reads the previous `results.json` of `out`, if any.
+pub fn read_results(out: &Path) -> Result<Option<ZooResults>, ZooError> {
+    let path = out.join("results.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| ZooError::io(&path, e))?;
+    let doc: ZooResults = serde_json::from_str(&text).map_err(|e| ZooError::Results {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    if doc.format != RESULTS_FORMAT {
+        return Err(ZooError::Results {
+            path: path.display().to_string(),
+            message: format!("format is {:?}, expected {RESULTS_FORMAT:?}", doc.format),
+        });
+    }
+    Ok(Some(doc))
+}
+
+/// Plans every graph of `inputs` (files or folders) into `out` and writes the results and the
+/// reports; `observer` sees the progress (on the calling thread, while workers plan).
+pub fn run_zoo(
+    inputs: &[PathBuf],
+    out: &Path,
+    opts: &ZooOptions,
+    observer: &mut dyn FnMut(ZooEvent),
+) -> Result<ZooSummary, ZooError> {
+    let started = Instant::now();
+    if opts.jobs == 0 {
+        return Err(ZooError::Options("--jobs must be at least 1".into()));
+    }
+    // Read and check every graph before planning any: a bad file stops the batch at once.
+    let mut graphs = Vec::new();
+    let mut stems = BTreeSet::new();
+    for path in collect_inputs(inputs)? {
+        let bytes = std::fs::read(&path).map_err(|e| ZooError::io(&path, e))?;
+        let text = String::from_utf8(bytes).map_err(|_| ZooError::Graph {
+            path: path.display().to_string(),
+            message: "not UTF-8 text".into(),
+        })?;
+        let graph = Graph::parse(&text).map_err(|e| ZooError::Graph {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let base = path
+            .file_stem()
+            .map(|s| {
+                s.to_string_lossy().replace(
+                    |c: char| !c.is_ascii_alphanumeric() && c != '.' && c != '-' && c != '_',
+                    "_",
+                )
+            })
+            .unwrap_or_else(|| "graph".into());
+        let mut stem = base.clone();
+        let mut n = 2;
+        while !stems.insert(stem.clone()) {
+            stem = format!("{base}-{n}");
+            n += 1;
+        }
+        graphs.push(Input {
+            hash: content_hash(text.as_bytes()),
+            path,
+            graph,
+            stem,
+        });
+    }
+    let plans_dir = out.join("plans");
+    std::fs::create_dir_all(&plans_dir).map_err(|e| ZooError::io(&plans_dir, e))?;
+    let key = opts.key();
+    let previous = read_results(out)?.map(|d| d.results).unwrap_or_default();
+    let done: Vec<Option<GraphResult>> = graphs
+        .iter()
+        .map(|g| {
+            previous
+                .iter()
+                .find(|r| {
+                    r.hash == g.hash
+                        && r.options == key
+                        && [&r.plans.listed, &r.plans.heuristic, &r.plans.optimal]
+                            .iter()
+                            .all(|p| out.join(p).is_file())
+                })
+                .map(|r| GraphResult {
+                    // Same content, maybe moved: report where it is now.
+                    file: g.path.display().to_string(),
+                    ..r.clone()
+                })
+        })
+        .collect();
+    let skipped = done.iter().filter(|d| d.is_some()).count();
+    observer(ZooEvent::Begin {
+        total: graphs.len(),
+        skipped,
+    });
+    let todo: Vec<usize> = (0..graphs.len()).filter(|&i| done[i].is_none()).collect();
+    let slots = Mutex::new(done);
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let first_error: Mutex<Option<ZooError>> = Mutex::new(None);
+    let save = |slots: &[Option<GraphResult>]| -> Result<(), ZooError> {
+        let doc = ZooResults {
+            format: RESULTS_FORMAT.into(),
+            results: slots.iter().flatten().cloned().collect(),
+        };
+        write_atomic(&out.join("results.json"), &to_json(&doc))
+    };
+    let (tx, rx) = channel::<ZooEvent>();
+    std::thread::scope(|scope| {
+        for _ in 0..opts.jobs.min(todo.len().max(1)) {
+            let tx = tx.clone();
+            let (graphs, todo, slots, next, failed, first_error, save, key) = (
+                &graphs,
+                &todo,
+                &slots,
+                &next,
+                &failed,
+                &first_error,
+                &save,
+                &key,
+            );
+            scope.spawn(move || loop {
+                if failed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let k = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&i) = todo.get(k) else { return };
+                let outcome = plan_one(&graphs[i], out, key, opts, &tx).and_then(|r| {
+                    let mut s = slots.lock().unwrap_or_else(|p| p.into_inner());
+                    s[i] = Some(r);
+                    save(&s)
+                });
+                if let Err(e) = outcome {
+                    failed.store(true, Ordering::SeqCst);
+                    let mut fe = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                    fe.get_or_insert(e);
+                    return;
+                }
+            });
+        }
+        drop(tx);
+        // Events reach the observer here, on the calling thread, until every worker is done.
+        for ev in rx {
+            observer(ev);
+        }
+    });
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let results: Vec<GraphResult> = slots
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .flatten()
+        .collect();
+    if results.len() != graphs.len() {
+        return Err(ZooError::Internal("a graph has no result".into()));
+    }
+    save(&results.iter().cloned().map(Some).collect::<Vec<_>>())?;
+    write_atomic(&out.join("results.csv"), &to_csv(&results))?;
+    let pairs: Vec<(&Graph, &GraphResult)> = graphs
+        .iter()
+        .map(|g| &g.graph)
+        .zip(results.iter())
+        .collect();
+    report::write_reports(out, &pairs)?;
+    Ok(ZooSummary {
+        planned: todo.len(),
+        skipped,
+        results,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn to_json<T: Serialize>(v: &T) -> String {
+    // Plain data: serialising cannot fail.
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// Plans one graph three ways, validates and saves the plans, and computes its figures.
+fn plan_one(
+    input: &Input,
+    out: &Path,
+    key: &str,
+    opts: &ZooOptions,
+    tx: &Sender<ZooEvent>,
+) -> Result<GraphResult, ZooError> {
+    let g = &input.graph;
+    // A closed channel only means nobody watches: ignore send errors.
+    let _ = tx.send(ZooEvent::Started {
+        graph: g.name.clone(),
+    });
+    let stats = planner::graph_stats(g).map_err(|e| ZooError::plan(&input.path, e))?;
+    let run = |phase: &'static str, order, strategy| -> Result<(Plan, f64), ZooError> {
+        let name = g.name.clone();
+        let tx = tx.clone();
+        let sink = ProgressSink::new(move |p| {
+            let _ = tx.send(ZooEvent::Progress {
+                graph: name.clone(),
+                phase,
+                best_peak: p.best_peak,
+                lower_bound: p.lower_bound,
+            });
+        });
+        let popts = PlanOptions {
+            order,
+            strategy,
+            time_limit: Some(opts.time_limit),
+            progress: Some(sink),
+            ..PlanOptions::default()
+        };
+        let t = Instant::now();
+        let plan = planner::plan(g, &popts).map_err(|e| ZooError::plan(&input.path, e))?;
+        let secs = t.elapsed().as_secs_f64();
+        crate::validate(g, &plan, None).map_err(|v| ZooError::Invalid {
+            path: input.path.display().to_string(),
+            phase,
+            message: v.to_string(),
+        })?;
+        Ok((plan, secs))
+    };
+    let (listed, _) = run("listed", OrderMode::Given, Strategy::Heuristic)?;
+    let (heuristic, heuristic_seconds) = run("heuristic", OrderMode::Auto, Strategy::Heuristic)?;
+    let (optimal, optimal_seconds) = run("optimal", OrderMode::Auto, Strategy::Auto)?;
+    let files = PlanFiles {
+        listed: format!("plans/{}.listed.plan.json", input.stem),
+        heuristic: format!("plans/{}.heuristic.plan.json", input.stem),
+        optimal: format!("plans/{}.optimal.plan.json", input.stem),
+    };
+    for (p, f) in [
+        (&listed, &files.listed),
+        (&heuristic, &files.heuristic),
+        (&optimal, &files.optimal),
+    ] {
+        write_atomic(&out.join(f), &to_json(p))?;
+    }
+    let prof = profile(g, &optimal).map_err(|e| ZooError::Internal(e.to_string()))?;
+    let listed_prof = profile(g, &listed).map_err(|e| ZooError::Internal(e.to_string()))?;
+    let o = optimal.stats.peak_bytes;
+    let lb = optimal.stats.lower_bound_bytes.min(o);
+    let result = GraphResult {
+        graph: g.name.clone(),
+        file: input.path.display().to_string(),
+        hash: input.hash.clone(),
+        options: key.to_string(),
+        ops: stats.ops,
+        tensors: stats.tensors,
+        naive_bytes: stats.naive_bytes,
+        listed_load_bytes: stats.listed_load,
+        listed_peak_bytes: listed.stats.peak_bytes,
+        heuristic_peak_bytes: heuristic.stats.peak_bytes,
+        heuristic_seconds,
+        optimal_peak_bytes: o,
+        optimal_status: optimal
+            .stats
+            .status
+            .clone()
+            .unwrap_or_else(|| "heuristic_only".into()),
+        optimal_seconds,
+        lower_bound_bytes: lb,
+        gap: 1.0 - ratio(lb, o),
+        savings_vs_naive: 1.0 - ratio(o, stats.naive_bytes),
+        savings_vs_listed: 1.0 - ratio(o, listed.stats.peak_bytes),
+        fragmentation: prof.fragmentation,
+        waste: prof.waste(),
+        pytorch_reserved_bytes: simulate_reserved(&listed_prof),
+        plans: files,
+    };
+    let _ = tx.send(ZooEvent::Finished {
+        graph: g.name.clone(),
+        peak: o,
+    });
+    Ok(result)
+}
+
+/// The CSV header of `results.csv`.
+pub const CSV_HEADER: &str = "graph,file,hash,ops,tensors,naive_bytes,listed_load_bytes,listed_peak_bytes,heuristic_peak_bytes,heuristic_seconds,optimal_peak_bytes,optimal_status,optimal_seconds,lower_bound_bytes,gap,savings_vs_naive,savings_vs_listed,fragmentation,waste,pytorch_reserved_bytes";
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `results.csv`: one row per graph, the columns of [`CSV_HEADER`].
+pub fn to_csv(results: &[GraphResult]) -> String {
+    let mut s = String::from(CSV_HEADER);
+    s.push('\n');
+    for r in results {
+        s.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{:.3},{},{},{:.3},{},{:.6},{:.6},{:.6},{:.6},{:.6},{}\n",
+            csv_field(&r.graph),
+            csv_field(&r.file),
+            r.hash,
+            r.ops,
+            r.tensors,
+            r.naive_bytes,
+            r.listed_load_bytes,
+            r.listed_peak_bytes,
+            r.heuristic_peak_bytes,
+            r.heuristic_seconds,
+            r.optimal_peak_bytes,
+            csv_field(&r.optimal_status),
+            r.optimal_seconds,
+            r.lower_bound_bytes,
+            r.gap,
+            r.savings_vs_naive,
+            r.savings_vs_listed,
+            r.fragmentation,
+            r.waste,
+            r.pytorch_reserved_bytes,
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_content_hash_is_fnv1a_64() {
+        assert_eq!(content_hash(b""), "cbf29ce484222325");
+        assert_eq!(content_hash(b"a"), "af63dc4c8601ec8c");
+    }
+
+    #[test]
+    fn csv_fields_with_commas_are_quoted() {
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"x\","), "\"say \"\"x\"\",\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
+}

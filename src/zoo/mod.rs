@@ -1,0 +1,91 @@
+//! Model-zoo batch optimisation and reports (issue 8): [`batch`] plans every graph of a zoo
+//! with the listed order, the heuristics and the full portfolio, validates and saves each
+//! plan, and records the figures; [`profile`] recovers the arena over time from a plan;
+//! [`pytorch`] simulates PyTorch's caching allocator for a baseline; [`report`] and [`svg`]
+//! write `report.md` and a self-contained `report.html` (inline SVG, no external resource).
+
+pub mod batch;
+pub mod profile;
+pub mod pytorch;
+pub mod report;
+pub mod svg;
+
+pub use batch::{run_zoo, GraphResult, ZooEvent, ZooOptions, ZooResults, ZooSummary};
+
+use std::path::Path;
+use thiserror::Error;
+
+/// Why a batch failed; each names the file or option at fault.
+#[derive(Debug, Error)]
+pub enum ZooError {
+    /// An input path does not exist.
+    #[error("{0}: no such file or folder")]
+    Missing(String),
+    /// A folder without `*.json` graphs.
+    #[error("{0}: no graph files (*.json) found")]
+    NoGraphs(String),
+    /// A graph file is not a valid memplan-graph/1 graph.
+    #[error("{path}: {message}")]
+    Graph {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The planner failed on a graph.
+    #[error("{path}: planning failed: {message}")]
+    Plan {
+        /// The graph file.
+        path: String,
+        /// The planner's error.
+        message: String,
+    },
+    /// A plan failed the validator (a planner bug; nothing is recorded for it).
+    #[error("{path}: the {phase} plan is invalid: {message}")]
+    Invalid {
+        /// The graph file.
+        path: String,
+        /// Which plan.
+        phase: &'static str,
+        /// The violation.
+        message: String,
+    },
+    /// The existing `results.json` cannot be read.
+    #[error("{path}: cannot resume from it: {message} (remove it or choose another --out)")]
+    Results {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Bad options.
+    #[error("{0}")]
+    Options(String),
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An invariant broke (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ZooError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        ZooError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+
+    fn plan(path: &Path, e: crate::planner::PlanError) -> Self {
+        ZooError::Plan {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
