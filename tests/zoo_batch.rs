@@ -51,6 +51,7 @@ fn opts(secs: f64) -> ZooOptions {
     ZooOptions {
         time_limit: Duration::from_secs_f64(secs),
         jobs: 2,
+        budgets: Vec::new(),
     }
 }
 
@@ -190,6 +191,7 @@ fn zero_jobs_are_refused() {
     let o = ZooOptions {
         time_limit: Duration::from_millis(100),
         jobs: 0,
+        budgets: Vec::new(),
     };
     let e = run_zoo(&[sample()], dir.path(), &o, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("--jobs"), "{e}");

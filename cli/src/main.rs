@@ -562,12 +562,21 @@ fn zoo(
     use memplan::zoo::{self, ZooError, ZooEvent, ZooOptions};
     use std::collections::BTreeMap;
     use std::io::IsTerminal;
-    if let Some(b) = budgets {
-        return Err(bad(format!(
-            "--budgets {b}: the zoo batch does not plan under budgets yet (its budget table is \
-             still to come); plan one graph at a time with `memplan plan GRAPH --budget PCT%`, \
-             or run without --budgets"
-        )));
+    // `--budgets 80,60,40`: percentages of each graph's optimal peak.
+    let mut percents = Vec::new();
+    if let Some(list) = &budgets {
+        for item in list.split(',') {
+            let t = item.trim().trim_end_matches('%');
+            match t.parse::<f64>() {
+                Ok(p) if p.is_finite() && p > 0.0 && p <= 100.0 => percents.push(p),
+                _ => {
+                    return Err(bad(format!(
+                        "--budgets {list}: {item:?} is not a percentage in (0, 100] \
+                         (e.g. --budgets 80,60,40)"
+                    )))
+                }
+            }
+        }
     }
     if jobs == 0 {
         return Err(bad("--jobs must be at least 1"));
@@ -575,6 +584,7 @@ fn zoo(
     let opts = ZooOptions {
         time_limit: time_limit(tl)?,
         jobs,
+        budgets: percents,
     };
     // Progress bars only on a terminal: logs and pipes stay clean.
     let multi = std::io::stderr().is_terminal().then(MultiProgress::new);

@@ -40,19 +40,60 @@ fn zoo_plans_the_sample_writes_every_file_and_skips_it_the_second_time() {
 }
 
 #[test]
-fn zoo_refuses_budgets_until_the_planner_supports_them() {
+fn zoo_plans_every_budget_with_every_spill_strategy_and_reports_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let o = memplan()
-        .args(["zoo", &sample(), "--budgets", "80,60,40", "--out"])
+        .args([
+            "zoo",
+            &sample(),
+            "--budgets",
+            "80,60",
+            "--time-limit",
+            "0.5",
+            "--out",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("does not plan under budgets yet") && err.contains("--budget PCT%"),
-        "{err}"
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
+            .unwrap();
+    let rows = results["results"][0]["budgets"].as_array().unwrap();
+    let strategies = rows
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap().to_string())
+        .collect::<std::collections::BTreeSet<_>>();
+    assert!(strategies.len() >= 3, "{strategies:?}");
+    assert_eq!(rows.len(), 2 * strategies.len());
+    for r in rows {
+        if r["fits"].as_bool().unwrap() {
+            assert!(r["peak_bytes"].as_u64().unwrap() <= r["budget_bytes"].as_u64().unwrap());
+        }
+    }
+    // The sample fits 80 % with the sweep.
+    assert!(rows
+        .iter()
+        .any(|r| r["percent"] == 80.0 && r["strategy"] == "sweep" && r["fits"] == true));
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("| 80% |"), "{md}");
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("overhead per budget and spill strategy"));
+}
+
+#[test]
+fn zoo_refuses_a_budget_that_is_not_a_percentage() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["80,abc", "0", "150"] {
+        let o = memplan()
+            .args(["zoo", &sample(), "--budgets", bad, "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("is not a percentage"), "{err}");
+    }
 }
 
 #[test]

@@ -32,15 +32,22 @@ pub struct ZooOptions {
     pub time_limit: Duration,
     /// Graphs planned at once (at least 1).
     pub jobs: usize,
+    /// Budgets, in percent of the optimal plan's peak, planned with every spill strategy.
+    pub budgets: Vec<f64>,
 }
 
 impl ZooOptions {
     /// The options as they affect the results (the resume key; `jobs` does not).
     pub fn key(&self) -> String {
-        format!(
+        let mut k = format!(
             "zoo/1 time_limit={:.3}s listed=given/heuristic heuristic=auto/heuristic optimal=auto/auto",
             self.time_limit.as_secs_f64()
-        )
+        );
+        if !self.budgets.is_empty() {
+            let b: Vec<String> = self.budgets.iter().map(|b| format!("{b}")).collect();
+            k.push_str(&format!(" budgets={}%", b.join(",")));
+        }
+        k
     }
 }
 
@@ -104,6 +111,33 @@ pub struct GraphResult {
     pub pytorch_reserved_bytes: u64,
     /// Plan files.
     pub plans: PlanFiles,
+    /// One row per budget and spill strategy (empty without `--budgets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetRow>,
+}
+
+/// One budgeted plan of a graph: a budget (percent of the optimal plan's peak) and a spill
+/// strategy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetRow {
+    /// Budget in percent of the optimal plan's peak.
+    pub percent: f64,
+    /// Budget in bytes.
+    pub budget_bytes: u64,
+    /// Spill strategy.
+    pub strategy: String,
+    /// Whether a plan fits the budget.
+    pub fits: bool,
+    /// Its peak (bytes), or the smallest peak reached when it does not fit.
+    pub peak_bytes: u64,
+    /// Bytes spilled to the host.
+    pub spilled_bytes: u64,
+    /// Recomputed ops.
+    pub recomputed_ops: usize,
+    /// Modelled overhead in percent of the unconstrained step time.
+    pub overhead_pct: f64,
+    /// Planning time.
+    pub seconds: f64,
 }
 
 /// The `results.json` document.
@@ -465,6 +499,69 @@ fn plan_one(
     ] {
         write_atomic(&out.join(f), &to_json(p))?;
     }
+    let mut budgets = Vec::new();
+    for &percent in &opts.budgets {
+        let budget_bytes = ((optimal.stats.peak_bytes as f64) * percent / 100.0).floor() as u64;
+        for strategy in crate::budget::registry().iter().map(|s| s.name()) {
+            let bopts = crate::budget::BudgetOptions {
+                strategy: strategy.to_string(),
+                ..crate::budget::BudgetOptions::default()
+            };
+            let popts = PlanOptions {
+                order: OrderMode::Auto,
+                strategy: Strategy::Heuristic,
+                time_limit: Some(opts.time_limit),
+                ..PlanOptions::default()
+            };
+            let t = Instant::now();
+            let r = crate::budget::plan_under_budget(
+                g,
+                crate::budget::BudgetSpec::Bytes(budget_bytes.max(1)),
+                &popts,
+                &bopts,
+            );
+            let seconds = t.elapsed().as_secs_f64();
+            let row = match r {
+                Ok(p) => {
+                    crate::validate(g, &p, Some(budget_bytes)).map_err(|v| ZooError::Invalid {
+                        path: input.path.display().to_string(),
+                        phase: "budgeted",
+                        message: v.to_string(),
+                    })?;
+                    let b = p.stats.budget.clone();
+                    BudgetRow {
+                        percent,
+                        budget_bytes,
+                        strategy: strategy.to_string(),
+                        fits: true,
+                        peak_bytes: p.stats.peak_bytes,
+                        spilled_bytes: b.as_ref().map_or(0, |b| b.spilled_out_bytes),
+                        recomputed_ops: b.as_ref().map_or(0, |b| b.recomputed_ops),
+                        overhead_pct: b.as_ref().map_or(0.0, |b| b.overhead_pct),
+                        seconds,
+                    }
+                }
+                Err(crate::budget::BudgetError::Infeasible { reached, .. }) => BudgetRow {
+                    percent,
+                    budget_bytes,
+                    strategy: strategy.to_string(),
+                    fits: false,
+                    peak_bytes: reached,
+                    spilled_bytes: 0,
+                    recomputed_ops: 0,
+                    overhead_pct: 0.0,
+                    seconds,
+                },
+                Err(e) => {
+                    return Err(ZooError::Plan {
+                        path: input.path.display().to_string(),
+                        message: format!("budget {percent}% with {strategy}: {e}"),
+                    })
+                }
+            };
+            budgets.push(row);
+        }
+    }
     let prof = profile(g, &optimal).map_err(|e| ZooError::Internal(e.to_string()))?;
     let listed_prof = profile(g, &listed).map_err(|e| ZooError::Internal(e.to_string()))?;
     let o = optimal.stats.peak_bytes;
@@ -496,6 +593,7 @@ fn plan_one(
         waste: prof.waste(),
         pytorch_reserved_bytes: simulate_reserved(&listed_prof),
         plans: files,
+        budgets,
     };
     let _ = tx.send(ZooEvent::Finished {
         graph: g.name.clone(),

@@ -77,6 +77,38 @@ fn row(r: &GraphResult) -> [String; 16] {
 
 const LEGEND: &str = "naive: every arena buffer of the listed order without reuse. LOAD: most bytes live at once in the listed order (no placement can do better for that order). listed peak: the listed order placed by the heuristics. heuristic: `--strategy heuristic --order auto`. optimal: `--strategy auto --order auto` within the time limit (status `optimal` when it meets the bound). bound: proven lower bound for every order; gap = (optimal − bound) / optimal. vs naive / vs listed: savings of the optimal plan. fragmentation: seed 001 §4.1's rate 1 − largest free block / total free memory over the arena [0, peak), averaged over the steps of the optimal plan. waste: 1 − LOAD / peak of the optimal plan. PyTorch reserved: simulated PyTorch CUDA caching allocator replaying the listed order (512 B rounding, 2 MiB small / 20 MiB large segments, best-fit with splitting, no cross-segment merging, segments cached).";
 
+/// The cells of one budget row (report.md and report.html).
+fn budget_cells(b: &super::batch::BudgetRow) -> Vec<String> {
+    let m = |x: u64| format!("{:.1}", x as f64 / (1u64 << 20) as f64);
+    vec![
+        format!("{}%", b.percent),
+        m(b.budget_bytes),
+        b.strategy.clone(),
+        if b.fits { "yes" } else { "no" }.to_string(),
+        if b.fits {
+            m(b.peak_bytes)
+        } else {
+            format!("({})", m(b.peak_bytes))
+        },
+        if b.fits {
+            m(b.spilled_bytes)
+        } else {
+            "-".into()
+        },
+        if b.fits {
+            b.recomputed_ops.to_string()
+        } else {
+            "-".into()
+        },
+        if b.fits {
+            format!("{:.1}%", b.overhead_pct)
+        } else {
+            "-".into()
+        },
+        format!("{:.2}", b.seconds),
+    ]
+}
+
 /// Writes `report.md` and `report.html` into `out` for the graphs and their results.
 pub fn write_reports(out: &Path, items: &[(&Graph, &GraphResult)]) -> Result<(), ZooError> {
     let mut md = String::from("# memplan zoo report\n\n");
@@ -107,6 +139,13 @@ pub fn write_reports(out: &Path, items: &[(&Graph, &GraphResult)]) -> Result<(),
             r.plans.heuristic,
             r.plans.optimal
         );
+        if !r.budgets.is_empty() {
+            md.push_str("| budget | MiB | strategy | fits | peak MiB | spilled MiB | recomputed ops | overhead | s |\n|---|---:|---|---|---:|---:|---:|---:|---:|\n");
+            for b in &r.budgets {
+                let _ = writeln!(md, "| {} |", budget_cells(b).join(" | "));
+            }
+            md.push('\n');
+        }
     }
     write_atomic(&out.join("report.md"), &md)?;
 
@@ -188,6 +227,31 @@ th{background:#eee}section{margin-top:2em}.legend{font-size:12px;color:#444}</st
             mib(r.lower_bound_bytes),
             mib(r.pytorch_reserved_bytes),
         );
+        if !r.budgets.is_empty() {
+            html.push_str("<h3>Budgets: overhead per budget and spill strategy</h3>\n<table><tr>");
+            for c in [
+                "budget",
+                "MiB",
+                "strategy",
+                "fits",
+                "peak MiB",
+                "spilled MiB",
+                "recomputed ops",
+                "overhead",
+                "s",
+            ] {
+                let _ = write!(html, "<th>{c}</th>");
+            }
+            html.push_str("</tr>\n");
+            for b in &r.budgets {
+                html.push_str("<tr>");
+                for cell in budget_cells(b) {
+                    let _ = write!(html, "<td>{}</td>", esc(&cell));
+                }
+                html.push_str("</tr>\n");
+            }
+            html.push_str("</table>\n");
+        }
         let _ = writeln!(
             html,
             "<h3>Memory timeline (live bytes per step)</h3>\n{}",
