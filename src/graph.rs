@@ -518,6 +518,24 @@ impl Graph {
         }
     }
 
+    /// Every tensor's id by name (for replaying name-based plans).
+    pub fn tensor_ids(&self) -> std::collections::HashMap<&str, TensorId> {
+        self.tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), TensorId(i as u32)))
+            .collect()
+    }
+
+    /// Every op's index (its [`OpId`]'s) by name (for replaying name-based plans).
+    pub fn op_indices(&self) -> std::collections::HashMap<&str, usize> {
+        self.ops
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.name.as_str(), i))
+            .collect()
+    }
+
     /// Looks a tensor up by name (linear scan; use for diagnostics and tests).
     pub fn tensor_by_name(&self, name: &str) -> Option<TensorId> {
         self.tensors

@@ -234,6 +234,37 @@ pub struct PlanParseError {
 }
 
 impl Plan {
+    /// A memplan-plan/1 plan of `graph` with `instructions`: the weights region laid out by
+    /// [`Graph::weight_layout`], `arena_bytes` (also the stats' peak) and `host_bytes` as
+    /// given, other stats empty.
+    pub fn new(
+        graph: &crate::graph::Graph,
+        instructions: Vec<Instruction>,
+        arena_bytes: u64,
+        host_bytes: u64,
+    ) -> Plan {
+        let (weights, weights_bytes) = graph.weight_layout();
+        Plan {
+            format: PLAN_FORMAT.to_string(),
+            graph: graph.name.clone(),
+            arena_bytes,
+            weights_bytes,
+            host_bytes,
+            weights: weights
+                .into_iter()
+                .map(|(t, offset)| WeightSlot {
+                    tensor: graph.tensor(t).name.clone(),
+                    offset,
+                })
+                .collect(),
+            instructions,
+            stats: PlanStats {
+                peak_bytes: arena_bytes,
+                ..PlanStats::default()
+            },
+        }
+    }
+
     /// Parses a plan document (syntax and structure only; [`crate::validate`] checks meaning).
     pub fn parse(text: &str) -> Result<Plan, PlanParseError> {
         serde_json::from_str(text).map_err(|e| PlanParseError {
@@ -324,7 +355,6 @@ pub fn emit(
             ins.push(Instruction::Free { tensor: name(v) });
         }
     }
-    let (weights, weights_bytes) = graph.weight_layout();
     let peak = lt
         .problem
         .buffers
@@ -333,25 +363,7 @@ pub fn emit(
         .map(|(b, &o)| o.saturating_add(b.size))
         .max()
         .unwrap_or(0);
-    Plan {
-        format: PLAN_FORMAT.to_string(),
-        graph: graph.name.clone(),
-        arena_bytes: peak,
-        weights_bytes,
-        host_bytes: 0,
-        weights: weights
-            .into_iter()
-            .map(|(t, offset)| WeightSlot {
-                tensor: graph.tensor(t).name.clone(),
-                offset,
-            })
-            .collect(),
-        instructions: ins,
-        stats: PlanStats {
-            peak_bytes: peak,
-            ..PlanStats::default()
-        },
-    }
+    Plan::new(graph, ins, peak, 0)
 }
 
 #[cfg(test)]

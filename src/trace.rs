@@ -37,12 +37,7 @@ pub fn chrome_trace(graph: &Graph, plan: &Plan) -> Result<Value, TraceError> {
         graph: graph.name.clone(),
         what,
     };
-    let ops: BTreeMap<&str, usize> = graph
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.name.as_str(), i))
-        .collect();
+    let ops = graph.op_indices();
     let size_of = |name: &str| {
         graph
             .tensor_by_name(name)

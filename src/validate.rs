@@ -195,18 +195,8 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
     if plan.format != PLAN_FORMAT {
         return Err(global(ViolationKind::Format(plan.format.clone())));
     }
-    let tensor_ids: HashMap<&str, TensorId> = graph
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.as_str(), TensorId(i as u32)))
-        .collect();
-    let op_ids: HashMap<&str, usize> = graph
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.name.as_str(), i))
-        .collect();
+    let tensor_ids = graph.tensor_ids();
+    let op_ids = graph.op_indices();
     check_weights(graph, plan, &tensor_ids).map_err(global)?;
 
     let tname = |t: TensorId| graph.tensor(t).name.clone();

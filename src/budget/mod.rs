@@ -29,7 +29,7 @@ pub mod sweep;
 
 use crate::cost::DeviceProfile;
 use crate::graph::{Graph, TensorId, TensorKind};
-use crate::plan::{Instruction, Plan, PlanStats, WeightSlot, PLAN_FORMAT};
+use crate::plan::{Instruction, Plan};
 use memplan_solver::place;
 use memplan_solver::{Budget, Buffer, Lifetime, PlacementError, PlacementProblem};
 use schedule::{Ctx, End, Params, Sched, Start};
@@ -258,12 +258,7 @@ impl BudgetSpec {
 
 /// The op order of a plan: op indices by first exec.
 pub fn order_of_plan(graph: &Graph, plan: &Plan) -> Vec<usize> {
-    let ids: BTreeMap<&str, usize> = graph
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.name.as_str(), i))
-        .collect();
+    let ids = graph.op_indices();
     let mut seen = vec![false; graph.ops.len()];
     let mut order = Vec::with_capacity(graph.ops.len());
     for ins in &plan.instructions {
@@ -515,12 +510,7 @@ pub fn plan_with_budget(
         ..BudgetStat::default()
     };
     let mut execs = vec![0usize; graph.ops.len()];
-    let op_ids: BTreeMap<&str, usize> = graph
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.name.as_str(), i))
-        .collect();
+    let op_ids = graph.op_indices();
     for ins in &plan.instructions {
         match ins {
             Instruction::SpillOut { tensor, .. } => {
@@ -759,28 +749,10 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
         });
         ins.append(&mut post[s]);
     }
-    let (weights, weights_bytes) = graph.weight_layout();
-    let plan = Plan {
-        format: PLAN_FORMAT.to_string(),
-        graph: graph.name.clone(),
-        arena_bytes: peak,
-        weights_bytes,
-        host_bytes,
-        weights: weights
-            .into_iter()
-            .map(|(t, offset)| WeightSlot {
-                tensor: graph.tensor(t).name.clone(),
-                offset,
-            })
-            .collect(),
-        instructions: ins,
-        stats: PlanStats {
-            peak_bytes: peak,
-            lower_bound_bytes: sched.live(ctx).into_iter().max().unwrap_or(0),
-            load_bytes: Some(sched.live(ctx).into_iter().max().unwrap_or(0)),
-            ..PlanStats::default()
-        },
-    };
+    let mut plan = Plan::new(graph, ins, peak, host_bytes);
+    let load = sched.live(ctx).into_iter().max().unwrap_or(0);
+    plan.stats.lower_bound_bytes = load;
+    plan.stats.load_bytes = Some(load);
     Ok(Built { plan, peak })
 }
 
@@ -806,12 +778,7 @@ impl Timing {
 
 /// Simulates the plan's compute stream and its two copy streams (see the module doc).
 pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
-    let op_ids: BTreeMap<&str, usize> = graph
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.name.as_str(), i))
-        .collect();
+    let op_ids = graph.op_indices();
     let nt = graph.tensors.len();
     let mut range: Vec<Option<(u64, u64)>> = vec![None; nt];
     let mut ready = vec![0f64; nt];

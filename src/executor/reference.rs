@@ -11,7 +11,7 @@ use super::kernels::Kernel;
 use super::replay::fills;
 use super::ExecError;
 use crate::graph::{Graph, TensorId, TensorKind};
-use crate::plan::{Instruction, Plan, PlanStats, WeightSlot, PLAN_FORMAT};
+use crate::plan::{Instruction, Plan};
 use std::time::Instant;
 
 /// Outputs and figures of a reference run.
@@ -191,25 +191,7 @@ pub fn isolated_plan(graph: &Graph) -> Plan {
             workspace_offset,
         });
     }
-    let (weights, weights_bytes) = graph.weight_layout();
-    Plan {
-        format: PLAN_FORMAT.to_string(),
-        graph: graph.name.clone(),
-        arena_bytes: end,
-        weights_bytes,
-        host_bytes: 0,
-        weights: weights
-            .into_iter()
-            .map(|(t, offset)| WeightSlot {
-                tensor: graph.tensor(t).name.clone(),
-                offset,
-            })
-            .collect(),
-        instructions: ins,
-        stats: PlanStats {
-            peak_bytes: end,
-            method: "isolated".into(),
-            ..PlanStats::default()
-        },
-    }
+    let mut plan = Plan::new(graph, ins, end, 0);
+    plan.stats.method = "isolated".into();
+    plan
 }

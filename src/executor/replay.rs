@@ -111,12 +111,7 @@ pub fn fills(graph: &Graph) -> Vec<Fill> {
 
 /// The weights' ranges in the weights region, checked against `weights_bytes`.
 pub fn weight_spans(graph: &Graph, plan: &Plan) -> Result<Vec<Option<Span>>, ExecError> {
-    let ids: HashMap<&str, TensorId> = graph
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.as_str(), TensorId(i as u32)))
-        .collect();
+    let ids = graph.tensor_ids();
     let mut spans = vec![None; graph.tensors.len()];
     for w in &plan.weights {
         let bad = |m: String| ExecError::BadPlan {
@@ -165,17 +160,11 @@ pub fn replay(
             message: format!("format is {:?}, expected {PLAN_FORMAT:?}", plan.format),
         });
     }
-    let tensor_ids: HashMap<&str, TensorId> = graph
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.as_str(), TensorId(i as u32)))
-        .collect();
+    let tensor_ids = graph.tensor_ids();
     let op_ids: HashMap<&str, OpId> = graph
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.name.as_str(), OpId(i as u32)))
+        .op_indices()
+        .into_iter()
+        .map(|(n, i)| (n, OpId(i as u32)))
         .collect();
     let fill = fills(graph);
     let mut at: Vec<Option<Span>> = vec![None; graph.tensors.len()];

@@ -60,12 +60,7 @@ struct Ctx<'g> {
 
 impl<'g> Ctx<'g> {
     fn new(graph: &'g Graph, plan: &Plan) -> Self {
-        let ids: HashMap<&str, TensorId> = graph
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.as_str(), TensorId(i as u32)))
-            .collect();
+        let ids = graph.tensor_ids();
         let mut skip = BTreeSet::new();
         for ins in &plan.instructions {
             if let Instruction::Alloc {
@@ -84,12 +79,7 @@ impl<'g> Ctx<'g> {
         Ctx {
             graph,
             ids,
-            ops: graph
-                .ops
-                .iter()
-                .enumerate()
-                .map(|(i, o)| (o.name.as_str(), i))
-                .collect(),
+            ops: graph.op_indices(),
             skip,
         }
     }

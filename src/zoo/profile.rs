@@ -87,12 +87,7 @@ pub fn profile(graph: &Graph, plan: &Plan) -> Result<PlanProfile, ProfileError> 
         graph: graph.name.clone(),
         what,
     };
-    let ops: BTreeMap<&str, usize> = graph
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.name.as_str(), i))
-        .collect();
+    let ops = graph.op_indices();
     let mut blocks: Vec<Block> = Vec::new();
     let mut events = Vec::new();
     let mut open: BTreeMap<String, usize> = BTreeMap::new();
