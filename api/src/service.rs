@@ -313,8 +313,14 @@ impl Service {
     pub fn gauges(&self) -> Gauges {
         let admitted = self.counters.admitted.load(Ordering::SeqCst);
         let running = self.counters.running_solves.load(Ordering::SeqCst);
+        // Waiting means not yet holding a solver slot: a job holds its slot from the moment it
+        // is marked running, a little before its solve starts.
+        let holding = self
+            .config
+            .workers
+            .saturating_sub(self.slots.available_permits());
         Gauges {
-            queue_depth: admitted.saturating_sub(running),
+            queue_depth: admitted.saturating_sub(holding.max(running)),
             running_solves: running,
             running_jobs: self.counters.running_jobs.load(Ordering::SeqCst),
             workers: self.config.workers,
@@ -553,6 +559,8 @@ impl Service {
             return self.retire(&live);
         }
         let started = now_ms();
+        // Counted before the status turns running, so that no one sees a running job uncounted.
+        let _running = Running::new(&self.counters, |c| &c.running_jobs);
         let moved = live.state.send_if_modified(|v| {
             if v.status != JobStatus::Queued {
                 return false;
@@ -566,7 +574,6 @@ impl Service {
         if !moved {
             return self.retire(&live);
         }
-        let _running = Running::new(&self.counters, |c| &c.running_jobs);
         let id = live.id.clone();
         let marked = {
             let id = id.clone();
