@@ -438,3 +438,39 @@ fn the_isolated_plan_is_valid_and_reproduces_the_reference() {
     let p = memplan::executor::reference::isolated_plan(&g);
     assert_runs_equal(&g, &p, KernelMode::Real);
 }
+
+#[test]
+fn equivalence_accepts_an_identical_graph_and_catches_a_changed_op() {
+    use memplan::executor::equivalence;
+    let g = sample();
+    let same = equivalence(&g, &g, &opts(KernelMode::Real), 0.0).unwrap();
+    assert!(same.outputs_equal, "{same:?}");
+    assert!(same.outputs_compared > 0);
+    // Renaming an op that runs the mixing kernel changes its output's bytes (the mix seed
+    // hashes the op name), and every output downstream of it.
+    let mut changed = g.clone();
+    let kernels = memplan::executor::kernels::select_all(&g, KernelMode::Real);
+    let i = kernels
+        .iter()
+        .position(|k| k.name() == "mix")
+        .expect("the sample has a mixing op");
+    changed.ops[i].name.push_str("_renamed");
+    let changed = changed.rebuilt().unwrap();
+    let diff = equivalence(&g, &changed, &opts(KernelMode::Real), 0.0).unwrap();
+    assert!(!diff.outputs_equal);
+    assert!(diff.first_mismatch.is_some());
+    // An output that the rewrite lost is a mismatch too.
+    let mut lost = g.clone();
+    let out = lost
+        .tensors
+        .iter()
+        .position(|t| t.kind == memplan::TensorKind::Output)
+        .unwrap();
+    lost.tensors[out].name.push_str("_other");
+    let lost = lost.rebuilt().unwrap();
+    assert!(
+        !equivalence(&g, &lost, &opts(KernelMode::Real), 0.0)
+            .unwrap()
+            .outputs_equal
+    );
+}

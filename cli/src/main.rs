@@ -165,6 +165,13 @@ enum Command {
         /// to the outputs).
         #[arg(long)]
         skip_validation: bool,
+        /// The original graph when GRAPH is its rewrite (`memplan plan --graph-out`, after
+        /// fusion or tiling): also prove that GRAPH computes the original's outputs.
+        #[arg(long, value_name = "ORIGINAL.json")]
+        original: Option<String>,
+        /// Relative tolerance of the --original comparison (0: bitwise).
+        #[arg(long, default_value_t = 0.0, value_name = "T")]
+        original_tolerance: f64,
         /// Print the report as JSON on stdout.
         #[arg(long)]
         json: bool,
@@ -511,8 +518,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             seed,
             kernels,
             skip_validation,
+            original,
+            original_tolerance,
             json,
-        } => run_plan(&graph, &plan, device, seed, kernels, skip_validation, json),
+        } => run_plan(
+            &graph,
+            &plan,
+            device,
+            seed,
+            kernels,
+            skip_validation,
+            original.as_deref().map(|o| (o, original_tolerance)),
+            json,
+        ),
         Command::Zoo {
             inputs,
             out,
@@ -724,6 +742,7 @@ fn run_plan(
     seed: u64,
     kernels: KernelsArg,
     skip_validation: bool,
+    original: Option<(&str, f64)>,
     json: bool,
 ) -> Result<ExitCode> {
     use memplan::executor::{self, Device, ExecError, ExecOptions, KernelMode};
@@ -747,7 +766,23 @@ fn run_plan(
             KernelsArg::Mix => KernelMode::Mix,
         },
     };
-    let r = match executor::execute(&g, &p, &opts) {
+    let original = match original {
+        Some((path, tol)) => {
+            if !(tol >= 0.0 && tol.is_finite()) {
+                return Err(bad(format!(
+                    "--original-tolerance {tol} must be a finite number >= 0"
+                )));
+            }
+            Some((load_graph(path)?, tol))
+        }
+        None => None,
+    };
+    let r = match executor::execute(&g, &p, &opts).and_then(|mut r| {
+        if let Some((o, tol)) = &original {
+            r.original = Some(executor::equivalence(o, &g, &opts, *tol)?);
+        }
+        Ok(r)
+    }) {
         Ok(r) => r,
         Err(e @ ExecError::Device(_)) => return Err(bad(e.to_string())),
         Err(e @ ExecError::BadPlan { .. }) => {
@@ -833,8 +868,28 @@ fn run_plan(
         for n in &r.notes {
             println!("note              {n}");
         }
+        if let Some(o) = &r.original {
+            println!(
+                "original graph    {}: {} ({} outputs{})",
+                o.graph,
+                match &o.first_mismatch {
+                    None => "computes the same outputs".to_string(),
+                    Some(m) => format!(
+                        "DIFFERS at output {:?} byte {} ({} bytes differ)",
+                        m.tensor, m.first_byte, m.differing_bytes
+                    ),
+                },
+                o.outputs_compared,
+                if o.tolerance > 0.0 {
+                    format!(", relative tolerance {:e}", o.tolerance)
+                } else {
+                    ", bitwise".to_string()
+                }
+            );
+        }
     }
-    Ok(if r.outputs_equal {
+    let original_equal = r.original.as_ref().is_none_or(|o| o.outputs_equal);
+    Ok(if r.outputs_equal && original_equal {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -183,8 +183,72 @@ pub struct ExecReport {
     pub reference_nonfinite: u64,
     /// GPU memory figures.
     pub device_memory: Option<DeviceMemory>,
+    /// When the plan's graph is a rewrite (fusion, tiling) of an original graph: whether the
+    /// rewritten graph computes the original's outputs ([`equivalence`]).
+    pub original: Option<Equivalence>,
     /// Cross-device comparison notes (GPU runs).
     pub notes: Vec<String>,
+}
+
+/// Whether a rewritten graph computes an original graph's outputs: both reference runs, the
+/// outputs matched by tensor name (a rewrite keeps the names of inputs, weights and outputs,
+/// so both runs get the same generated data). With a plan run that equals the rewritten
+/// graph's reference, this proves the plan reproduces the original graph.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Equivalence {
+    /// The original graph's name.
+    pub graph: String,
+    /// Every original output equals the rewritten graph's output of the same name.
+    pub outputs_equal: bool,
+    /// Outputs compared (all of the original's).
+    pub outputs_compared: usize,
+    /// The first differing output (the rewritten graph's value against the original's).
+    pub first_mismatch: Option<Mismatch>,
+    /// Relative tolerance used (0: bitwise).
+    pub tolerance: f64,
+}
+
+/// Runs the reference of `original` and of `rewritten` and compares every output of the
+/// original with the rewritten graph's tensor of the same name (within `tol`, see
+/// [`compare`]). An original output missing from the rewritten graph, or not an output there,
+/// is a mismatch.
+pub fn equivalence(
+    original: &Graph,
+    rewritten: &Graph,
+    opts: &ExecOptions,
+    tol: f64,
+) -> Result<Equivalence, ExecError> {
+    let want = reference::run(
+        original,
+        &kernels::select_all(original, opts.kernels),
+        opts.seed,
+    )?;
+    let got = reference::run(
+        rewritten,
+        &kernels::select_all(rewritten, opts.kernels),
+        opts.seed,
+    )?;
+    let ids = rewritten.tensor_ids();
+    let mut outputs = Vec::new();
+    for (i, t) in original.tensors.iter().enumerate() {
+        if t.kind != TensorKind::Output {
+            continue;
+        }
+        let bytes = ids
+            .get(t.name.as_str())
+            .and_then(|r| got.outputs.get(r.index()))
+            .and_then(Option::clone)
+            .unwrap_or_default();
+        outputs.push((crate::TensorId(i as u32), bytes));
+    }
+    let (first_mismatch, _) = compare(original, &outputs, &want.outputs, tol);
+    Ok(Equivalence {
+        graph: original.name.clone(),
+        outputs_equal: first_mismatch.is_none(),
+        outputs_compared: outputs.len(),
+        first_mismatch,
+        tolerance: tol,
+    })
 }
 
 /// Runs `plan` on `opts.device` and compares its outputs with the reference.
@@ -269,6 +333,7 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
         total_ms: started.elapsed().as_secs_f64() * 1e3,
         reference_nonfinite: nonfinite,
         device_memory: None,
+        original: None,
         notes: Vec::new(),
     })
 }

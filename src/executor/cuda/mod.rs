@@ -805,6 +805,7 @@ pub fn execute(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
         total_ms: started.elapsed().as_secs_f64() * 1e3,
         reference_nonfinite: nonfinite,
         device_memory: Some(device_memory),
+        original: None,
         notes,
     })
 }
