@@ -80,6 +80,11 @@ enum Command {
         /// arena's reserved bytes as a counter track, spills as flows.
         #[arg(long)]
         trace: Option<PathBuf>,
+        /// Write the graph the plan refers to (after the graph rewrites: fusion, tiling) here.
+        /// When a rewrite changed the graph, the plan must be checked and run against this
+        /// file, not the input graph.
+        #[arg(long, value_name = "PATH")]
+        graph_out: Option<PathBuf>,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -327,8 +332,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             device_profile,
             link_gbps,
             trace,
+            graph_out,
         } => {
-            let g = load_graph(&graph)?;
+            let original = load_graph(&graph)?;
+            // Graph rewrites before planning, in this order; the plan refers to their result.
+            let passes: Vec<Box<dyn memplan::passes::Pass>> = Vec::new();
+            let g = rewrite_graph(&original, &passes, graph_out.as_deref())?;
             let opts = PlanOptions {
                 order: OrderMode::from_name(&order)
                     .ok_or_else(|| bad(format!("unknown --order {order}")))?,
@@ -894,6 +903,40 @@ fn run_plan(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Runs the graph rewrites, reports each on stderr, and writes the resulting graph to
+/// `graph_out` (always, when given, so that scripts can rely on the file).
+fn rewrite_graph(
+    original: &Graph,
+    passes: &[Box<dyn memplan::passes::Pass>],
+    graph_out: Option<&Path>,
+) -> Result<Graph> {
+    let refs: Vec<&dyn memplan::passes::Pass> = passes.iter().map(|p| p.as_ref()).collect();
+    let (g, reports) = memplan::passes::run_pipeline(original, &refs)?;
+    for r in &reports {
+        eprintln!(
+            "{}: pass {}: ops {} -> {}, tensors {} -> {}, arena tensor bytes {} -> {}",
+            original.name,
+            r.pass,
+            r.ops_before,
+            r.ops_after,
+            r.tensors_before,
+            r.tensors_after,
+            r.arena_tensor_bytes_before,
+            r.arena_tensor_bytes_after
+        );
+    }
+    match graph_out {
+        Some(path) => write_out(&Some(path.to_path_buf()), &format!("{}\n", g.to_json()))?,
+        None if g != *original => eprintln!(
+            "note: the graph rewrites changed {}; the plan refers to the rewritten graph \
+             (save it with --graph-out PATH to check or run the plan)",
+            original.name
+        ),
+        None => {}
+    }
+    Ok(g)
 }
 
 fn mib(b: u64) -> String {
