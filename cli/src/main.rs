@@ -533,9 +533,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => run_plan(
             &graph,
             &plan,
-            device,
-            seed,
-            kernels,
+            exec_options(device, seed, kernels),
             skip_validation,
             original.as_deref().map(|o| (o, original_tolerance)),
             json,
@@ -744,27 +742,13 @@ fn serve(a: ServeArgs) -> Result<ExitCode> {
     })
 }
 
-fn run_plan(
-    graph: &str,
-    plan: &Path,
+fn exec_options(
     device: DeviceArg,
     seed: u64,
     kernels: KernelsArg,
-    skip_validation: bool,
-    original: Option<(&str, f64)>,
-    json: bool,
-) -> Result<ExitCode> {
-    use memplan::executor::{self, Device, ExecError, ExecOptions, KernelMode};
-    let g = load_graph(graph)?;
-    let p = Plan::parse(&read(plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
-    if let Err(v) = memplan::validate(&g, &p, None) {
-        if !skip_validation {
-            eprintln!("invalid: {v} (--skip-validation runs it anyway)");
-            return Ok(ExitCode::from(1));
-        }
-        eprintln!("warning: the validator rejects this plan ({v}); running it anyway");
-    }
-    let opts = ExecOptions {
+) -> memplan::executor::ExecOptions {
+    use memplan::executor::{Device, ExecOptions, KernelMode};
+    ExecOptions {
         device: match device {
             DeviceArg::Cpu => Device::Cpu,
             DeviceArg::Cuda => Device::Cuda,
@@ -774,7 +758,27 @@ fn run_plan(
             KernelsArg::Real => KernelMode::Real,
             KernelsArg::Mix => KernelMode::Mix,
         },
-    };
+    }
+}
+
+fn run_plan(
+    graph: &str,
+    plan: &Path,
+    opts: memplan::executor::ExecOptions,
+    skip_validation: bool,
+    original: Option<(&str, f64)>,
+    json: bool,
+) -> Result<ExitCode> {
+    use memplan::executor::{self, ExecError};
+    let g = load_graph(graph)?;
+    let p = Plan::parse(&read(plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
+    if let Err(v) = memplan::validate(&g, &p, None) {
+        if !skip_validation {
+            eprintln!("invalid: {v} (--skip-validation runs it anyway)");
+            return Ok(ExitCode::from(1));
+        }
+        eprintln!("warning: the validator rejects this plan ({v}); running it anyway");
+    }
     let original = match original {
         Some((path, tol)) => {
             if !(tol >= 0.0 && tol.is_finite()) {
