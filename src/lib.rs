@@ -10,6 +10,7 @@ pub mod budget;
 pub mod cost;
 pub mod executor;
 pub mod graph;
+pub mod import;
 pub mod passes;
 pub mod plan;
 pub mod planner;

@@ -118,6 +118,11 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         alignment: u64,
     },
+    /// Import a model from another framework as a memplan-graph/1 graph.
+    Import {
+        #[command(subcommand)]
+        format: ImportFormat,
+    },
     /// Print graph statistics: ops, tensors, naive bytes, LOAD of the listed order, weights,
     /// and the order-independent lower bound.
     Stats {
@@ -180,6 +185,29 @@ enum Command {
         /// Print the report as JSON on stdout.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportFormat {
+    /// An ONNX model: tensor sizes from its shapes (graph inputs/outputs, initializers and
+    /// value_info, as filled by onnx.shape_inference.infer_shapes).
+    Onnx {
+        /// The .onnx file.
+        model: PathBuf,
+        /// Write the graph here instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Shape of a graph input, binding its symbolic dimensions (repeatable):
+        /// NAME=d0,d1,... (e.g. input=1,3,224,224).
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shape: Vec<String>,
+        /// Graph name (default: the ONNX graph's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Graph alignment in bytes (a power of two).
+        #[arg(long, default_value_t = memplan::graph::DEFAULT_ALIGNMENT)]
+        alignment: u64,
     },
 }
 
@@ -545,6 +573,46 @@ fn run(cli: Cli) -> Result<ExitCode> {
             jobs,
             budgets,
         } => zoo(&inputs, &out, tl, jobs, budgets),
+        Command::Import {
+            format:
+                ImportFormat::Onnx {
+                    model,
+                    output,
+                    input_shape,
+                    name,
+                    alignment,
+                },
+        } => {
+            use memplan::import::onnx::{import_onnx, parse_input_shape, OnnxOptions};
+            let mut opts = OnnxOptions {
+                name,
+                alignment: Some(alignment),
+                ..OnnxOptions::default()
+            };
+            for spec in &input_shape {
+                let (n, dims) = parse_input_shape(spec).map_err(|e| bad(e.to_string()))?;
+                if opts.input_shapes.insert(n.clone(), dims).is_some() {
+                    return Err(bad(format!("--input-shape {n} is given twice")));
+                }
+            }
+            let bytes = std::fs::read(&model)
+                .with_context(|| format!("cannot read {}", model.display()))?;
+            let g =
+                import_onnx(&bytes, &opts).map_err(|e| bad(format!("{}: {e}", model.display())))?;
+            eprintln!(
+                "{}: {} ops, {} tensors ({} inputs, {} weights, {} outputs), arena tensors {}, weights {}",
+                g.name,
+                g.ops.len(),
+                g.tensors.len(),
+                count_kind(&g, memplan::TensorKind::Input),
+                count_kind(&g, memplan::TensorKind::Weight),
+                count_kind(&g, memplan::TensorKind::Output),
+                mib(memplan::passes::arena_tensor_bytes(&g)),
+                mib(g.weights_bytes())
+            );
+            write_out(&output, &format!("{}\n", g.to_json()))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Stats { graph } => {
             let g = load_graph(&graph)?;
             let s = memplan::planner::graph_stats(&g)?;
@@ -941,6 +1009,10 @@ fn rewrite_graph(
         None => {}
     }
     Ok(g)
+}
+
+fn count_kind(g: &Graph, kind: memplan::TensorKind) -> usize {
+    g.tensors.iter().filter(|t| t.kind == kind).count()
 }
 
 fn mib(b: u64) -> String {

@@ -487,9 +487,11 @@ fn select_matmul(graph: &Graph, op: &Op) -> Option<Kernel> {
     }
     let n = *out.last()?;
     let total_rows = numel(&out) / n;
-    // addmm(bias, a, b): a bias of n elements comes first; otherwise two operands.
+    // addmm(bias, a, b): a bias of n elements comes first; linear(a, weight, bias) (and
+    // ONNX Gemm) puts it last; otherwise two operands.
     let (bias, a, b) = match ins.len() {
         2 => (None, 0, 1),
+        3 if op.op_type == "linear" && numel(&ins[2]) == n => (Some(2), 0, 1),
         3 if numel(&ins[0]) == n => (Some(0), 1, 2),
         _ => return None,
     };
@@ -822,6 +824,33 @@ mod tests {
             panic!("not a conv")
         };
         assert_eq!((c.oh, c.ow, c.col_rows()), (112, 112, 147));
+    }
+
+    #[test]
+    fn a_linear_layer_takes_its_bias_last_and_addmm_first() {
+        let tensors = [
+            t("a", &[2, 4], "input"),
+            t("w", &[10, 4], "weight"),
+            t("b", &[10], "weight"),
+            t("y", &[2, 10], "output"),
+        ]
+        .join(",");
+        let g = graph(
+            &tensors,
+            r#"{"name": "l", "type": "linear", "inputs": ["a", "w", "b"], "outputs": ["y"]}"#,
+        );
+        let Kernel::Matmul(m) = select(&g, &g.ops[0], KernelMode::Real) else {
+            panic!("not a matmul")
+        };
+        assert_eq!((m.a, m.b, m.bias, m.b_trans, m.k), (0, 1, Some(2), true, 4));
+        let g = graph(
+            &tensors,
+            r#"{"name": "l", "type": "addmm", "inputs": ["b", "a", "w"], "outputs": ["y"]}"#,
+        );
+        let Kernel::Matmul(m) = select(&g, &g.ops[0], KernelMode::Real) else {
+            panic!("not a matmul")
+        };
+        assert_eq!((m.a, m.b, m.bias), (1, 2, Some(0)));
     }
 
     #[test]

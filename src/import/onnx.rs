@@ -1,0 +1,966 @@
+//! ONNX → memplan-graph/1.
+//!
+//! Idea: every ONNX value becomes one tensor (graph inputs → `input`, initializers and
+//! `Constant` outputs → `weight`, node outputs → `activation`, graph outputs → `output`) and
+//! every node one op, in the model's (topological) node order. Sizes come from the shapes the
+//! model carries: graph inputs/outputs, initializers, and `value_info`, which ONNX shape
+//! inference (`onnx.shape_inference.infer_shapes`) fills for every intermediate. Symbolic
+//! dimensions (`batch`, `N`, ...) are bound by `--input-shape NAME=d0,d1,...` through the
+//! inputs that declare them, then substituted everywhere. The importer does not infer shapes
+//! itself: a value without a static shape is an error that says how to add one.
+//!
+//! Op types and attributes are mapped to memplan's vocabulary where the executor has a real
+//! kernel (Conv → `conv2d` with `stride/padding/dilation/groups`, Gemm → `linear`,
+//! MaxPool → `max_pool2d`, ...); other ops keep their ONNX type in lower case. Elementwise
+//! and reshape-like ops get `inplace` hints when their output is as large as their first
+//! input. Flops are estimated for convolutions, matrix products and elementwise ops.
+//!
+//! Cost: O(nodes + values) after decoding; weights' data is never decoded (see
+//! [`super::onnx_proto`]).
+
+use super::onnx_proto::{
+    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
+};
+use crate::graph::{Graph, GraphError, DEFAULT_ALIGNMENT};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use thiserror::Error;
+
+/// The command that adds shapes to a model, quoted in errors.
+pub const SHAPE_INFERENCE_HINT: &str = "run ONNX shape inference first: python3 -c \"import onnx, sys; m = onnx.load(sys.argv[1]); onnx.save(onnx.shape_inference.infer_shapes(m), sys.argv[2])\" MODEL.onnx MODEL.shaped.onnx";
+
+/// Options of an import.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OnnxOptions {
+    /// Shapes of graph inputs (`name → dims`), binding their symbolic dimensions.
+    pub input_shapes: BTreeMap<String, Vec<u64>>,
+    /// Graph name (default: the ONNX graph's name, else `onnx_model`).
+    pub name: Option<String>,
+    /// Graph alignment in bytes (default 256).
+    pub alignment: Option<u64>,
+}
+
+/// Why a model cannot be imported (each names the value, node or option at fault).
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum OnnxError {
+    /// The bytes are not an ONNX model.
+    #[error("not an ONNX model (protobuf decoding failed: {0})")]
+    Decode(String),
+    /// The model has no graph.
+    #[error("the ONNX model has no graph")]
+    NoGraph,
+    /// A value has no type or shape, or a dimension that is neither static nor bound.
+    #[error("{0}")]
+    Shape(String),
+    /// An `--input-shape` option is malformed or contradicts the model.
+    #[error("--input-shape {spec}: {message}")]
+    InputShape {
+        /// The option as given.
+        spec: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A node cannot be represented (control flow, unknown value read, ...).
+    #[error("node {node:?} ({op_type}): {message}")]
+    Node {
+        /// The node's name (or its position).
+        node: String,
+        /// Its ONNX op type.
+        op_type: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An element type without a fixed byte size (strings) or unknown.
+    #[error(
+        "value {value:?} has element type {elem_type} ({what}), which has no fixed size in bytes"
+    )]
+    ElementType {
+        /// The value.
+        value: String,
+        /// The ONNX `TensorProto.DataType` number.
+        elem_type: i32,
+        /// Its name, when known.
+        what: &'static str,
+    },
+    /// The converted graph breaks a rule of memplan-graph/1.
+    #[error("the imported graph is invalid: {0}")]
+    Graph(#[from] GraphError),
+}
+
+/// Parses `NAME=d0,d1,...` (as given to `--input-shape`).
+pub fn parse_input_shape(spec: &str) -> Result<(String, Vec<u64>), OnnxError> {
+    let bad = |message: &str| OnnxError::InputShape {
+        spec: spec.to_string(),
+        message: message.to_string(),
+    };
+    let (name, dims) = spec
+        .rsplit_once('=')
+        .ok_or_else(|| bad("expected NAME=d0,d1,... (e.g. input=1,3,224,224)"))?;
+    if name.is_empty() {
+        return Err(bad("the input name is empty"));
+    }
+    let dims = if dims.trim().is_empty() {
+        Vec::new() // a scalar input
+    } else {
+        dims.split(',')
+            .map(|d| {
+                d.trim()
+                    .parse::<u64>()
+                    .map_err(|_| bad(&format!("dimension {d:?} is not a non-negative integer")))
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    Ok((name.to_string(), dims))
+}
+
+/// A dimension as the model declares it.
+#[derive(Debug, Clone, PartialEq)]
+enum Dim {
+    Static(u64),
+    Symbol(String),
+    Unknown,
+}
+
+/// What the model says about a value: element type and (maybe) shape.
+#[derive(Debug, Clone, PartialEq)]
+struct Declared {
+    elem_type: Option<i32>,
+    dims: Option<Vec<Dim>>,
+}
+
+/// Byte size of one element and the memplan dtype name; `None` for strings and unknowns.
+/// Sub-byte types report 1 byte for two elements through [`element_bytes`].
+fn element_type(t: i32) -> Result<(&'static str, u64), &'static str> {
+    Ok(match t {
+        1 => ("f32", 4),
+        2 => ("u8", 1),
+        3 => ("i8", 1),
+        4 => ("u16", 2),
+        5 => ("i16", 2),
+        6 => ("i32", 4),
+        7 => ("i64", 8),
+        9 => ("bool", 1),
+        10 => ("f16", 2),
+        11 => ("f64", 8),
+        12 => ("u32", 4),
+        13 => ("u64", 8),
+        14 => ("c64", 8),
+        15 => ("c128", 16),
+        16 => ("bf16", 2),
+        17..=20 => ("f8", 1),
+        21 => ("u4", 0),
+        22 => ("i4", 0),
+        8 => return Err("STRING"),
+        0 => return Err("UNDEFINED"),
+        _ => return Err("unknown"),
+    })
+}
+
+/// Bytes of `numel` elements of type `t` (4-bit types pack two per byte). Zero elements
+/// still take one element's bytes: memplan tensors have size > 0.
+fn element_bytes(value: &str, t: i32, numel: u64) -> Result<(&'static str, u64), OnnxError> {
+    let (name, bytes) = element_type(t).map_err(|what| OnnxError::ElementType {
+        value: value.to_string(),
+        elem_type: t,
+        what,
+    })?;
+    let numel = numel.max(1);
+    let size = if bytes == 0 {
+        numel.div_ceil(2)
+    } else {
+        numel.checked_mul(bytes).ok_or_else(|| {
+            OnnxError::Shape(format!("value {value:?}: size in bytes overflows u64"))
+        })?
+    };
+    Ok((name, size))
+}
+
+fn declared(v: &ValueInfoProto) -> Declared {
+    let tensor = v.r#type.as_ref().and_then(|t| t.tensor_type.as_ref());
+    Declared {
+        elem_type: tensor.and_then(|t| t.elem_type),
+        dims: tensor.and_then(|t| t.shape.as_ref()).map(|s| {
+            s.dim
+                .iter()
+                .map(|d: &Dimension| match (d.dim_value, &d.dim_param) {
+                    (Some(v), _) if v >= 0 => Dim::Static(v as u64),
+                    (_, Some(p)) if !p.is_empty() => Dim::Symbol(p.clone()),
+                    _ => Dim::Unknown,
+                })
+                .collect()
+        }),
+    }
+}
+
+fn tensor_dims(t: &TensorProto, what: &str) -> Result<Vec<u64>, OnnxError> {
+    t.dims
+        .iter()
+        .map(|&d| {
+            u64::try_from(d)
+                .map_err(|_| OnnxError::Shape(format!("{what} has a negative dimension {d}")))
+        })
+        .collect()
+}
+
+/// One imported tensor.
+struct Value_ {
+    name: String,
+    kind: &'static str,
+    dtype: &'static str,
+    shape: Vec<u64>,
+    size: u64,
+}
+
+/// Reads an ONNX model and converts it (see the module docs).
+pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError> {
+    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
+    if graph.node.is_empty() {
+        return Err(OnnxError::Shape(
+            "the ONNX graph has no nodes (a memplan graph needs at least one op)".into(),
+        ));
+    }
+    let mut declared_of: HashMap<&str, Declared> = HashMap::new();
+    for v in graph
+        .value_info
+        .iter()
+        .chain(&graph.output)
+        .chain(&graph.input)
+    {
+        if let Some(name) = v.name.as_deref() {
+            // Graph inputs/outputs win over value_info (chained last).
+            declared_of.insert(name, declared(v));
+        }
+    }
+    let initializers: HashSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let inputs: Vec<&str> = graph
+        .input
+        .iter()
+        .filter_map(|v| v.name.as_deref())
+        .filter(|n| !initializers.contains(n))
+        .collect();
+    for name in opts.input_shapes.keys() {
+        if !inputs.contains(&name.as_str()) {
+            return Err(OnnxError::InputShape {
+                spec: name.clone(),
+                message: format!(
+                    "the model has no graph input {name:?} (its inputs: {})",
+                    inputs.join(", ")
+                ),
+            });
+        }
+    }
+    let bindings = bind_symbols(graph, &declared_of, opts)?;
+    let resolve = |name: &str| -> Result<(i32, Vec<u64>), OnnxError> {
+        let Some(d) = declared_of.get(name) else {
+            return Err(OnnxError::Shape(format!(
+                "the model has no type or shape for value {name:?}; {SHAPE_INFERENCE_HINT}"
+            )));
+        };
+        let elem = d.elem_type.ok_or_else(|| {
+            OnnxError::Shape(format!(
+                "value {name:?} has no element type; {SHAPE_INFERENCE_HINT}"
+            ))
+        })?;
+        if let Some(given) = opts.input_shapes.get(name) {
+            return Ok((elem, given.clone()));
+        }
+        let Some(dims) = &d.dims else {
+            return Err(OnnxError::Shape(format!(
+                "value {name:?} has no shape; {SHAPE_INFERENCE_HINT}"
+            )));
+        };
+        let mut out = Vec::with_capacity(dims.len());
+        for (i, dim) in dims.iter().enumerate() {
+            out.push(match dim {
+                Dim::Static(v) => *v,
+                Dim::Symbol(s) => *bindings.get(s.as_str()).ok_or_else(|| {
+                    OnnxError::Shape(format!(
+                        "value {name:?} dimension {i} is the symbol {s:?}, which no --input-shape binds; pass --input-shape INPUT=d0,d1,... for the graph input that declares {s:?}"
+                    ))
+                })?,
+                Dim::Unknown => {
+                    return Err(OnnxError::Shape(format!(
+                        "value {name:?} dimension {i} is unknown; {SHAPE_INFERENCE_HINT} (with the inputs' shapes fixed)"
+                    )))
+                }
+            });
+        }
+        Ok((elem, out))
+    };
+
+    let mut values: Vec<Value_> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let add = |values: &mut Vec<Value_>,
+               index: &mut HashMap<String, usize>,
+               name: &str,
+               kind: &'static str,
+               elem: i32,
+               shape: Vec<u64>|
+     -> Result<(), OnnxError> {
+        let numel = shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .ok_or_else(|| {
+                OnnxError::Shape(format!("value {name:?}: element count overflows u64"))
+            })?;
+        let (dtype, size) = element_bytes(name, elem, numel)?;
+        index.insert(name.to_string(), values.len());
+        values.push(Value_ {
+            name: name.to_string(),
+            kind,
+            dtype,
+            shape,
+            size,
+        });
+        Ok(())
+    };
+
+    // Weights: initializers (dense and sparse).
+    for t in &graph.initializer {
+        let name = t.name.clone().unwrap_or_default();
+        if name.is_empty() || index.contains_key(&name) {
+            continue;
+        }
+        let dims = tensor_dims(t, &format!("initializer {name:?}"))?;
+        add(
+            &mut values,
+            &mut index,
+            &name,
+            "weight",
+            t.data_type.unwrap_or(0),
+            dims,
+        )?;
+    }
+    for s in &graph.sparse_initializer {
+        let Some(v) = &s.values else { continue };
+        let name = v.name.clone().unwrap_or_default();
+        if name.is_empty() || index.contains_key(&name) {
+            continue;
+        }
+        let dims = s
+            .dims
+            .iter()
+            .map(|&d| u64::try_from(d).unwrap_or(0))
+            .collect();
+        add(
+            &mut values,
+            &mut index,
+            &name,
+            "weight",
+            v.data_type.unwrap_or(0),
+            dims,
+        )?;
+    }
+    // Inputs that are not initializers.
+    for v in &graph.input {
+        let name = v.name.clone().unwrap_or_default();
+        if name.is_empty() || index.contains_key(&name) {
+            continue;
+        }
+        let (elem, shape) = resolve(&name)?;
+        add(&mut values, &mut index, &name, "input", elem, shape)?;
+    }
+    let outputs: HashSet<&str> = graph
+        .output
+        .iter()
+        .filter_map(|v| v.name.as_deref())
+        .collect();
+
+    let mut used_names: HashSet<String> = HashSet::new();
+    let mut ops: Vec<Value> = Vec::new();
+    for (i, node) in graph.node.iter().enumerate() {
+        let op_type = node.op_type.clone().unwrap_or_default();
+        let node_name = match node.name.as_deref() {
+            Some(n) if !n.is_empty() && !used_names.contains(n) => n.to_string(),
+            _ => {
+                let base = format!("{}_{i}", op_type.to_lowercase());
+                let mut n = base.clone();
+                let mut k = 1;
+                while used_names.contains(&n) {
+                    n = format!("{base}_{k}");
+                    k += 1;
+                }
+                n
+            }
+        };
+        used_names.insert(node_name.clone());
+        let fail = |message: String| OnnxError::Node {
+            node: node_name.clone(),
+            op_type: op_type.clone(),
+            message,
+        };
+        if op_type.is_empty() {
+            return Err(fail("the node has no op_type".into()));
+        }
+        if let Some(a) = node
+            .attribute
+            .iter()
+            .find(|a| a.has_graph || matches!(a.r#type, Some(5) | Some(10)))
+        {
+            return Err(fail(format!(
+                "attribute {:?} holds a subgraph; control flow (If, Loop, Scan) is not supported — unroll or export without it",
+                a.name.as_deref().unwrap_or("")
+            )));
+        }
+        let standard = node
+            .domain
+            .as_deref()
+            .is_none_or(|d| d.is_empty() || d == "ai.onnx");
+        if standard && op_type == "Constant" {
+            constant(node, &resolve, &mut |name, elem, shape| {
+                add(&mut values, &mut index, name, "weight", elem, shape)
+            })
+            .map_err(|e| match e {
+                OnnxError::Shape(m) => fail(m),
+                other => other,
+            })?;
+            continue;
+        }
+        let mut inputs = Vec::new();
+        for name in node.input.iter().filter(|n| !n.is_empty()) {
+            if !index.contains_key(name) {
+                return Err(fail(format!(
+                    "reads {name:?}, which is no graph input, initializer or output of an earlier node (is the model topologically sorted?)"
+                )));
+            }
+            inputs.push(name.clone());
+        }
+        let mut outs = Vec::new();
+        for name in node.output.iter().filter(|n| !n.is_empty()) {
+            if index.contains_key(name) {
+                return Err(fail(format!(
+                    "writes {name:?}, which is already a graph input, initializer or an earlier node's output"
+                )));
+            }
+            let (elem, shape) = resolve(name)?;
+            let kind = if outputs.contains(name.as_str()) {
+                "output"
+            } else {
+                "activation"
+            };
+            add(&mut values, &mut index, name, kind, elem, shape)?;
+            outs.push(name.clone());
+        }
+        if outs.is_empty() {
+            return Err(fail("the node writes no value".into()));
+        }
+        let shape_of = |n: &str| index.get(n).map(|&k| values[k].shape.clone());
+        let size_of = |n: &str| index.get(n).map(|&k| values[k].size);
+        let (ty, attrs) = map_op(node, &op_type, standard, &shape_of);
+        let mut op = Map::new();
+        op.insert("name".into(), json!(node_name));
+        op.insert("type".into(), json!(ty));
+        op.insert("inputs".into(), json!(inputs));
+        op.insert("outputs".into(), json!(outs));
+        if let Some(f) = flops(&ty, node, &inputs, &outs, &shape_of) {
+            op.insert("flops".into(), json!(f));
+        }
+        if !attrs.is_empty() {
+            op.insert("attrs".into(), Value::Object(attrs));
+        }
+        if inplace_candidate(&ty)
+            && !inputs.is_empty()
+            && size_of(&inputs[0]).is_some()
+            && size_of(&inputs[0]) == size_of(&outs[0])
+            && values[index[&inputs[0]]].kind != "weight"
+        {
+            op.insert("inplace".into(), json!([[0, 0]]));
+        }
+        ops.push(Value::Object(op));
+    }
+    for name in &outputs {
+        match index.get(*name).map(|&k| values[k].kind) {
+            Some("output") => {}
+            Some(kind) => {
+                return Err(OnnxError::Shape(format!(
+                    "graph output {name:?} is a graph {kind}, not computed by any node; memplan outputs must be produced by an op"
+                )))
+            }
+            None => {
+                return Err(OnnxError::Shape(format!(
+                    "graph output {name:?} is produced by no node"
+                )))
+            }
+        }
+    }
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| {
+            o.domain
+                .as_deref()
+                .is_none_or(|d| d.is_empty() || d == "ai.onnx")
+        })
+        .and_then(|o| o.version);
+    let name = opts
+        .name
+        .clone()
+        .or_else(|| graph.name.clone().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| "onnx_model".to_string());
+    let doc = json!({
+        "format": crate::graph::GRAPH_FORMAT,
+        "name": name,
+        "alignment": opts.alignment.unwrap_or(DEFAULT_ALIGNMENT),
+        "meta": {
+            "source": "onnx",
+            "producer": model.producer_name,
+            "ir_version": model.ir_version,
+            "opset": opset,
+            "input_shapes": opts.input_shapes,
+        },
+        "tensors": values.iter().map(|v| json!({
+            "name": v.name, "size": v.size, "shape": v.shape, "dtype": v.dtype, "kind": v.kind,
+        })).collect::<Vec<_>>(),
+        "ops": ops,
+    });
+    Ok(Graph::parse(&doc.to_string())?)
+}
+
+/// Binds every symbolic dimension declared by a graph input to the `--input-shape` given for
+/// it; checks ranks and static dimensions.
+fn bind_symbols(
+    graph: &GraphProto,
+    declared_of: &HashMap<&str, Declared>,
+    opts: &OnnxOptions,
+) -> Result<HashMap<String, u64>, OnnxError> {
+    let mut bindings: HashMap<String, u64> = HashMap::new();
+    for v in &graph.input {
+        let Some(name) = v.name.as_deref() else {
+            continue;
+        };
+        let Some(given) = opts.input_shapes.get(name) else {
+            continue;
+        };
+        let spec = || format!("{name}={}", join(given));
+        let Some(dims) = declared_of.get(name).and_then(|d| d.dims.as_ref()) else {
+            continue; // no declared shape: the given one is taken as is
+        };
+        if dims.len() != given.len() {
+            return Err(OnnxError::InputShape {
+                spec: spec(),
+                message: format!(
+                    "the model declares {name:?} with {} dimensions, not {}",
+                    dims.len(),
+                    given.len()
+                ),
+            });
+        }
+        // Symbols come from the input's declaration in the model itself (not value_info).
+        let own = declared(v).dims.unwrap_or_default();
+        for (i, (d, &g)) in own.iter().zip(given).enumerate() {
+            match d {
+                Dim::Static(s) if *s != g => {
+                    return Err(OnnxError::InputShape {
+                        spec: spec(),
+                        message: format!(
+                            "the model fixes dimension {i} of {name:?} to {s}; re-export the model with a dynamic axis there to change it"
+                        ),
+                    })
+                }
+                Dim::Symbol(sym) => {
+                    if let Some(&prev) = bindings.get(sym.as_str()) {
+                        if prev != g {
+                            return Err(OnnxError::InputShape {
+                                spec: spec(),
+                                message: format!(
+                                    "symbol {sym:?} is already bound to {prev} by another input"
+                                ),
+                            });
+                        }
+                    }
+                    bindings.insert(sym.clone(), g);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(bindings)
+}
+
+fn join(d: &[u64]) -> String {
+    d.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// A `Constant` node's output as a weight: shape and type from its `value*` attribute.
+fn constant(
+    node: &NodeProto,
+    resolve: &dyn Fn(&str) -> Result<(i32, Vec<u64>), OnnxError>,
+    add: &mut dyn FnMut(&str, i32, Vec<u64>) -> Result<(), OnnxError>,
+) -> Result<(), OnnxError> {
+    let Some(out) = node.output.first().filter(|o| !o.is_empty()) else {
+        return Err(OnnxError::Shape("the Constant node writes no value".into()));
+    };
+    let attr = node.attribute.first();
+    let (elem, shape) = match attr.map(|a| (a.name.as_deref().unwrap_or(""), a)) {
+        Some(("value", a)) => match &a.t {
+            Some(t) => (t.data_type.unwrap_or(0), tensor_dims(t, "its value")?),
+            None => resolve(out)?,
+        },
+        Some(("value_float", _)) => (1, vec![]),
+        Some(("value_int", _)) => (7, vec![]),
+        Some(("value_floats", a)) => (1, vec![a.floats.len() as u64]),
+        Some(("value_ints", a)) => (7, vec![a.ints.len() as u64]),
+        _ => resolve(out)?,
+    };
+    add(out, elem, shape)
+}
+
+fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
+    node.attribute
+        .iter()
+        .find(|a| a.name.as_deref() == Some(name))
+}
+
+fn attr_ints(node: &NodeProto, name: &str) -> Option<Vec<i64>> {
+    attr(node, name).map(|a| a.ints.clone())
+}
+
+fn attr_int(node: &NodeProto, name: &str) -> Option<i64> {
+    attr(node, name).and_then(|a| a.i)
+}
+
+fn attr_str(node: &NodeProto, name: &str) -> Option<String> {
+    attr(node, name)
+        .and_then(|a| a.s.as_ref())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+}
+
+/// Every attribute as JSON (for ops without a mapping), sorted by name.
+fn raw_attrs(node: &NodeProto) -> Map<String, Value> {
+    let mut sorted: Vec<&AttributeProto> = node.attribute.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut m = Map::new();
+    for a in sorted {
+        let name = a.name.clone().unwrap_or_default();
+        let v = match a.r#type {
+            Some(1) => json!(a.f),
+            Some(2) => json!(a.i),
+            Some(3) => json!(a
+                .s
+                .as_ref()
+                .map(|s| String::from_utf8_lossy(s).into_owned())),
+            Some(6) => json!(a.floats),
+            Some(7) => json!(a.ints),
+            Some(8) => json!(a
+                .strings
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect::<Vec<_>>()),
+            Some(4) => json!(a.t.as_ref().map(|t| t.dims.clone())),
+            _ => {
+                if let Some(i) = a.i {
+                    json!(i)
+                } else if let Some(f) = a.f {
+                    json!(f)
+                } else if !a.ints.is_empty() {
+                    json!(a.ints)
+                } else if !a.floats.is_empty() {
+                    json!(a.floats)
+                } else {
+                    continue;
+                }
+            }
+        };
+        m.insert(name, v);
+    }
+    m
+}
+
+/// `(h, w)` pair from a 2-element ONNX list, or `default`.
+fn pair(v: Option<Vec<i64>>, default: i64) -> Option<[i64; 2]> {
+    match v.as_deref() {
+        None | Some([]) => Some([default, default]),
+        Some(&[a, b]) => Some([a, b]),
+        Some(&[a]) => Some([a, a]),
+        _ => None,
+    }
+}
+
+/// Symmetric `(top, left)` padding from ONNX `pads` (`[top, left, bottom, right]`) or
+/// `auto_pad`; `None` when asymmetric (then the raw `pads` are kept).
+fn padding(
+    node: &NodeProto,
+    input: Option<&[u64]>,
+    kernel: [i64; 2],
+    stride: [i64; 2],
+    dilation: [i64; 2],
+) -> Option<[i64; 2]> {
+    let auto = attr_str(node, "auto_pad").unwrap_or_default();
+    if auto == "SAME_UPPER" || auto == "SAME_LOWER" {
+        let x = input.filter(|s| s.len() == 4)?;
+        let mut pad = [0; 2];
+        for d in 0..2 {
+            let (size, s) = (x[2 + d] as i64, stride[d].max(1));
+            let out = (size + s - 1) / s;
+            let total = ((out - 1) * s + (kernel[d] - 1) * dilation[d] + 1 - size).max(0);
+            if total % 2 != 0 {
+                return None;
+            }
+            pad[d] = total / 2;
+        }
+        return Some(pad);
+    }
+    match attr_ints(node, "pads").as_deref() {
+        None | Some([]) => Some([0, 0]),
+        Some(&[t, l, b, r]) if t == b && l == r => Some([t, l]),
+        _ => None,
+    }
+}
+
+/// memplan op type and attributes for an ONNX node.
+fn map_op(
+    node: &NodeProto,
+    op_type: &str,
+    standard: bool,
+    shape_of: &dyn Fn(&str) -> Option<Vec<u64>>,
+) -> (String, Map<String, Value>) {
+    let first_shape = node.input.first().and_then(|n| shape_of(n));
+    let first = first_shape.as_deref();
+    let mut a = Map::new();
+    if !standard {
+        return (op_type.to_lowercase(), raw_attrs(node));
+    }
+    let simple = |t: &str| (t.to_string(), Map::new());
+    match op_type {
+        "Conv" | "ConvTranspose" if first.is_some_and(|s| s.len() == 4) => {
+            let weight = node.input.get(1).and_then(|n| shape_of(n));
+            let kernel = pair(attr_ints(node, "kernel_shape"), 1)
+                .or_else(|| {
+                    weight
+                        .filter(|w| w.len() == 4)
+                        .map(|w| [w[2] as i64, w[3] as i64])
+                })
+                .unwrap_or([1, 1]);
+            let stride = pair(attr_ints(node, "strides"), 1).unwrap_or([1, 1]);
+            let dilation = pair(attr_ints(node, "dilations"), 1).unwrap_or([1, 1]);
+            a.insert("stride".into(), json!(stride));
+            match padding(node, first, kernel, stride, dilation) {
+                Some(p) => a.insert("padding".into(), json!(p)),
+                None => a.insert("pads".into(), json!(attr_ints(node, "pads"))),
+            };
+            a.insert("dilation".into(), json!(dilation));
+            a.insert("transposed".into(), json!(op_type == "ConvTranspose"));
+            a.insert("groups".into(), json!(attr_int(node, "group").unwrap_or(1)));
+            if op_type == "ConvTranspose" {
+                if let Some(op) = attr_ints(node, "output_padding") {
+                    a.insert("output_padding".into(), json!(op));
+                }
+            }
+            ("conv2d".into(), a)
+        }
+        "MaxPool" | "AveragePool" if first.is_some_and(|s| s.len() == 4) => {
+            let kernel = pair(attr_ints(node, "kernel_shape"), 1).unwrap_or([1, 1]);
+            let stride = pair(attr_ints(node, "strides"), 1).unwrap_or([1, 1]);
+            let dilation = pair(attr_ints(node, "dilations"), 1).unwrap_or([1, 1]);
+            a.insert("kernel_size".into(), json!(kernel));
+            a.insert("stride".into(), json!(stride));
+            match padding(node, first, kernel, stride, dilation) {
+                Some(p) => a.insert("padding".into(), json!(p)),
+                None => a.insert("pads".into(), json!(attr_ints(node, "pads"))),
+            };
+            a.insert("dilation".into(), json!(dilation));
+            a.insert(
+                "ceil_mode".into(),
+                json!(attr_int(node, "ceil_mode").unwrap_or(0) != 0),
+            );
+            if op_type == "MaxPool" {
+                ("max_pool2d".into(), a)
+            } else {
+                a.insert(
+                    "count_include_pad".into(),
+                    json!(attr_int(node, "count_include_pad").unwrap_or(0) != 0),
+                );
+                ("avg_pool2d".into(), a)
+            }
+        }
+        "GlobalAveragePool" => simple("adaptive_avg_pool2d"),
+        "GlobalMaxPool" => simple("adaptive_max_pool2d"),
+        "Gemm" => {
+            let plain = attr_int(node, "transA").unwrap_or(0) == 0
+                && attr(node, "alpha").and_then(|x| x.f).unwrap_or(1.0) == 1.0
+                && attr(node, "beta").and_then(|x| x.f).unwrap_or(1.0) == 1.0;
+            if plain && attr_int(node, "transB").unwrap_or(0) == 1 {
+                simple("linear")
+            } else {
+                ("gemm".into(), raw_attrs(node))
+            }
+        }
+        "MatMul" => simple("matmul"),
+        "BatchNormalization" => {
+            let eps = attr(node, "epsilon").and_then(|x| x.f).unwrap_or(1e-5);
+            a.insert("eps".into(), json!(eps));
+            a.insert("training".into(), json!(false));
+            ("batch_norm".into(), a)
+        }
+        "Relu" => simple("relu"),
+        "Sigmoid" => simple("sigmoid"),
+        "Tanh" => simple("tanh"),
+        "Neg" => simple("neg"),
+        "Gelu" => simple("gelu"),
+        "Add" => simple("add"),
+        "Sub" => simple("sub"),
+        "Mul" => simple("mul"),
+        "Div" => simple("div"),
+        "Softmax" => {
+            a.insert("dim".into(), json!(attr_int(node, "axis").unwrap_or(-1)));
+            ("softmax".into(), a)
+        }
+        "Concat" => {
+            a.insert("dim".into(), json!(attr_int(node, "axis").unwrap_or(0)));
+            ("concat".into(), a)
+        }
+        "ReduceMean" | "ReduceSum" => {
+            let mut m = raw_attrs(node);
+            if let Some(k) = m.remove("keepdims") {
+                m.insert("keepdim".into(), json!(k.as_i64().unwrap_or(1) != 0));
+            }
+            if let Some(axes) = m.remove("axes") {
+                m.insert("dim".into(), axes);
+            }
+            let t = if op_type == "ReduceMean" {
+                "mean"
+            } else {
+                "sum"
+            };
+            (t.into(), m)
+        }
+        "Flatten" | "Reshape" | "Squeeze" | "Unsqueeze" => ("reshape".into(), raw_attrs(node)),
+        "Identity" => simple("clone"),
+        _ => (op_type.to_lowercase(), raw_attrs(node)),
+    }
+}
+
+/// Elementwise and reshape-like op types that may write over their first input.
+fn inplace_candidate(ty: &str) -> bool {
+    matches!(
+        ty,
+        "relu"
+            | "sigmoid"
+            | "tanh"
+            | "neg"
+            | "gelu"
+            | "add"
+            | "sub"
+            | "mul"
+            | "div"
+            | "reshape"
+            | "clip"
+            | "leakyrelu"
+            | "hardswish"
+            | "hardsigmoid"
+            | "elu"
+            | "selu"
+            | "softplus"
+            | "exp"
+            | "sqrt"
+            | "erf"
+            | "pow"
+            | "cast"
+            | "dropout"
+    )
+}
+
+/// Work estimate (flops) where it is standard: 2·MACs for convolutions and products, one
+/// per output element for elementwise ops.
+fn flops(
+    ty: &str,
+    node: &NodeProto,
+    inputs: &[String],
+    outs: &[String],
+    shape_of: &dyn Fn(&str) -> Option<Vec<u64>>,
+) -> Option<f64> {
+    let numel = |s: &[u64]| s.iter().map(|&d| d as f64).product::<f64>();
+    let out = shape_of(outs.first()?)?;
+    match ty {
+        "conv2d" => {
+            let w = shape_of(inputs.get(1)?)?;
+            if w.len() != 4 {
+                return None;
+            }
+            let transposed = attr(node, "output_padding").is_some()
+                || node.op_type.as_deref() == Some("ConvTranspose");
+            if transposed {
+                let x = shape_of(inputs.first()?)?;
+                // Each input element scatters into C_out/groups · kh · kw outputs.
+                Some(2.0 * numel(&x) * w[1] as f64 * w[2] as f64 * w[3] as f64)
+            } else {
+                Some(2.0 * numel(&out) * w[1] as f64 * w[2] as f64 * w[3] as f64)
+            }
+        }
+        "matmul" | "linear" | "gemm" => {
+            let a = shape_of(inputs.first()?)?;
+            let k = if attr_int(node, "transA").unwrap_or(0) == 1 {
+                *a.first()?
+            } else {
+                *a.last()?
+            };
+            Some(2.0 * numel(&out) * k as f64)
+        }
+        t if inplace_candidate(t) && t != "reshape" && t != "cast" && t != "dropout" => {
+            Some(numel(&out))
+        }
+        "batch_norm" | "softmax" | "max_pool2d" | "avg_pool2d" | "mean" | "sum" => {
+            Some(numel(&shape_of(inputs.first()?)?))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_shapes_parse_and_bad_ones_name_the_problem() {
+        assert_eq!(
+            parse_input_shape("x=1,3,224,224").unwrap(),
+            ("x".into(), vec![1, 3, 224, 224])
+        );
+        assert_eq!(parse_input_shape("a=b=2").unwrap(), ("a=b".into(), vec![2]));
+        assert_eq!(parse_input_shape("s=").unwrap(), ("s".into(), vec![]));
+        for bad in ["x", "=1,2", "x=1,-3", "x=1,,2", "x=a"] {
+            let e = parse_input_shape(bad).unwrap_err().to_string();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn element_sizes_follow_the_onnx_data_types() {
+        assert_eq!(element_bytes("v", 1, 6).unwrap(), ("f32", 24));
+        assert_eq!(element_bytes("v", 7, 2).unwrap(), ("i64", 16));
+        assert_eq!(element_bytes("v", 10, 3).unwrap(), ("f16", 6));
+        assert_eq!(element_bytes("v", 21, 5).unwrap(), ("u4", 3));
+        // Zero elements still take one element: sizes are > 0.
+        assert_eq!(element_bytes("v", 1, 0).unwrap(), ("f32", 4));
+        let e = element_bytes("names", 8, 4).unwrap_err().to_string();
+        assert!(e.contains("names") && e.contains("STRING"), "{e}");
+    }
+
+    #[test]
+    fn same_padding_is_computed_from_the_input_size() {
+        let node = NodeProto {
+            attribute: vec![AttributeProto {
+                name: Some("auto_pad".into()),
+                s: Some(b"SAME_UPPER".to_vec()),
+                r#type: Some(3),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        // 3×3, stride 1 on 8×8: total padding 2 → 1 each side.
+        assert_eq!(
+            padding(&node, Some(&[1, 3, 8, 8]), [3, 3], [1, 1], [1, 1]),
+            Some([1, 1])
+        );
+        // 2×2, stride 1: total 1 is odd → asymmetric, no symmetric padding.
+        assert_eq!(
+            padding(&node, Some(&[1, 3, 8, 8]), [2, 2], [1, 1], [1, 1]),
+            None
+        );
+    }
+}
