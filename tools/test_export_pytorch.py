@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Tests of tools/export_pytorch.py.
+
+    python3 tools/test_export_pytorch.py [OUT_DIR]
+
+The conversion (`build_graph`) is tested on hand-made trace records, without torch. Where
+torch and torchvision are installed, resnet18 is also exported for inference and training.
+Every graph produced is written to OUT_DIR (when given) so that the Rust test
+(tests/export_pytorch.rs) can parse, plan, validate and execute it with memplan.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_pytorch as ep  # noqa: E402
+
+OUT_DIR = None
+
+
+def t(storage, shape, dtype="f32"):
+    n = 4
+    for d in shape:
+        n *= d
+    return {"storage": storage, "nbytes": n, "shape": shape, "dtype": dtype}
+
+
+def tiny_records():
+    """x -> conv -> relu -> view (flatten) -> addmm(b, flat, w2^T) -> out; plus a view of a
+    weight (t) that the matmul reads, and a multi-output op with a None output."""
+    return {
+        "placeholders": [
+            {"name": "param:conv.weight", "kind": "weight", **t(0, [4, 3, 3, 3])},
+            {"name": "param:fc.weight", "kind": "weight", **t(1, [10, 64])},
+            {"name": "param:fc.bias", "kind": "weight", **t(2, [10])},
+            {"name": "input", "kind": "input", **t(3, [1, 3, 4, 4])},
+        ],
+        "nodes": [
+            {"name": "convolution", "op": "conv2d", "inputs": [3, 0, None],
+             "outputs": [t(4, [1, 4, 4, 4])], "flops": 2 * 64 * 27,
+             "attrs": {"stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
+                       "transposed": False, "groups": 1}, "pointwise": False},
+            {"name": "relu", "op": "relu", "inputs": [4], "outputs": [t(5, [1, 4, 4, 4])],
+             "pointwise": True, "flops": 64},
+            # a view: same storage as relu's output -> folds, no op
+            {"name": "view", "op": "view", "inputs": [5], "outputs": [t(5, [1, 64])]},
+            # a view of a weight
+            {"name": "t", "op": "t", "inputs": [1], "outputs": [t(1, [64, 10])]},
+            {"name": "addmm", "op": "matmul", "inputs": [2, 5, 1],
+             "outputs": [t(6, [1, 10])], "flops": 2 * 640},
+            {"name": "split_stats", "op": "stats", "inputs": [6],
+             "outputs": [t(7, [10]), None]},
+            # functionalization's copy into an input: dropped
+            {"name": "copy_", "op": "copy_", "inputs": [2, 7], "outputs": [t(2, [10])],
+             "mutates_input": True},
+        ],
+        "outputs": [6, 7],
+    }
+
+
+class BuildGraph(unittest.TestCase):
+    def test_views_fold_onto_their_base_and_emit_no_op(self):
+        g = ep.build_graph(tiny_records(), "tiny")
+        names = [o["name"] for o in g["ops"]]
+        self.assertEqual(names, ["convolution", "relu", "addmm", "split_stats"])
+        addmm = g["ops"][2]
+        # the flattened relu output and the transposed weight read their bases
+        self.assertEqual(addmm["inputs"], ["param:fc.bias", "relu", "param:fc.weight"])
+
+    def test_kinds_sizes_and_multi_output_names(self):
+        g = ep.build_graph(tiny_records(), "tiny")
+        by = {x["name"]: x for x in g["tensors"]}
+        self.assertEqual(by["input"]["kind"], "input")
+        self.assertEqual(by["param:conv.weight"]["kind"], "weight")
+        self.assertEqual(by["relu"]["size"], 256)
+        self.assertEqual(by["addmm"]["kind"], "output")
+        # a multi-output op names its outputs OP.i and skips None outputs
+        self.assertIn("split_stats.0", by)
+        self.assertNotIn("split_stats.1", by)
+        self.assertEqual(by["split_stats.0"]["kind"], "output")
+        self.assertEqual(g["meta"]["dropped_input_mutations"], 1)
+
+    def test_pointwise_ops_get_an_inplace_hint_only_on_activations_of_equal_size(self):
+        g = ep.build_graph(tiny_records(), "tiny")
+        ops = {o["name"]: o for o in g["ops"]}
+        self.assertEqual(ops["relu"].get("inplace"), [[0, 0]])
+        self.assertNotIn("inplace", ops["convolution"])
+        rec = tiny_records()
+        rec["nodes"][1]["inputs"] = [3]  # relu of the graph input: never overwritten
+        g = ep.build_graph(rec, "tiny")
+        self.assertNotIn("inplace", {o["name"]: o for o in g["ops"]}["relu"])
+
+    def test_a_read_of_an_unknown_storage_is_an_error_naming_the_node(self):
+        rec = tiny_records()
+        rec["nodes"][1]["inputs"] = [99]
+        with self.assertRaises(ep.ExportError) as cm:
+            ep.build_graph(rec, "tiny")
+        self.assertIn("'relu'", str(cm.exception))
+
+    def test_a_trace_without_computed_outputs_is_an_error(self):
+        rec = tiny_records()
+        rec["outputs"] = [0]
+        with self.assertRaises(ep.ExportError):
+            ep.build_graph(rec, "tiny")
+
+    def test_bad_factories_are_reported(self):
+        for spec in ["no_colon", "json:nope", "no_such_module_xyz:f"]:
+            with self.assertRaises(ep.ExportError):
+                ep.load_factory(spec)
+
+    def test_the_tiny_graph_is_written_for_memplan(self):
+        g = ep.build_graph(tiny_records(), "tiny.export")
+        if OUT_DIR:
+            with open(os.path.join(OUT_DIR, "tiny.export.json"), "w") as f:
+                json.dump(g, f)
+
+
+def have_torchvision():
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@unittest.skipUnless(have_torchvision(), "torch/torchvision not installed: tracing not tested")
+class TraceTorchvision(unittest.TestCase):
+    def export(self, mode):
+        out = os.path.join(OUT_DIR or tempfile.mkdtemp(), f"resnet18.2.{mode}.json")
+        rc = ep.main(["torchvision.models:resnet18", "--batch", "2", "--mode", mode,
+                      "--input-shape", "3,64,64", "-o", out])
+        self.assertEqual(rc, 0)
+        with open(out) as f:
+            return json.load(f)
+
+    def test_resnet18_inference_exports_convs_with_attrs(self):
+        g = self.export("inference")
+        convs = [o for o in g["ops"] if o["type"] == "conv2d"]
+        self.assertEqual(len(convs), 20)
+        self.assertEqual(convs[0]["attrs"]["stride"], [2, 2])
+        self.assertTrue(any(o.get("inplace") for o in g["ops"]))
+        self.assertFalse(any(o["type"] in ("view", "t", "_unsafe_view") for o in g["ops"]))
+
+    def test_resnet18_training_has_backward_ops_and_gradient_outputs(self):
+        g = self.export("train")
+        self.assertTrue(any(o["type"] == "conv2d_backward" for o in g["ops"]))
+        outs = [x for x in g["tensors"] if x["kind"] == "output"]
+        self.assertGreater(len(outs), 20)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        OUT_DIR = sys.argv.pop(1)
+    if not have_torchvision():
+        print("note: torch/torchvision not installed; only the conversion is tested", file=sys.stderr)
+    unittest.main(verbosity=2)
