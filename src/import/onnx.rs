@@ -202,6 +202,9 @@ fn tensor_dims(t: &TensorProto, what: &str) -> Result<Vec<u64>, OnnxError> {
         .collect()
 }
 
+/// An element type (`TensorProto.DataType`) and a static shape.
+type Typed = (i32, Vec<u64>);
+
 /// One imported tensor.
 struct Value_ {
     name: String,
@@ -255,7 +258,7 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
         }
     }
     let bindings = bind_symbols(graph, &declared_of, opts)?;
-    let resolve = |name: &str| -> Result<(i32, Vec<u64>), OnnxError> {
+    let resolve = |name: &str| -> Result<Typed, OnnxError> {
         let Some(d) = declared_of.get(name) else {
             return Err(OnnxError::Shape(format!(
                 "the model has no type or shape for value {name:?}; {SHAPE_INFERENCE_HINT}"
@@ -412,13 +415,14 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
             .as_deref()
             .is_none_or(|d| d.is_empty() || d == "ai.onnx");
         if standard && op_type == "Constant" {
-            constant(node, &resolve, &mut |name, elem, shape| {
-                add(&mut values, &mut index, name, "weight", elem, shape)
-            })
-            .map_err(|e| match e {
+            let (out, (elem, shape)) = constant(node, &resolve).map_err(|e| match e {
                 OnnxError::Shape(m) => fail(m),
                 other => other,
             })?;
+            if index.contains_key(&out) {
+                return Err(fail(format!("writes {out:?}, which already exists")));
+            }
+            add(&mut values, &mut index, &out, "weight", elem, shape)?;
             continue;
         }
         let mut inputs = Vec::new();
@@ -589,9 +593,8 @@ fn join(d: &[u64]) -> String {
 /// A `Constant` node's output as a weight: shape and type from its `value*` attribute.
 fn constant(
     node: &NodeProto,
-    resolve: &dyn Fn(&str) -> Result<(i32, Vec<u64>), OnnxError>,
-    add: &mut dyn FnMut(&str, i32, Vec<u64>) -> Result<(), OnnxError>,
-) -> Result<(), OnnxError> {
+    resolve: &dyn Fn(&str) -> Result<Typed, OnnxError>,
+) -> Result<(String, Typed), OnnxError> {
     let Some(out) = node.output.first().filter(|o| !o.is_empty()) else {
         return Err(OnnxError::Shape("the Constant node writes no value".into()));
     };
@@ -607,7 +610,7 @@ fn constant(
         Some(("value_ints", a)) => (7, vec![a.ints.len() as u64]),
         _ => resolve(out)?,
     };
-    add(out, elem, shape)
+    Ok((out.clone(), (elem, shape)))
 }
 
 fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
