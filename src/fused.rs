@@ -250,7 +250,9 @@ pub(crate) fn resolve(
         for (what, v) in [("flops", r.flops), ("time_us", r.time_us)] {
             if let Some(x) = v {
                 if !x.is_finite() || x < 0.0 {
-                    return Err(format!("{who} {what} {x} is not a finite non-negative number"));
+                    return Err(format!(
+                        "{who} {what} {x} is not a finite non-negative number"
+                    ));
                 }
             }
         }
@@ -315,10 +317,7 @@ pub(crate) fn resolve(
                     producer: m,
                     read: false,
                 });
-            } else if let Some(&k) = by_name
-                .get(name.as_str())
-                .and_then(|t| output_slot.get(t))
-            {
+            } else if let Some(&k) = by_name.get(name.as_str()).and_then(|t| output_slot.get(t)) {
                 if written_output[k] {
                     return Err(format!("output {name:?} of the fused op is written twice"));
                 }
@@ -330,10 +329,7 @@ pub(crate) fn resolve(
                 ));
             }
         }
-        if let Some(t) = declared
-            .keys()
-            .find(|n| !r.outputs.iter().any(|o| o == *n))
-        {
+        if let Some(t) = declared.keys().find(|n| !r.outputs.iter().any(|o| o == *n)) {
             return Err(format!(
                 "{who} declares internal tensor {t:?}, which is not one of its outputs"
             ));
@@ -486,7 +482,10 @@ mod tests {
 
     fn err(members: &str, workspace: u64) -> String {
         let e = with_members(members, workspace).unwrap_err();
-        assert!(matches!(e, GraphError::BadFused { ref op, .. } if op == "f"), "{e}");
+        assert!(
+            matches!(e, GraphError::BadFused { ref op, .. } if op == "f"),
+            "{e}"
+        );
         e.to_string()
     }
 
@@ -505,7 +504,9 @@ mod tests {
     fn broken_member_lists_are_refused_naming_the_op_member_and_tensor() {
         let reads_unknown = GOOD.replace(r#""inputs": ["t"]"#, r#""inputs": ["q"]"#);
         assert!(err(&reads_unknown, 64).contains(r#"member "b" reads "q""#));
-        let shadows = GOOD.replace(r#""name": "t""#, r#""name": "x""#).replace(r#"["t"]"#, r#"["x"]"#);
+        let shadows = GOOD
+            .replace(r#""name": "t""#, r#""name": "x""#)
+            .replace(r#"["t"]"#, r#"["x"]"#);
         assert!(err(&shadows, 64).contains("also a graph tensor"));
         let no_writer = GOOD.replace(r#""outputs": ["y"]"#, r#""outputs": ["u"]"#);
         assert!(err(&no_writer, 64).contains(r#"writes "u""#));

@@ -67,11 +67,7 @@ fn check_model(name: &str) {
     let pf = plan(&f, &heuristic()).unwrap();
     validate(&f, &pf, None).unwrap();
     let report = execute(&f, &pf, &opts(KernelMode::Real)).unwrap();
-    assert!(
-        report.outputs_equal,
-        "{name}: {:?}",
-        report.first_mismatch
-    );
+    assert!(report.outputs_equal, "{name}: {:?}", report.first_mismatch);
     assert!(report.kernels.get("fused").copied().unwrap_or(0) > 0);
     let pg = plan(&g, &heuristic()).unwrap();
     assert!(

@@ -47,9 +47,11 @@ fn plan_prints_json_on_stdout_without_an_output_file() {
 #[test]
 fn check_exits_1_with_the_reason_when_the_budget_is_too_small() {
     let out = tmp("budget.plan.json");
-    assert!(memplan(&["plan", &sample(), "--no-fuse", "-o", out.to_str().unwrap()])
-        .status
-        .success());
+    assert!(
+        memplan(&["plan", &sample(), "--no-fuse", "-o", out.to_str().unwrap()])
+            .status
+            .success()
+    );
     let c = memplan(&[
         "check",
         &sample(),

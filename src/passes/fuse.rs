@@ -281,7 +281,10 @@ fn fold_pads(graph: &Graph, notes: &mut Vec<String>) -> Result<Graph, PassError>
             continue;
         };
         let new_pad = (h0 + ph, w0 + pw);
-        let mut attrs = conv.attrs.clone().unwrap_or_else(|| Value::Object(Default::default()));
+        let mut attrs = conv
+            .attrs
+            .clone()
+            .unwrap_or_else(|| Value::Object(Default::default()));
         if let Value::Object(m) = &mut attrs {
             m.insert(
                 "padding".into(),
@@ -443,14 +446,16 @@ fn fuse_chains(graph: &Graph, notes: &mut Vec<String>) -> Result<Graph, PassErro
             if r == Role::BatchNorm && next.inputs.first() != Some(&c) {
                 break;
             }
-            let outside_ok = next.inputs.iter().filter(|&&t| t != c).all(|&t| {
-                match graph.producer[t.index()] {
-                    None => true,
-                    Some(p) => {
-                        !depends_on_members(graph, p, &chain, &pos, pos[k], &group, &chains)
-                    }
-                }
-            });
+            let outside_ok =
+                next.inputs
+                    .iter()
+                    .filter(|&&t| t != c)
+                    .all(|&t| match graph.producer[t.index()] {
+                        None => true,
+                        Some(p) => {
+                            !depends_on_members(graph, p, &chain, &pos, pos[k], &group, &chains)
+                        }
+                    });
             if !outside_ok {
                 break;
             }
@@ -512,7 +517,13 @@ fn fuse_chains(graph: &Graph, notes: &mut Vec<String>) -> Result<Graph, PassErro
         ));
         replace.insert(last, op);
     }
-    rebuild(graph, graph.ops.clone(), &removed_op, &removed_tensor, &replace)
+    rebuild(
+        graph,
+        graph.ops.clone(),
+        &removed_op,
+        &removed_tensor,
+        &replace,
+    )
 }
 
 /// The fused op of `chain` (old tensor ids) and the tensors that become internal.
@@ -533,8 +544,7 @@ fn fused_op(graph: &Graph, chain: &[OpId], rd: &[Vec<OpId>]) -> (Op, Vec<TensorI
         }
         for (j, &t) in op.outputs.iter().enumerate() {
             let read_outside = rd[t.index()].iter().any(|&r| !in_chain(r));
-            if graph.tensor(t).kind == TensorKind::Output || read_outside || (m == last && j == 0)
-            {
+            if graph.tensor(t).kind == TensorKind::Output || read_outside || (m == last && j == 0) {
                 outputs.push(t);
             } else {
                 internal.push(t);
@@ -696,7 +706,13 @@ mod tests {
         vec![
             op("conv", "conv2d", &["x", "w"], &["c"], CONV),
             op("empty", "empty", &[], &["e"], ""),
-            op("bn", "batch_norm", &["c", "g", "b", "m", "v"], &["n.0", "n.1", "n.2"], ""),
+            op(
+                "bn",
+                "batch_norm",
+                &["c", "g", "b", "m", "v"],
+                &["n.0", "n.1", "n.2"],
+                "",
+            ),
             op("relu", "relu", &["n.0"], &["r"], r#", "inplace": [[0, 0]]"#),
         ]
     }
@@ -750,7 +766,11 @@ mod tests {
             out.report.arena_tensor_bytes_before - out.report.arena_tensor_bytes_after,
             2 * 432 + 2
         );
-        assert!(out.report.notes[0].contains("not materialised"), "{:?}", out.report.notes);
+        assert!(
+            out.report.notes[0].contains("not materialised"),
+            "{:?}",
+            out.report.notes
+        );
         assert_same_outputs(&g, f);
     }
 
@@ -803,7 +823,13 @@ mod tests {
                 t("s", &[2, 8], "output"),
             ],
             &[
-                op("add", "add", &["x", "y"], &["a"], r#", "inplace": [[0, 0]]"#),
+                op(
+                    "add",
+                    "add",
+                    &["x", "y"],
+                    &["a"],
+                    r#", "inplace": [[0, 0]]"#,
+                ),
                 op("relu", "relu", &["a"], &["r"], r#", "inplace": [[0, 0]]"#),
                 op("mul", "mul", &["r", "z"], &["m"], ""),
                 op("sig", "sigmoid", &["m"], &["s"], ""),
@@ -832,7 +858,13 @@ mod tests {
                 t("r", &[2, 8], "output"),
             ],
             &[
-                op("add", "add", &["x", "y"], &["a"], r#", "inplace": [[0, 0]]"#),
+                op(
+                    "add",
+                    "add",
+                    &["x", "y"],
+                    &["a"],
+                    r#", "inplace": [[0, 0]]"#,
+                ),
                 op("relu", "relu", &["a"], &["r"], r#", "inplace": [[0, 0]]"#),
             ],
         );
@@ -851,7 +883,13 @@ mod tests {
                 t("y", &[1, 3, 9, 7], "output"),
             ],
             &[
-                op("pad", "constant_pad_nd", &["x"], &["p"], r#", "attrs": {"pad": [1, 1, 2, 2], "value": 0}"#),
+                op(
+                    "pad",
+                    "constant_pad_nd",
+                    &["x"],
+                    &["p"],
+                    r#", "attrs": {"pad": [1, 1, 2, 2], "value": 0}"#,
+                ),
                 op("conv", "conv2d", &["p", "w"], &["y"], CONV),
             ],
         );
@@ -886,7 +924,13 @@ mod tests {
                     t("y", &[1, 3, 5, 6], "output"),
                 ],
                 &[
-                    op("pad", "pad", &["x"], &["p"], &format!(r#", "attrs": {attrs}"#)),
+                    op(
+                        "pad",
+                        "pad",
+                        &["x"],
+                        &["p"],
+                        &format!(r#", "attrs": {attrs}"#),
+                    ),
                     op("conv", "conv2d", &["p", "w"], &["y"], CONV),
                 ],
             );
@@ -929,24 +973,52 @@ mod tests {
         ts.push(t("gx", &[1, 2, 6, 6], "output"));
         ts.push(t("next", &[1, 3, 6, 6], "output"));
         let mut ops = conv_bn_relu_ops();
-        ops[2] = op("bn", "batch_norm", &["c", "g", "b"], &["n.0", "n.1", "n.2"], "");
+        ops[2] = op(
+            "bn",
+            "batch_norm",
+            &["c", "g", "b"],
+            &["n.0", "n.1", "n.2"],
+            "",
+        );
         // the next layer and relu's grad read relu's output; bn's grad reads the conv output,
         // the saved statistics and (here) bn's output: every intermediate is saved
         ops.push(op("next", "neg", &["r"], &["next"], ""));
-        ops.push(op("relu_bw", "threshold_backward", &["gr", "r"], &["gb"], ""));
-        ops.push(op("bn_bw", "batch_norm_backward", &["gb", "c", "n.1", "n.2", "n.0", "x"], &["gx"], ""));
+        ops.push(op(
+            "relu_bw",
+            "threshold_backward",
+            &["gr", "r"],
+            &["gb"],
+            "",
+        ));
+        ops.push(op(
+            "bn_bw",
+            "batch_norm_backward",
+            &["gb", "c", "n.1", "n.2", "n.0", "x"],
+            &["gx"],
+            "",
+        ));
         let g = graph(&ts, &ops);
         let f = fused(&g);
         assert_eq!(f, g, "{:?}", members(&f));
         // when bn's output is not saved (it is not, in PyTorch), only bn -> relu fuses:
         // the conv output, saved for backward, stays in the arena
-        ops[6] = op("bn_bw", "batch_norm_backward", &["gb", "c", "n.1", "n.2", "x"], &["gx"], "");
+        ops[6] = op(
+            "bn_bw",
+            "batch_norm_backward",
+            &["gb", "c", "n.1", "n.2", "x"],
+            &["gx"],
+            "",
+        );
         let g = graph(&ts, &ops);
         let f = fused(&g);
         assert_eq!(members(&f), vec![vec!["bn", "relu"]]);
         assert!(f.tensor_by_name("c").is_some());
         let fop = f.ops.iter().find(|o| o.fused.is_some()).unwrap();
-        let outs: Vec<&str> = fop.outputs.iter().map(|&o| f.tensor(o).name.as_str()).collect();
+        let outs: Vec<&str> = fop
+            .outputs
+            .iter()
+            .map(|&o| f.tensor(o).name.as_str())
+            .collect();
         assert_eq!(outs, ["n.1", "n.2", "r"]);
         assert_same_outputs(&g, &f);
     }
@@ -961,7 +1033,13 @@ mod tests {
         ts.push(t("k", &[3, 1, 1], "activation"));
         ts.push(t("s", &[1, 3, 6, 6], "output"));
         let mut ops = conv_bn_relu_ops();
-        ops[2] = op("bn", "batch_norm", &["c", "g", "b"], &["n.0", "n.1", "n.2"], "");
+        ops[2] = op(
+            "bn",
+            "batch_norm",
+            &["c", "g", "b"],
+            &["n.0", "n.1", "n.2"],
+            "",
+        );
         ops[3] = op("scale", "neg", &["n.1"], &["k"], "");
         ops.push(op("add", "add", &["n.0", "k"], &["s"], ""));
         ts[11] = t("r", &[1, 3, 6, 6], "activation");
@@ -971,7 +1049,11 @@ mod tests {
         // scale -> add is a chain of its own (after the conv -> bn op)
         assert_eq!(members(&f), vec![vec!["conv", "bn"], vec!["scale", "add"]]);
         let fop = f.ops.iter().find(|o| o.fused.is_some()).unwrap();
-        let outs: Vec<&str> = fop.outputs.iter().map(|&o| f.tensor(o).name.as_str()).collect();
+        let outs: Vec<&str> = fop
+            .outputs
+            .iter()
+            .map(|&o| f.tensor(o).name.as_str())
+            .collect();
         assert_eq!(outs, ["n.0", "n.1"]);
         assert_same_outputs(&g, &f);
     }

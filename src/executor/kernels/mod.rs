@@ -819,7 +819,11 @@ fn select_pad(graph: &Graph, op: &Op) -> Option<Kernel> {
         .iter()
         .map(|v| v.as_u64().and_then(|x| usize::try_from(x).ok()))
         .collect::<Option<_>>()?;
-    if pad.len() < 2 || pad.len() % 2 != 0 || pad.len() > 8 || pad[4.min(pad.len())..].iter().any(|&p| p != 0) {
+    if pad.len() < 2
+        || pad.len() % 2 != 0
+        || pad.len() > 8
+        || pad[4.min(pad.len())..].iter().any(|&p| p != 0)
+    {
         return None;
     }
     if let Some(m) = attr(op, "mode") {
@@ -828,7 +832,11 @@ fn select_pad(graph: &Graph, op: &Op) -> Option<Kernel> {
         }
     }
     let (left, right) = (pad[0], pad[1]);
-    let (top, bottom) = if pad.len() >= 4 { (pad[2], pad[3]) } else { (0, 0) };
+    let (top, bottom) = if pad.len() >= 4 {
+        (pad[2], pad[3])
+    } else {
+        (0, 0)
+    };
     let (h, w) = (ins[0][2], ins[0][3]);
     if out[2] != h + top + bottom || out[3] != w + left + right {
         return None;
