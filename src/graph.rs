@@ -99,6 +99,9 @@ pub struct Op {
     pub attrs: Option<serde_json::Value>,
     /// `(output index, input index)` pairs that may share memory when the input dies here.
     pub inplace: Vec<(usize, usize)>,
+    /// For a fused op (optional field `fused`, see [`crate::fused`]): its members, run in
+    /// sequence inside the op; `None` for an ordinary op.
+    pub fused: Option<crate::fused::Fused>,
 }
 
 /// A validated graph.
@@ -241,6 +244,14 @@ pub enum GraphError {
         /// Op names on the cycle, in dependency order.
         ops: Vec<String>,
     },
+    /// A fused op's member list breaks a rule of the `fused` extension ([`crate::fused`]).
+    #[error("fused op {op:?}: {message}")]
+    BadFused {
+        /// The fused op.
+        op: String,
+        /// What is wrong, naming the member and tensor.
+        message: String,
+    },
     /// Byte arithmetic overflowed u64.
     #[error("{0} overflows u64")]
     Overflow(String),
@@ -290,6 +301,8 @@ struct OutOp<'a> {
     attrs: Option<&'a serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     inplace: Option<&'a [(usize, usize)]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fused: Option<Vec<crate::fused::OutMember<'a>>>,
 }
 
 #[derive(Deserialize)]
@@ -327,6 +340,7 @@ struct RawOp {
     workspace: Option<u64>,
     attrs: Option<serde_json::Value>,
     inplace: Option<Vec<(usize, usize)>>,
+    fused: Option<Vec<crate::fused::RawMember>>,
 }
 
 impl Graph {
@@ -485,7 +499,24 @@ impl Graph {
             if memplan_solver::align_up(workspace, alignment).is_none() {
                 return Err(GraphError::Overflow(format!("op {:?} workspace", o.name)));
             }
-            ops.push((inputs, outputs, inplace, workspace));
+            let fused = match &o.fused {
+                None => None,
+                Some(members) => Some(
+                    crate::fused::resolve(
+                        members.clone(),
+                        &inputs,
+                        &outputs,
+                        workspace,
+                        &by_name,
+                        &tensors,
+                    )
+                    .map_err(|message| GraphError::BadFused {
+                        op: o.name.clone(),
+                        message,
+                    })?,
+                ),
+            };
+            ops.push((inputs, outputs, inplace, workspace, fused));
         }
         for (t, p) in tensors.iter().zip(&producer) {
             if p.is_none() && matches!(t.kind, TensorKind::Activation | TensorKind::Output) {
@@ -499,7 +530,7 @@ impl Graph {
             .ops
             .into_iter()
             .zip(ops)
-            .map(|(o, (inputs, outputs, inplace, workspace))| Op {
+            .map(|(o, (inputs, outputs, inplace, workspace, fused))| Op {
                 name: o.name,
                 op_type: o.op_type,
                 inputs,
@@ -509,6 +540,7 @@ impl Graph {
                 workspace,
                 attrs: o.attrs,
                 inplace,
+                fused,
             })
             .collect();
         let graph = Graph {
@@ -590,6 +622,7 @@ impl Graph {
                     workspace: (o.workspace > 0).then_some(o.workspace),
                     attrs: o.attrs.as_ref(),
                     inplace: (!o.inplace.is_empty()).then_some(o.inplace.as_slice()),
+                    fused: o.fused.as_ref().map(|f| f.to_out(o, &self.tensors)),
                 })
                 .collect(),
         };

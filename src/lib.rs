@@ -9,6 +9,7 @@
 pub mod budget;
 pub mod cost;
 pub mod executor;
+pub mod fused;
 pub mod graph;
 pub mod import;
 pub mod passes;

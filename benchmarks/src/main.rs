@@ -25,8 +25,13 @@
 //!   the listed order; per strategy (`sweep`, `ilp`, `chen`, `spill-all`): feasible, peak, bytes
 //!   spilled out, recompute GFLOP, modelled overhead % and seconds (H200 cost model).
 //!
+//! - **fusion** (`--only fusion [--graphs DIR]`; not part of the default run): see
+//!   [`fusion`].
+//!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
+
+mod fusion;
 
 use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
@@ -40,16 +45,22 @@ fn main() -> Result<()> {
     let mut shared = PathBuf::from("../shared");
     let mut time_limit = 1.0f64;
     let mut only: Option<String> = None;
+    let mut extra_graphs: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--time-limit" => {
                 time_limit = args.next().context("--time-limit needs seconds")?.parse()?;
             }
+            "--graphs" => {
+                extra_graphs = Some(PathBuf::from(
+                    args.next().context("--graphs needs a directory")?,
+                ))
+            }
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|fusion] [--graphs DIR]"
                 );
                 return Ok(());
             }
@@ -70,6 +81,10 @@ fn main() -> Result<()> {
         graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
         budget_table(&graphs)?;
         return Ok(());
+    }
+    if only.as_deref() == Some("fusion") {
+        let graphs = fusion::graphs(&shared.join("zoo"), extra_graphs.as_deref())?;
+        return fusion::run(&graphs, tl);
     }
     if only.as_deref() == Some("order") {
         let mut graphs = files(&shared.join("zoo"), "json")?;

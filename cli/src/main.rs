@@ -85,6 +85,11 @@ enum Command {
         /// file, not the input graph.
         #[arg(long, value_name = "PATH")]
         graph_out: Option<PathBuf>,
+        /// Do not fuse ops. By default conv → batch_norm → activation chains, element-wise
+        /// chains and zero pads before convs are fused first, so the plan refers to the fused
+        /// graph (see --graph-out).
+        #[arg(long)]
+        no_fuse: bool,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -361,10 +366,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             link_gbps,
             trace,
             graph_out,
+            no_fuse,
         } => {
             let original = load_graph(&graph)?;
             // Graph rewrites before planning, in this order; the plan refers to their result.
-            let passes: Vec<Box<dyn memplan::passes::Pass>> = Vec::new();
+            let mut passes: Vec<Box<dyn memplan::passes::Pass>> = Vec::new();
+            if !no_fuse {
+                passes.push(Box::new(memplan::passes::fuse::Fuse::default()));
+            }
             let g = rewrite_graph(&original, &passes, graph_out.as_deref())?;
             let opts = PlanOptions {
                 order: OrderMode::from_name(&order)
@@ -988,15 +997,17 @@ fn rewrite_graph(
     let (g, reports) = memplan::passes::run_pipeline(original, &refs)?;
     for r in &reports {
         eprintln!(
-            "{}: pass {}: ops {} -> {}, tensors {} -> {}, arena tensor bytes {} -> {}",
+            "{}: pass {}: ops {} -> {} ({} removed), tensors {} -> {}, arena tensor bytes {} -> {} ({} removed)",
             original.name,
             r.pass,
             r.ops_before,
             r.ops_after,
+            r.ops_before as i64 - r.ops_after as i64,
             r.tensors_before,
             r.tensors_after,
             r.arena_tensor_bytes_before,
-            r.arena_tensor_bytes_after
+            r.arena_tensor_bytes_after,
+            r.arena_tensor_bytes_before as i64 - r.arena_tensor_bytes_after as i64
         );
     }
     match graph_out {

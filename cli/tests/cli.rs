@@ -26,7 +26,8 @@ fn sample() -> String {
 #[test]
 fn plan_of_the_bundled_sample_writes_a_plan_that_check_accepts() {
     let out = tmp("sample.plan.json");
-    let r = memplan(&["plan", "sample", "-o", out.to_str().unwrap()]);
+    // --no-fuse: the plan is checked against the input graph, not a fused rewrite of it
+    let r = memplan(&["plan", "sample", "--no-fuse", "-o", out.to_str().unwrap()]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(String::from_utf8_lossy(&r.stderr).contains("peak"));
     let c = memplan(&["check", &sample(), out.to_str().unwrap()]);
@@ -46,9 +47,11 @@ fn plan_prints_json_on_stdout_without_an_output_file() {
 #[test]
 fn check_exits_1_with_the_reason_when_the_budget_is_too_small() {
     let out = tmp("budget.plan.json");
-    assert!(memplan(&["plan", &sample(), "-o", out.to_str().unwrap()])
-        .status
-        .success());
+    assert!(
+        memplan(&["plan", &sample(), "--no-fuse", "-o", out.to_str().unwrap()])
+            .status
+            .success()
+    );
     let c = memplan(&[
         "check",
         &sample(),
@@ -159,6 +162,7 @@ fn run_executes_a_plan_and_reports_equal_outputs_and_memory() {
     assert!(memplan(&[
         "plan",
         "sample",
+        "--no-fuse",
         "-o",
         out.to_str().unwrap(),
         "--strategy",
@@ -198,6 +202,7 @@ fn run_rejects_an_invalid_plan_and_shows_its_damage_with_skip_validation() {
     assert!(memplan(&[
         "plan",
         "sample",
+        "--no-fuse",
         "-o",
         out.to_str().unwrap(),
         "--order",
@@ -237,6 +242,7 @@ fn run_on_cuda_without_a_gpu_build_or_device_exits_2_with_a_message() {
     assert!(memplan(&[
         "plan",
         "sample",
+        "--no-fuse",
         "-o",
         out.to_str().unwrap(),
         "--strategy",
@@ -261,6 +267,7 @@ fn every_strategy_plans_the_sample_and_the_solving_ones_report_the_order_program
         let r = memplan(&[
             "plan",
             "sample",
+            "--no-fuse",
             "--strategy",
             strategy,
             "--time-limit",
@@ -292,6 +299,7 @@ fn plan_with_a_percentage_budget_fits_it_and_check_and_run_accept_the_plan() {
     let r = memplan(&[
         "plan",
         "sample",
+        "--no-fuse",
         "--budget",
         "60%",
         "-o",

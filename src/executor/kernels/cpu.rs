@@ -4,7 +4,9 @@
 //! are deterministic; f32 views of the byte ranges are zero-copy when aligned and copied
 //! otherwise.
 
+use super::fused::{Buf, FusedKernel};
 use super::{Bcast, Binary, Conv2d, Kernel, Matmul, Pool, Unary};
+use crate::executor::arena::AlignedBuf;
 use crate::executor::data::{self, Fill};
 use std::borrow::Cow;
 
@@ -13,6 +15,8 @@ use std::borrow::Cow;
 #[derive(Debug, Default)]
 pub struct Scratch {
     buf: Vec<f32>,
+    /// Bytes held outside `buf` right now (a fused op's private buffers and copies).
+    held: u64,
     /// Largest scratch size used (bytes).
     pub peak_bytes: u64,
 }
@@ -21,9 +25,19 @@ impl Scratch {
     fn take(&mut self, len: usize) -> &mut [f32] {
         if self.buf.len() < len {
             self.buf.resize(len, 0.0);
-            self.peak_bytes = self.peak_bytes.max((len * 4) as u64);
         }
+        self.note();
         &mut self.buf[..len]
+    }
+
+    fn note(&mut self) {
+        self.peak_bytes = self.peak_bytes.max((self.buf.len() * 4) as u64 + self.held);
+    }
+
+    /// Counts `bytes` more held (positive) or released (negative) outside `buf`.
+    fn hold(&mut self, bytes: i64) {
+        self.held = self.held.saturating_add_signed(bytes);
+        self.note();
     }
 }
 
@@ -57,6 +71,9 @@ pub fn exec(kernel: &Kernel, ops: Operands<'_, '_>, scratch: &mut Scratch) -> Re
         fills,
         workspace,
     } = ops;
+    if let Kernel::Fused(f) = kernel {
+        return exec_fused(f, inputs, outputs, workspace, scratch);
+    }
     let computed = kernel.computed_outputs().min(outputs.len());
     if computed < outputs.len() {
         let seed = mix_seed(name, inputs);
@@ -81,7 +98,26 @@ pub fn exec(kernel: &Kernel, ops: Operands<'_, '_>, scratch: &mut Scratch) -> Re
             .ok_or_else(|| format!("kernel {} needs input {i}", kernel.name()))
     };
     match kernel {
-        Kernel::Mix => {}
+        Kernel::Mix | Kernel::Fused(_) => {}
+        Kernel::Pad(p) => {
+            let x = input(0)?;
+            with_f32_out(out, |y| {
+                let (oh, ow) = (p.h + p.top + p.bottom, p.w + p.left + p.right);
+                check(
+                    x.len() == p.planes * p.h * p.w && y.len() == p.planes * oh * ow,
+                    "pad sizes",
+                )?;
+                y.fill(p.value);
+                for pl in 0..p.planes {
+                    for r in 0..p.h {
+                        let src = (pl * p.h + r) * p.w;
+                        let dst = (pl * oh + r + p.top) * ow + p.left;
+                        y[dst..dst + p.w].copy_from_slice(&x[src..src + p.w]);
+                    }
+                }
+                Ok(())
+            })?;
+        }
         Kernel::Copy { src } => {
             let s = inputs.get(*src).ok_or("copy source missing")?;
             if s.len() != out.len() {
@@ -315,6 +351,24 @@ fn with_f32_out(
         Ok(s) => f(s),
         Err(_) => {
             let mut v = vec![0f32; b.len() / 4];
+            f(&mut v)?;
+            for (c, x) in b.chunks_exact_mut(4).zip(v) {
+                c.copy_from_slice(&x.to_le_bytes());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs `f` on an f32 view of `b` that holds `b`'s values (through a copy when unaligned).
+fn with_f32_inout(
+    b: &mut [u8],
+    f: impl FnOnce(&mut [f32]) -> Result<(), String>,
+) -> Result<(), String> {
+    match bytemuck::try_cast_slice_mut(b) {
+        Ok(s) => f(s),
+        Err(_) => {
+            let mut v: Vec<f32> = f32s(b).into_owned();
             f(&mut v)?;
             for (c, x) in b.chunks_exact_mut(4).zip(v) {
                 c.copy_from_slice(&x.to_le_bytes());
@@ -699,6 +753,227 @@ fn reduce_kernel(
         for v in y.iter_mut() {
             *v /= count;
         }
+    }
+    Ok(())
+}
+
+/// Runs a fused op: each member's kernel in sequence on the buffers chosen by
+/// [`super::fused::select_fused`] (see there for the memory rules).
+fn exec_fused(
+    f: &FusedKernel,
+    inputs: &[&[u8]],
+    outputs: &mut [&mut [u8]],
+    mut workspace: Option<&mut [u8]>,
+    scratch: &mut Scratch,
+) -> Result<(), String> {
+    if outputs.len() != f.outputs {
+        return Err(format!(
+            "fused op has {} outputs, the kernel expects {}",
+            outputs.len(),
+            f.outputs
+        ));
+    }
+    let mut private: Vec<AlignedBuf> = Vec::with_capacity(f.buffers.len());
+    for &b in &f.buffers {
+        private.push(AlignedBuf::new(b, "a fused op's private buffer").map_err(|e| e.to_string())?);
+    }
+    let held = f.private_bytes() as i64;
+    scratch.hold(held);
+    let result = run_members(f, inputs, outputs, &mut workspace, &mut private, scratch);
+    scratch.hold(-held);
+    result
+}
+
+fn run_members(
+    f: &FusedKernel,
+    inputs: &[&[u8]],
+    outputs: &mut [&mut [u8]],
+    workspace: &mut Option<&mut [u8]>,
+    private: &mut [AlignedBuf],
+    scratch: &mut Scratch,
+) -> Result<(), String> {
+    let n_out = outputs.len();
+    // One pool of writable buffers: the op's outputs, then the private buffers.
+    let mut pool: Vec<&mut [u8]> = outputs.iter_mut().map(|o| &mut **o).collect();
+    pool.extend(private.iter_mut().map(AlignedBuf::bytes_mut));
+    let pool_index = |b: Buf| match b {
+        Buf::Input(_) => None,
+        Buf::Output(k) => Some(k),
+        Buf::Private(j) => Some(n_out + j),
+    };
+    for step in &f.steps {
+        let outs: Vec<usize> = step
+            .outputs
+            .iter()
+            .map(|&b| pool_index(b).ok_or("a member writes an input of its fused op"))
+            .collect::<Result<_, _>>()?;
+        let ws = match workspace.as_deref_mut() {
+            Some(w) if step.workspace > 0 => {
+                let len = usize::try_from(step.workspace).map_err(|_| "workspace size")?;
+                Some(
+                    w.get_mut(..len)
+                        .ok_or("member workspace exceeds the op's")?,
+                )
+            }
+            _ => None,
+        };
+        let aliased: Vec<usize> = step
+            .inputs
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| pool_index(b).is_some_and(|p| outs.contains(&p)))
+            .map(|(i, _)| i)
+            .collect();
+        // In place: one output, sharing its buffer with element-wise input(s) of the kernel.
+        if outs.len() == 1
+            && !aliased.is_empty()
+            && aliased.iter().all(|&i| in_place_ok(&step.kernel, i))
+        {
+            let (lo, hi) = pool.split_at_mut(outs[0]);
+            let (buf, hi) = hi.split_first_mut().ok_or("member output buffer missing")?;
+            let ins: Vec<Option<&[u8]>> = step
+                .inputs
+                .iter()
+                .map(|&b| match b {
+                    Buf::Input(i) => inputs.get(i).copied(),
+                    other => pool_index(other).and_then(|p| match p.cmp(&outs[0]) {
+                        std::cmp::Ordering::Less => lo.get(p).map(|x| &**x),
+                        std::cmp::Ordering::Equal => None,
+                        std::cmp::Ordering::Greater => hi.get(p - outs[0] - 1).map(|x| &**x),
+                    }),
+                })
+                .collect();
+            exec_in_place(&step.kernel, buf, &ins)
+                .map_err(|m| format!("member {:?}: {m}", step.name))?;
+            continue;
+        }
+        // Otherwise inputs that share a buffer with an output are read from a copy.
+        let copies: Vec<(usize, Vec<u8>)> = aliased
+            .iter()
+            .filter_map(|&i| pool_index(step.inputs[i]).map(|p| (i, pool[p].to_vec())))
+            .collect();
+        let copied: i64 = copies.iter().map(|(_, v)| v.len() as i64).sum();
+        scratch.hold(copied);
+        let mut out_refs: Vec<Option<&mut [u8]>> = (0..outs.len()).map(|_| None).collect();
+        let mut shared: Vec<Option<&[u8]>> = vec![None; pool.len()];
+        for (p, b) in pool.iter_mut().enumerate() {
+            match outs.iter().position(|&o| o == p) {
+                Some(k) => out_refs[k] = Some(&mut **b),
+                None => shared[p] = Some(&**b),
+            }
+        }
+        let ins: Vec<&[u8]> = step
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                if let Some((_, v)) = copies.iter().find(|(j, _)| *j == i) {
+                    return Ok(v.as_slice());
+                }
+                match b {
+                    Buf::Input(x) => inputs.get(x).copied(),
+                    other => pool_index(other).and_then(|p| shared[p]),
+                }
+                .ok_or_else(|| format!("member {:?}: input {i} missing", step.name))
+            })
+            .collect::<Result<_, String>>()?;
+        let mut out_list: Vec<&mut [u8]> = out_refs.into_iter().flatten().collect();
+        let result = exec(
+            &step.kernel,
+            Operands {
+                name: &step.name,
+                inputs: &ins,
+                outputs: &mut out_list,
+                fills: &step.fills,
+                workspace: ws,
+            },
+            scratch,
+        );
+        scratch.hold(-copied);
+        result.map_err(|m| format!("member {:?}: {m}", step.name))?;
+    }
+    Ok(())
+}
+
+/// Whether `kernel` can compute output 0 in the bytes of its input `i` (element-wise, each
+/// element read before it is written, no broadcasting of that input).
+fn in_place_ok(kernel: &Kernel, i: usize) -> bool {
+    match kernel {
+        Kernel::Unary(_) => i == 0,
+        Kernel::Copy { src } => i == *src,
+        Kernel::BatchNorm { stats_outputs, .. } => i == 0 && !stats_outputs,
+        Kernel::Binary { a, b, .. } => *a == Bcast::Flat && *b == Bcast::Flat && i < 2,
+        _ => false,
+    }
+}
+
+/// Runs an element-wise kernel whose output 0 is `buf`, which also holds every input that
+/// is `None` in `inputs` (see [`in_place_ok`]); the arithmetic is the same as [`exec`]'s.
+fn exec_in_place(kernel: &Kernel, buf: &mut [u8], inputs: &[Option<&[u8]>]) -> Result<(), String> {
+    let other = |i: usize| -> Result<Cow<'_, [f32]>, String> {
+        inputs
+            .get(i)
+            .copied()
+            .flatten()
+            .map(f32s)
+            .ok_or_else(|| format!("kernel {} needs input {i}", kernel.name()))
+    };
+    match kernel {
+        Kernel::Copy { src } => {
+            if inputs.get(*src).is_some_and(Option::is_some) {
+                return Err("in-place copy from another buffer".into());
+            }
+        }
+        Kernel::Unary(f) => with_f32_inout(buf, |y| {
+            for v in y.iter_mut() {
+                *v = unary(*f, *v);
+            }
+            Ok(())
+        })?,
+        Kernel::BatchNorm {
+            n,
+            c,
+            spatial,
+            eps,
+            batch_stats,
+            ..
+        } => {
+            let p: Vec<Cow<'_, [f32]>> = (1..inputs.len()).map(other).collect::<Result<_, _>>()?;
+            with_f32_inout(buf, |y| {
+                check(
+                    y.len() == n * c * spatial && p.iter().all(|v| v.len() == *c),
+                    "batch_norm sizes",
+                )?;
+                let (mean, inv) = batch_norm_stats(*n, *c, *spatial, *eps, *batch_stats, y, &p)?;
+                for ni in 0..*n {
+                    for ci in 0..*c {
+                        let base = (ni * c + ci) * spatial;
+                        for v in &mut y[base..base + spatial] {
+                            *v = (*v - mean[ci]) * inv[ci] * p[0][ci] + p[1][ci];
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Kernel::Binary { f, .. } => {
+            let a = inputs.first().copied().flatten().map(f32s);
+            let b = inputs.get(1).copied().flatten().map(f32s);
+            with_f32_inout(buf, |y| {
+                check(
+                    a.as_ref().is_none_or(|a| a.len() == y.len())
+                        && b.as_ref().is_none_or(|b| b.len() == y.len()),
+                    "binary operand sizes",
+                )?;
+                for (i, v) in y.iter_mut().enumerate() {
+                    let x = a.as_ref().map_or(*v, |a| a[i]);
+                    let z = b.as_ref().map_or(*v, |b| b[i]);
+                    *v = binary_op(*f, x, z);
+                }
+                Ok(())
+            })?;
+        }
+        other => return Err(format!("kernel {} cannot run in place", other.name())),
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! device use the same kernel for an op.
 
 pub mod cpu;
+pub mod fused;
 
 use crate::graph::{Graph, Op, TensorId};
 use serde_json::Value;
@@ -237,6 +238,31 @@ pub enum Kernel {
         /// Elements per outer index of each input.
         inner: Vec<usize>,
     },
+    /// Constant padding of the two spatial dimensions of NCHW planes.
+    Pad(Pad),
+    /// A fused op: its members' kernels run in sequence ([`fused`]).
+    Fused(Box<fused::FusedKernel>),
+}
+
+/// Constant spatial padding (`pad` / `constant_pad_nd` over the last two dimensions).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pad {
+    /// N · C.
+    pub planes: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Rows added above.
+    pub top: usize,
+    /// Rows added below.
+    pub bottom: usize,
+    /// Columns added on the left.
+    pub left: usize,
+    /// Columns added on the right.
+    pub right: usize,
+    /// The fill value.
+    pub value: f32,
 }
 
 /// Which kernels to use.
@@ -259,6 +285,7 @@ impl Kernel {
                 stats_outputs: true,
                 ..
             } => 3,
+            Kernel::Fused(f) => f.outputs,
             _ => 1,
         }
     }
@@ -278,13 +305,19 @@ impl Kernel {
             Kernel::Softmax { .. } => "softmax",
             Kernel::Reduce { .. } => "reduce",
             Kernel::Concat { .. } => "concat",
+            Kernel::Pad(_) => "pad",
+            Kernel::Fused(_) => "fused",
         }
     }
 
     /// Whether the kernel does floating-point arithmetic whose last bits may differ between
     /// devices (everything but mix and copy).
     pub fn is_float_math(&self) -> bool {
-        !matches!(self, Kernel::Mix | Kernel::Copy { .. })
+        match self {
+            Kernel::Mix | Kernel::Copy { .. } | Kernel::Pad(_) => false,
+            Kernel::Fused(f) => f.steps.iter().any(|s| s.kernel.is_float_math()),
+            _ => true,
+        }
     }
 }
 
@@ -305,6 +338,7 @@ const REGISTRY: &[(&[&str], Selector)] = &[
     (&["softmax", "_softmax"], select_softmax),
     (&["sum", "mean"], select_reduce),
     (&["concat", "cat"], select_concat),
+    (&["pad", "constant_pad_nd"], select_pad),
     (
         &[
             "clone",
@@ -337,6 +371,12 @@ pub fn select_all(graph: &Graph, mode: KernelMode) -> Vec<Kernel> {
 
 /// Chooses an op's kernel.
 pub fn select(graph: &Graph, op: &Op, mode: KernelMode) -> Kernel {
+    // A fused op runs its members with their own kernels, in either mode.
+    if op.fused.is_some() {
+        return fused::select_fused(graph, op, mode)
+            .map(|f| Kernel::Fused(Box::new(f)))
+            .unwrap_or(Kernel::Mix);
+    }
     if mode == KernelMode::Mix {
         return Kernel::Mix;
     }
@@ -768,6 +808,51 @@ fn select_reduce(graph: &Graph, op: &Op) -> Option<Kernel> {
         dims,
         reduce,
     })
+}
+
+fn select_pad(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let ins = inputs_dims(graph, op)?;
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    if ins.len() != 1 || ins[0].len() != 4 || out.len() != 4 || ins[0][..2] != out[..2] {
+        return None;
+    }
+    let pad: Vec<usize> = attr(op, "pad")?
+        .as_array()?
+        .iter()
+        .map(|v| v.as_u64().and_then(|x| usize::try_from(x).ok()))
+        .collect::<Option<_>>()?;
+    if pad.len() < 2
+        || pad.len() % 2 != 0
+        || pad.len() > 8
+        || pad[4.min(pad.len())..].iter().any(|&p| p != 0)
+    {
+        return None;
+    }
+    if let Some(m) = attr(op, "mode") {
+        if m.as_str()? != "constant" {
+            return None;
+        }
+    }
+    let (left, right) = (pad[0], pad[1]);
+    let (top, bottom) = if pad.len() >= 4 {
+        (pad[2], pad[3])
+    } else {
+        (0, 0)
+    };
+    let (h, w) = (ins[0][2], ins[0][3]);
+    if out[2] != h + top + bottom || out[3] != w + left + right {
+        return None;
+    }
+    Some(Kernel::Pad(Pad {
+        planes: out[0] * out[1],
+        h,
+        w,
+        top,
+        bottom,
+        left,
+        right,
+        value: attr_f32(op, "value", 0.0),
+    }))
 }
 
 fn select_concat(graph: &Graph, op: &Op) -> Option<Kernel> {

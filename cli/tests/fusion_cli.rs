@@ -1,0 +1,82 @@
+//! `memplan plan` fuses by default: the plan refers to the fused graph written by
+//! --graph-out, the independent checker accepts it, `memplan run --original` proves it
+//! computes the input graph's outputs; --no-fuse plans the input graph as it is.
+
+use memplan::graph::Graph;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn zoo_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../shared/zoo/{name}.json"))
+}
+
+#[test]
+fn the_cli_plans_the_fused_graph_and_the_checker_accepts_it() {
+    let g = zoo_path("resnet18.1.inference");
+    if !g.exists() {
+        eprintln!("skipping: {} not found", g.display());
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("memplan-fusion-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (f, p) = (dir.join("fused.json"), dir.join("plan.json"));
+    let bin = env!("CARGO_BIN_EXE_memplan");
+    let out = Command::new(bin)
+        .args(["plan", g.to_str().unwrap(), "--graph-out"])
+        .arg(&f)
+        .arg("-o")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fused = Graph::parse(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert!(fused.ops.iter().any(|o| o.fused.is_some()));
+    let checker =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/check_plan.py");
+    if checker.exists() {
+        let out = Command::new("python3")
+            .arg(&checker)
+            .arg(&f)
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "check_plan.py: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        eprintln!("check_plan.py not found: skipping the independent check");
+    }
+    let out = Command::new(bin)
+        .arg("run")
+        .arg(&f)
+        .arg(&p)
+        .arg("--original")
+        .arg(&g)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // --no-fuse plans the input graph as it is
+    let out = Command::new(bin)
+        .args(["plan", g.to_str().unwrap(), "--no-fuse", "--graph-out"])
+        .arg(&f)
+        .arg("-o")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let same = Graph::parse(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert!(same.ops.iter().all(|o| o.fused.is_none()));
+    std::fs::remove_dir_all(&dir).ok();
+}
