@@ -38,12 +38,16 @@ fn an_imported_onnx_model_plans_checks_and_runs() {
     assert!(err.contains("cnn.4: 7 ops"), "{err}");
     let text = std::fs::read_to_string(&graph).unwrap();
     assert!(text.contains("\"memplan-graph/1\""));
+    // `plan` fuses conv → relu: the plan refers to the rewritten graph it writes.
     let plan = dir.path().join("cnn.plan.json");
+    let fused = dir.path().join("cnn.fused.json");
     let out = memplan()
         .arg("plan")
         .arg(&graph)
         .arg("-o")
         .arg(&plan)
+        .arg("--graph-out")
+        .arg(&fused)
         .output()
         .unwrap();
     assert!(
@@ -54,7 +58,7 @@ fn an_imported_onnx_model_plans_checks_and_runs() {
     if Path::new(&checker()).is_file() {
         let out = Command::new("python3")
             .arg(checker())
-            .arg(&graph)
+            .arg(&fused)
             .arg(&plan)
             .output()
             .unwrap();
@@ -64,13 +68,16 @@ fn an_imported_onnx_model_plans_checks_and_runs() {
     }
     let out = memplan()
         .arg("run")
-        .arg(&graph)
+        .arg(&fused)
         .arg(&plan)
+        .arg("--original")
+        .arg(&graph)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("outputs equal     yes"), "{stdout}");
+    assert!(stdout.contains("computes the same outputs"), "{stdout}");
 }
 
 #[test]
