@@ -148,6 +148,16 @@ pub struct BudgetStat {
     pub overhead_pct: f64,
     /// A lower bound on any plan's peak ([`min_bytes`]): no plan fits a smaller budget.
     pub min_bytes: u64,
+    /// Convs per algorithm in the plan's graph (`attrs.algo`; `given`: a graph-given
+    /// workspace; `none`: outside the model), [`crate::conv_algo::algo_mix`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub algo_mix: BTreeMap<String, usize>,
+    /// Convs downgraded to an algorithm with less workspace to fit the budget.
+    #[serde(default)]
+    pub algo_downgrades: usize,
+    /// Modelled time those downgrades add (µs; part of `overhead_us`).
+    #[serde(default)]
+    pub algo_downgrade_us: f64,
     /// The chosen strategy's solver report (the integer program: status, bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solver: Option<String>,
@@ -375,6 +385,17 @@ pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
 struct Built {
     plan: Plan,
     peak: u64,
+    /// The graph the plan refers to: the context's with the schedule's conv downgrades.
+    graph: Graph,
+}
+
+/// The modelled times of a built plan, its base being the context graph's ops (so conv
+/// downgrades count as overhead).
+fn timing(ctx: &Ctx, built: &Built) -> Timing {
+    Timing {
+        base_us: ctx.prefix_us[ctx.steps()],
+        step_us: simulate(&built.graph, ctx, &built.plan).step_us,
+    }
 }
 
 /// Plans `graph` on `order` (op indices, topological) under `opts.budget` (see the module
@@ -422,14 +443,14 @@ pub fn plan_with_budget(
         let mut solver = strategy.note();
         let mut overhead = fitted
             .as_ref()
-            .map(|(b, _)| simulate(graph, &ctx, &b.plan).overhead_pct());
+            .map(|(b, _)| timing(&ctx, b).overhead_pct());
         // A strategy that refines another (the integer program, the sweep) is never worse
         // than it: the other's plan is kept when it fits with a lower simulated overhead.
         if let Some(base) = strategy.fallback() {
             let (f, l, _) = run_strategy(&ctx, base.as_ref(), opts)?;
             lowest = lowest.min(l);
             if let Some((b, t)) = f {
-                let o = simulate(graph, &ctx, &b.plan).overhead_pct();
+                let o = timing(&ctx, &b).overhead_pct();
                 if overhead.is_none_or(|mine| o < mine) {
                     fitted = Some((b, t));
                     overhead = Some(o);
@@ -477,9 +498,10 @@ pub fn plan_with_budget(
             why,
         });
     };
+    let timing = timing(&ctx, &built);
     let mut plan = built.plan;
-    crate::validate::validate(graph, &plan, Some(opts.budget))?;
-    let timing = simulate(graph, &ctx, &plan);
+    let chosen = built.graph;
+    crate::validate::validate(&chosen, &plan, Some(opts.budget))?;
     let mut stat = BudgetStat {
         budget_bytes: opts.budget,
         strategy: name.into(),
@@ -491,6 +513,7 @@ pub fn plan_with_budget(
         overhead_us: timing.step_us - timing.base_us,
         overhead_pct: timing.overhead_pct(),
         min_bytes: min,
+        algo_mix: crate::conv_algo::algo_mix(&chosen),
         solver: note,
         tried: if opts.strategy == BEST {
             tried
@@ -509,6 +532,12 @@ pub fn plan_with_budget(
         },
         ..BudgetStat::default()
     };
+    for (k, (a, b)) in graph.ops.iter().zip(&chosen.ops).enumerate() {
+        if a.workspace != b.workspace {
+            stat.algo_downgrades += 1;
+            stat.algo_downgrade_us += opts.profile.op_us(&chosen, b) - ctx.step_us[ctx.step_of[k]];
+        }
+    }
     let mut execs = vec![0usize; graph.ops.len()];
     let op_ids = graph.op_indices();
     for ins in &plan.instructions {
@@ -524,7 +553,7 @@ pub fn plan_with_budget(
                     if execs[k] > 1 {
                         stat.recomputed_ops += 1;
                         stat.recompute_flops += graph.ops[k].flops.unwrap_or(0.0);
-                        stat.recompute_us += opts.profile.op_us(graph, &graph.ops[k]);
+                        stat.recompute_us += opts.profile.op_us(&chosen, &chosen.ops[k]);
                     }
                 }
             }
@@ -587,6 +616,7 @@ fn run_strategy(
 
 /// Places the schedule's buffers and host copies and emits the plan.
 fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, BudgetError> {
+    let chosen = sched.graph(ctx);
     let graph = ctx.graph;
     let n = ctx.steps();
     let mut roles = Vec::new();
@@ -618,7 +648,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
         }
     }
     for (s, &k) in ctx.order.iter().enumerate() {
-        let w = graph.ops[k].workspace;
+        let w = sched.workspace(ctx, k);
         if w > 0 {
             roles.push(Role::Workspace { step: s });
             buffers.push(Buffer {
@@ -630,7 +660,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
     }
     let recomputes = sched.recomputes(ctx);
     for &(b, p, t) in &recomputes {
-        let w = graph.ops[p].workspace;
+        let w = sched.workspace(ctx, p);
         if w > 0 {
             roles.push(Role::RecomputeWorkspace { step: b, tensor: t });
             buffers.push(Buffer {
@@ -730,6 +760,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
             ins.push(Instruction::Exec {
                 node: graph.ops[p].name.clone(),
                 workspace_offset: rc_ws.get(&(b, t)).copied(),
+                algo: crate::plan::algo_attr(&chosen.ops[p]),
             });
         }
         let op = &graph.ops[k];
@@ -746,6 +777,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
         ins.push(Instruction::Exec {
             node: op.name.clone(),
             workspace_offset: ws_at[s],
+            algo: crate::plan::algo_attr(&chosen.ops[k]),
         });
         ins.append(&mut post[s]);
     }
@@ -753,7 +785,11 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
     let load = sched.live(ctx).into_iter().max().unwrap_or(0);
     plan.stats.lower_bound_bytes = load;
     plan.stats.load_bytes = Some(load);
-    Ok(Built { plan, peak })
+    Ok(Built {
+        plan,
+        peak,
+        graph: chosen,
+    })
 }
 
 /// Modelled times of a plan.
@@ -842,6 +878,7 @@ pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
             Instruction::Exec {
                 node,
                 workspace_offset,
+                ..
             } => {
                 let Some(&k) = op_ids.get(node.as_str()) else {
                     continue;
