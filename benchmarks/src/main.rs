@@ -25,8 +25,13 @@
 //!   the listed order; per strategy (`sweep`, `ilp`, `chen`, `spill-all`): feasible, peak, bytes
 //!   spilled out, recompute GFLOP, modelled overhead % and seconds (H200 cost model).
 //!
+//! - **conv-algos** (`--only conv-algos [--graphs DIR]`): conv algorithm choice, see
+//!   `conv_algos.rs`.
+//!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
+
+mod conv_algos;
 
 use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
@@ -40,12 +45,14 @@ fn main() -> Result<()> {
     let mut shared = PathBuf::from("../shared");
     let mut time_limit = 1.0f64;
     let mut only: Option<String> = None;
+    let mut graphs_dir: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--time-limit" => {
                 time_limit = args.next().context("--time-limit needs seconds")?.parse()?;
             }
+            "--graphs" => graphs_dir = Some(args.next().context("--graphs needs a directory")?.into()),
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
@@ -61,6 +68,9 @@ fn main() -> Result<()> {
     if only.as_deref().is_none_or(|o| o == "zoo") {
         zoo_table(&shared.join("zoo"), tl)?;
         println!();
+    }
+    if only.as_deref() == Some("conv-algos") {
+        return conv_algos::run(&shared.join("zoo"), graphs_dir.as_deref());
     }
     if only.as_deref() == Some("budget") {
         let mut graphs: Vec<PathBuf> = files(&shared.join("zoo"), "json")?

@@ -433,7 +433,18 @@ pub fn plan_with_budget(
         }
     };
     let ctx = Ctx::new(graph, order, opts.profile.clone(), opts.params);
-    let (min, why) = min_bytes(graph, order);
+    // With conv downgrades the floor is that of every conv at its least workspace.
+    let mut floor = Sched::keep_all(&ctx);
+    for (k, d) in ctx.downgrades.iter().enumerate() {
+        if !d.is_empty() {
+            floor.algo.insert(k, d.len() - 1);
+        }
+    }
+    let (min, why) = if floor.algo.is_empty() {
+        min_bytes(graph, order)
+    } else {
+        min_bytes(&floor.graph(&ctx), order)
+    };
     let mut tried = Vec::new();
     let mut best: Option<(Built, f64, &'static str, u64, usize)> = None;
     let mut reached: Option<(u64, &'static str)> = None;
