@@ -12,6 +12,12 @@
 //!   `α²·C·P`, transformed filter `α²·C·K`, transformed output `α²·K·P` (Lavin & Gray,
 //!   "Fast Algorithms for Convolutional Neural Networks", CVPR 2016, §4–5).
 //!
+//! - Chunked im2col / Winograd (`im2col/4`, `winograd_f4/2`, …, 2–32 chunks): the columns
+//!   (`N·Ho·Wo`) or tiles (`P`) are processed one chunk after another in a workspace of one
+//!   chunk: im2col `cg·Kh·Kw × ⌈N·Ho·Wo/chunks⌉`, Winograd the whole transformed filter plus
+//!   `α²·(C + K)·⌈P/chunks⌉` (what workspace-limited cuDNN algorithm selection does). They
+//!   give the budget a fine-grained trade of workspace for time.
+//!
 //! FFT is not modelled (cuDNN's FFT paths need workspaces of the padded spectra and win only
 //! for large kernels, which the zoo's nets do not have).
 //!
@@ -23,7 +29,10 @@
 //!   written once and read once by the GEMM);
 //! - Winograd: `max(F / (reduction·GEMM_EFFICIENCY·peak), io/bw) + 2·workspace/bw`, the
 //!   multiply reduction being `m²r²/α²` = 2.25 (F2) and 4 (F4) (Lavin & Gray, Table 1); the
-//!   transforms are memory-bound and modelled as the traffic of the transformed tensors.
+//!   transforms are memory-bound and modelled as the traffic of the transformed tensors;
+//! - chunked: the same, plus [`CHUNK_US`] per extra chunk.
+//!
+//! Only options on the Pareto front (less workspace ⇒ more time) are offered.
 //!
 //! Figures: [`GEMM_EFFICIENCY`] = 0.75 — large SGEMMs reach 70–80 % of a GPU's fp32 peak
 //! (cuBLAS on V100/A100/H100 in NVIDIA's published sgemm results); [`DIRECT_EFFICIENCY`] =
@@ -577,7 +586,11 @@ fn best_fit(free: &[(u64, u64)], size: u64, align: u64) -> Option<u64> {
 /// `auto`'s upgrade step on a plan of `g` (module doc): each conv executed once gets the
 /// fastest algorithm whose workspace fits a free range below the plan's peak at its exec.
 /// Returns the graph, the plan (same peak) and how many convs were upgraded.
-pub fn upgrade_in_place(profile: &DeviceProfile, g: &Graph, mut plan: Plan) -> (Graph, Plan, usize) {
+pub fn upgrade_in_place(
+    profile: &DeviceProfile,
+    g: &Graph,
+    mut plan: Plan,
+) -> (Graph, Plan, usize) {
     let ids = g.op_indices();
     let limit = plan.arena_bytes;
     let mut execs = vec![0usize; g.ops.len()];
@@ -769,10 +782,16 @@ mod tests {
     fn chunked_workspaces_hold_one_chunk() {
         let c = shape(&resnet_layer1());
         // im2col in 4 chunks: 576 × ⌈3136/4⌉ = 576 × 784 = 451_584.
-        assert_eq!(workspace_elems_chunked(&c, ConvAlgo::Im2col, 4), Some(451_584));
+        assert_eq!(
+            workspace_elems_chunked(&c, ConvAlgo::Im2col, 4),
+            Some(451_584)
+        );
         // F(4×4) in 4 chunks: filter 36·64·64 = 147_456, plus 36·(64 + 64)·⌈196/4⌉ =
         // 36·128·49 = 225_792 → 373_248.
-        assert_eq!(workspace_elems_chunked(&c, ConvAlgo::WinogradF4, 4), Some(373_248));
+        assert_eq!(
+            workspace_elems_chunked(&c, ConvAlgo::WinogradF4, 4),
+            Some(373_248)
+        );
         // More chunks than tiles, and chunked direct, do not exist.
         assert_eq!(workspace_elems_chunked(&c, ConvAlgo::WinogradF4, 256), None);
         assert_eq!(parse_option_name("direct/2"), None);
@@ -810,7 +829,10 @@ mod tests {
             [1, 5, 7, 7],
             r#"{"stride": 1, "padding": 1}"#,
         );
-        assert_eq!(workspace_elems(&shape(&g), ConvAlgo::WinogradF4), Some(1692));
+        assert_eq!(
+            workspace_elems(&shape(&g), ConvAlgo::WinogradF4),
+            Some(1692)
+        );
         // Stride 2 or dilation 2 rule Winograd out.
         let g = conv_graph(
             [1, 3, 8, 8],
@@ -846,12 +868,7 @@ mod tests {
         let names: Vec<_> = options(&p, &g, op).iter().map(|o| o.name()).collect();
         assert_eq!(
             names,
-            vec![
-                "direct",
-                "winograd_f4/4",
-                "winograd_f4/2",
-                "winograd_f4"
-            ]
+            vec!["direct", "winograd_f4/4", "winograd_f4/2", "winograd_f4"]
         );
         // Each extra chunk costs CHUNK_US.
         let f4_4 = algo_us(&p, &g, op, &c, ConvAlgo::WinogradF4, 4);
@@ -895,8 +912,7 @@ mod tests {
         // One conv alone: nothing is free below the min-memory peak (x and y), no upgrade.
         let c = choose_and_plan(&g, ConvAlgoMode::Auto, &p, &PlanOptions::default()).unwrap();
         assert_eq!(c.upgraded, 0);
-        let m = choose_and_plan(&g, ConvAlgoMode::MinMemory, &p, &PlanOptions::default())
-            .unwrap();
+        let m = choose_and_plan(&g, ConvAlgoMode::MinMemory, &p, &PlanOptions::default()).unwrap();
         assert_eq!(c.plan.arena_bytes, m.plan.arena_bytes);
         let f = choose_and_plan(&g, ConvAlgoMode::Fastest, &p, &PlanOptions::default()).unwrap();
         assert!(f.plan.arena_bytes > m.plan.arena_bytes);
@@ -928,8 +944,7 @@ mod tests {
         .unwrap();
         let p = DeviceProfile::h200();
         let c = choose_and_plan(&g, ConvAlgoMode::Auto, &p, &PlanOptions::default()).unwrap();
-        let m = choose_and_plan(&g, ConvAlgoMode::MinMemory, &p, &PlanOptions::default())
-            .unwrap();
+        let m = choose_and_plan(&g, ConvAlgoMode::MinMemory, &p, &PlanOptions::default()).unwrap();
         assert_eq!(c.upgraded, 1);
         assert_eq!(c.plan.arena_bytes, m.plan.arena_bytes);
         assert_ne!(algo_of(&c.graph.ops[1]), Some(ConvAlgo::Direct));
@@ -946,10 +961,9 @@ mod tests {
             r#"{"stride": 2, "padding": 1}"#,
         );
         let p = DeviceProfile::h200();
-        let mut plan =
-            choose_and_plan(&g, ConvAlgoMode::Fastest, &p, &PlanOptions::default())
-                .unwrap()
-                .plan;
+        let mut plan = choose_and_plan(&g, ConvAlgoMode::Fastest, &p, &PlanOptions::default())
+            .unwrap()
+            .plan;
         for ins in &mut plan.instructions {
             if let Instruction::Exec { algo, .. } = ins {
                 *algo = Some("winograd_f2".into());

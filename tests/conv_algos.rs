@@ -40,7 +40,11 @@ fn opts() -> PlanOptions {
 /// check_plan.py on the graph with the chosen workspaces (written to a temp file).
 fn python_check(graph: &Graph, plan: &memplan::Plan, tag: &str) {
     let dir = std::env::temp_dir();
-    let base = format!("memplan-convalgo-{}-{}-{tag}", std::process::id(), graph.name);
+    let base = format!(
+        "memplan-convalgo-{}-{}-{tag}",
+        std::process::id(),
+        graph.name
+    );
     let (gp, pp) = (
         dir.join(format!("{base}.graph.json")),
         dir.join(format!("{base}.plan.json")),
@@ -197,7 +201,10 @@ fn old_plans_without_algo_fields_still_parse_and_plans_with_them_round_trip() {
     let p = memplan::plan(&g, &opts()).unwrap();
     let json = p.to_json();
     assert!(!json.contains("\"algo\""));
-    assert_eq!(memplan::Plan::parse(&json).unwrap().instructions, p.instructions);
+    assert_eq!(
+        memplan::Plan::parse(&json).unwrap().instructions,
+        p.instructions
+    );
     let c = conv_algo::choose_and_plan(&g, ConvAlgoMode::Fastest, &DeviceProfile::h200(), &opts())
         .unwrap();
     let json = c.plan.to_json();

@@ -52,7 +52,9 @@ fn main() -> Result<()> {
             "--time-limit" => {
                 time_limit = args.next().context("--time-limit needs seconds")?.parse()?;
             }
-            "--graphs" => graphs_dir = Some(args.next().context("--graphs needs a directory")?.into()),
+            "--graphs" => {
+                graphs_dir = Some(args.next().context("--graphs needs a directory")?.into())
+            }
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(

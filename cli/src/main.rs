@@ -383,7 +383,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .join(", ")
                 );
                 match &graph_out {
-                    Some(path) => write_out(&Some(path.clone()), &format!("{}\n", chosen.to_json())),
+                    Some(path) => {
+                        write_out(&Some(path.clone()), &format!("{}\n", chosen.to_json()))
+                    }
                     None => {
                         eprintln!(
                             "note: the conv algorithms set workspaces in {}; the plan refers to \
@@ -420,12 +422,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let spec = BudgetSpec::parse(&spec).map_err(|e| bad(format!("--budget: {e}")))?;
                 // Under a budget the convs start at their fastest (min-memory: least
                 // workspace) algorithm; `auto` lets the budget strategies downgrade them.
-                let start = ca::with_choice(
-                    &g,
-                    &ca::pick(&profile, &g, mode != ConvAlgoMode::MinMemory),
-                );
-                let mut params = budget::schedule::Params::default();
-                params.conv_downgrade = mode == ConvAlgoMode::Auto;
+                let start =
+                    ca::with_choice(&g, &ca::pick(&profile, &g, mode != ConvAlgoMode::MinMemory));
+                let params = budget::schedule::Params {
+                    conv_downgrade: mode == ConvAlgoMode::Auto,
+                    ..Default::default()
+                };
                 let bopts = BudgetOptions {
                     strategy: spill_strategy,
                     profile: profile.clone(),

@@ -284,7 +284,12 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, St
             down.push((k, i, col));
         }
         pb.add_row(..=1.0, cols);
-        free[s] += ws - ctx.downgrades[k].iter().map(|o| o.workspace).min().unwrap_or(ws);
+        free[s] += ws
+            - ctx.downgrades[k]
+                .iter()
+                .map(|o| o.workspace)
+                .min()
+                .unwrap_or(ws);
     }
     for s in 0..n {
         if live[s] > target {

@@ -138,7 +138,8 @@ pub struct BudgetStat {
     pub recompute_flops: f64,
     /// Modelled time of the re-executed ops (µs).
     pub recompute_us: f64,
-    /// Modelled step time without any spill or recompute: the ops' times summed (µs).
+    /// Modelled step time without any spill or recompute: the ops' times summed, convs at
+    /// their starting algorithm (µs; conv downgrades count as overhead).
     pub base_step_us: f64,
     /// Modelled step time of this plan (µs).
     pub step_us: f64,
@@ -452,9 +453,7 @@ pub fn plan_with_budget(
     for strategy in chosen {
         let (mut fitted, mut lowest, attempts) = run_strategy(&ctx, strategy, opts)?;
         let mut solver = strategy.note();
-        let mut overhead = fitted
-            .as_ref()
-            .map(|(b, _)| timing(&ctx, b).overhead_pct());
+        let mut overhead = fitted.as_ref().map(|(b, _)| timing(&ctx, b).overhead_pct());
         // A strategy that refines another (the integer program, the sweep) is never worse
         // than it: the other's plan is kept when it fits with a lower simulated overhead.
         if let Some(base) = strategy.fallback() {

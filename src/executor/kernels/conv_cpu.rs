@@ -161,8 +161,15 @@ fn im2col_chunked(
     let (cg, og) = (c.c / c.groups, c.o / c.groups);
     let (hw, ohw, kc) = (c.h * c.w, c.oh * c.ow, cg * c.kh * c.kw);
     let pointwise = c.kh == 1 && c.kw == 1 && c.stride == (1, 1) && c.pad == (0, 0);
-    let cols = if pointwise { ohw } else { (ws.len() / kc).min(ohw) };
-    check(cols > 0, "im2col workspace (smaller than one column) and conv2d sizes")?;
+    let cols = if pointwise {
+        ohw
+    } else {
+        (ws.len() / kc).min(ohw)
+    };
+    check(
+        cols > 0,
+        "im2col workspace (smaller than one column) and conv2d sizes",
+    )?;
     for ni in 0..c.n {
         for g in 0..c.groups {
             let xg = &x[(ni * c.c + g * cg) * hw..(ni * c.c + (g + 1) * cg) * hw];
@@ -319,7 +326,10 @@ fn winograd(
     let u_len = a2 * k * cc;
     check(ws.len() > u_len, "Winograd workspace and conv2d sizes")?;
     let per = ((ws.len() - u_len) / (a2 * (cc + k))).min(tiles);
-    check(per > 0, "Winograd workspace (smaller than one tile) and conv2d sizes")?;
+    check(
+        per > 0,
+        "Winograd workspace (smaller than one tile) and conv2d sizes",
+    )?;
     let (u, rest) = ws.split_at_mut(u_len);
     let mut tmp = vec![0.0f32; a * a];
     let mut blk = vec![0.0f32; a2];
@@ -447,19 +457,14 @@ mod tests {
                                         - c.pad.0 as isize;
                                     let ix = (ox * c.stride.1 + j * c.dilation.1) as isize
                                         - c.pad.1 as isize;
-                                    if iy < 0
-                                        || ix < 0
-                                        || iy as usize >= c.h
-                                        || ix as usize >= c.w
+                                    if iy < 0 || ix < 0 || iy as usize >= c.h || ix as usize >= c.w
                                     {
                                         continue;
                                     }
                                     s += f64::from(
                                         x[((ni * c.c + ic) * c.h + iy as usize) * c.w
                                             + ix as usize],
-                                    ) * f64::from(
-                                        w[((oc * cg + icg) * c.kh + i) * c.kw + j],
-                                    );
+                                    ) * f64::from(w[((oc * cg + icg) * c.kh + i) * c.kw + j]);
                                 }
                             }
                         }
