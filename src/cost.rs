@@ -96,7 +96,12 @@ impl DeviceProfile {
     }
 
     /// Modelled run time of `op` in microseconds (see the module doc).
+    /// A conv whose `attrs.algo` names an algorithm takes that algorithm's modelled time
+    /// ([`crate::conv_algo`]).
     pub fn op_us(&self, graph: &Graph, op: &Op) -> f64 {
+        if let Some(t) = crate::conv_algo::chosen_us(self, graph, op) {
+            return t;
+        }
         if let Some(t) = op.time_us {
             return t;
         }

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod budget;
+pub mod conv_algo;
 pub mod cost;
 pub mod executor;
 pub mod fused;

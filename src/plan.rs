@@ -47,6 +47,10 @@ pub enum Instruction {
         node: String,
         /// Arena offset of the op's workspace (required iff the op has one).
         workspace_offset: Option<u64>,
+        /// Extension: the conv algorithm the op runs (its `attrs.algo`,
+        /// [`crate::conv_algo`]). Absent for other ops and in older plans.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        algo: Option<String>,
     },
     /// Release a tensor's range.
     Free {
@@ -281,6 +285,11 @@ impl Plan {
     }
 }
 
+/// The conv algorithm an op's `attrs.algo` names, for the exec's `algo` field.
+pub fn algo_attr(op: &crate::graph::Op) -> Option<String> {
+    crate::conv_algo::choice_of(op).map(|(a, c)| crate::conv_algo::option_name(a, c))
+}
+
 /// Emits the instruction stream for `order` (op indices) with buffers `lt` placed at
 /// `placement`; `mapping` relates order-problem values to tensors.
 pub fn emit(
@@ -349,6 +358,7 @@ pub fn emit(
         ins.push(Instruction::Exec {
             node: op.name.clone(),
             workspace_offset: lt.workspace_buffer[k].map(|b| placement.offsets[b]),
+            algo: algo_attr(op),
         });
         dies_at[s].sort_unstable();
         for &v in &dies_at[s] {
@@ -407,6 +417,7 @@ mod tests {
                 Instruction::Exec {
                     node,
                     workspace_offset,
+                    ..
                 } => {
                     format!(
                         "exec {node}{}",

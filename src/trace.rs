@@ -66,6 +66,7 @@ pub fn chrome_trace(graph: &Graph, plan: &Plan) -> Result<Value, TraceError> {
             Instruction::Exec {
                 node,
                 workspace_offset,
+                ..
             } => {
                 let i = *ops
                     .get(node.as_str())

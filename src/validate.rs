@@ -305,6 +305,7 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
             Instruction::Exec {
                 node,
                 workspace_offset,
+                ..
             } => {
                 let k = *op_ids.get(node.as_str()).ok_or_else(|| {
                     err(ViolationKind::Unknown {

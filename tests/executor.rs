@@ -330,6 +330,7 @@ fn ranges_outside_the_arena_and_unknown_names_are_clear_errors() {
         Instruction::Exec {
             node: "nope".into(),
             workspace_offset: None,
+            algo: None,
         },
     );
     let e = execute(&g, &q, &opts(KernelMode::Mix)).unwrap_err();

@@ -119,6 +119,7 @@ fn a_missing_workspace_offset_names_the_op() {
     p.instructions[i] = Instruction::Exec {
         node: "conv".into(),
         workspace_offset: None,
+        algo: None,
     };
     assert!(matches!(kind_of(&g, &p), ViolationKind::Workspace { op, .. } if op == "conv"));
 }

@@ -27,10 +27,13 @@
 //!
 //! - **fusion** (`--only fusion [--graphs DIR]`; not part of the default run): see
 //!   [`fusion`].
+//! - **conv-algos** (`--only conv-algos [--graphs DIR]`): conv algorithm choice, see
+//!   `conv_algos.rs`.
 //!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
 
+mod conv_algos;
 mod fusion;
 
 use anyhow::{bail, Context, Result};
@@ -60,7 +63,7 @@ fn main() -> Result<()> {
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|fusion] [--graphs DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|fusion|conv-algos] [--graphs DIR]"
                 );
                 return Ok(());
             }
@@ -72,6 +75,9 @@ fn main() -> Result<()> {
     if only.as_deref().is_none_or(|o| o == "zoo") {
         zoo_table(&shared.join("zoo"), tl)?;
         println!();
+    }
+    if only.as_deref() == Some("conv-algos") {
+        return conv_algos::run(&shared.join("zoo"), extra_graphs.as_deref());
     }
     if only.as_deref() == Some("budget") {
         let mut graphs: Vec<PathBuf> = files(&shared.join("zoo"), "json")?

@@ -12,7 +12,7 @@ use memplan::budget::{self, BudgetError, BudgetOptions, BudgetSpec};
 use memplan::cost::DeviceProfile;
 use memplan::graph::Graph;
 use memplan::plan::Plan;
-use memplan::planner::{self, OrderMode, PlanOptions, Strategy};
+use memplan::planner::{OrderMode, PlanOptions, Strategy};
 use memplan_api::config;
 use memplan_solver::place::{self, PlaceOptions};
 use memplan_solver::{csv, Budget};
@@ -68,7 +68,7 @@ enum Command {
         /// (the heuristic), `chen` (sqrt(n) checkpointing) or `spill-all`.
         #[arg(long, default_value = "best", value_parser = spill_strategy_names())]
         spill_strategy: String,
-        /// With --budget: device-profile JSON (fields half_flops_per_s, fp32_flops_per_s,
+        /// Device-profile JSON (conv algorithm times; with --budget also spills) (fields half_flops_per_s, fp32_flops_per_s,
         /// memory_bytes_per_s, h2d_bytes_per_s, d2h_bytes_per_s; missing ones keep the H200
         /// defaults).
         #[arg(long)]
@@ -90,6 +90,13 @@ enum Command {
         /// graph (see --graph-out).
         #[arg(long)]
         no_fuse: bool,
+        /// Conv algorithms (direct, im2col, Winograd F2/F4, chunked): `fastest` per conv,
+        /// `min-memory` (least workspace), or `auto` (fastest without raising the
+        /// min-memory plan's peak; under --budget: start fastest and downgrade convs jointly
+        /// with spills/recomputes). Sets each conv's workspace and `attrs.algo`; the plan
+        /// names the algorithm per exec (`algo`); save the graph with --graph-out.
+        #[arg(long, default_value = "auto", value_parser = conv_algo_names())]
+        conv_algos: String,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -274,6 +281,24 @@ fn strategy_names() -> PossibleValuesParser {
     PossibleValuesParser::new(Strategy::ALL.map(Strategy::name))
 }
 
+fn conv_algo_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(memplan::conv_algo::ConvAlgoMode::ALL.map(|m| m.name()))
+}
+
+/// The graph a plan refers to when the plan names conv algorithms (`algo` on execs): the
+/// given graph with those algorithms and their workspaces written in.
+fn graph_of_plan(g: Graph, p: &Plan) -> Result<Graph> {
+    let names_algos = p
+        .instructions
+        .iter()
+        .any(|i| matches!(i, memplan::Instruction::Exec { algo: Some(_), .. }));
+    if !names_algos {
+        return Ok(g);
+    }
+    memplan::conv_algo::graph_for_plan(&DeviceProfile::h200(), &g, p)
+        .map_err(|e| bad(format!("{}: {e}", g.name)))
+}
+
 fn spill_strategy_names() -> PossibleValuesParser {
     PossibleValuesParser::new(budget::strategy_names())
 }
@@ -367,7 +392,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             trace,
             graph_out,
             no_fuse,
+            conv_algos,
         } => {
+            use memplan::conv_algo::{self as ca, ConvAlgoMode};
             let original = load_graph(&graph)?;
             // Graph rewrites before planning, in this order; the plan refers to their result.
             let mut passes: Vec<Box<dyn memplan::passes::Pass>> = Vec::new();
@@ -375,6 +402,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 passes.push(Box::new(memplan::passes::fuse::Fuse::default()));
             }
             let g = rewrite_graph(&original, &passes, graph_out.as_deref())?;
+            let mode = ConvAlgoMode::from_name(&conv_algos)
+                .ok_or_else(|| bad(format!("unknown --conv-algos {conv_algos}")))?;
+            // The conv algorithms change the graph the plan refers to (workspaces, attrs.algo).
+            let save_chosen = |chosen: &Graph| -> Result<()> {
+                if *chosen == g {
+                    return Ok(());
+                }
+                eprintln!(
+                    "{}: conv algorithms ({}): {}",
+                    g.name,
+                    mode.name(),
+                    ca::algo_mix(chosen)
+                        .iter()
+                        .map(|(a, n)| format!("{a} {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                match &graph_out {
+                    Some(path) => {
+                        write_out(&Some(path.clone()), &format!("{}\n", chosen.to_json()))
+                    }
+                    None => {
+                        eprintln!(
+                            "note: the conv algorithms set workspaces in {}; the plan refers to \
+                             that graph (save it with --graph-out PATH to check it with \
+                             check_plan.py; memplan check/run rebuild it from the plan)",
+                            g.name
+                        );
+                        Ok(())
+                    }
+                }
+            };
             let opts = PlanOptions {
                 order: OrderMode::from_name(&order)
                     .ok_or_else(|| bad(format!("unknown --order {order}")))?,
@@ -398,12 +457,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .map_err(|e| bad(format!("--link-gbps {gbps}: {e}")))?;
                 }
                 let spec = BudgetSpec::parse(&spec).map_err(|e| bad(format!("--budget: {e}")))?;
+                // Under a budget the convs start at their fastest (min-memory: least
+                // workspace) algorithm; `auto` lets the budget strategies downgrade them.
+                let start =
+                    ca::with_choice(&g, &ca::pick(&profile, &g, mode != ConvAlgoMode::MinMemory));
+                let params = budget::schedule::Params {
+                    conv_downgrade: mode == ConvAlgoMode::Auto,
+                    ..Default::default()
+                };
                 let bopts = BudgetOptions {
                     strategy: spill_strategy,
-                    profile,
+                    profile: profile.clone(),
+                    params,
                     ..BudgetOptions::default()
                 };
-                let plan = match budget::plan_under_budget(&g, spec, &opts, &bopts) {
+                let plan = match budget::plan_under_budget(&start, spec, &opts, &bopts) {
                     Ok(p) => p,
                     Err(
                         e @ (BudgetError::Infeasible { .. }
@@ -413,8 +481,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ) => return Err(bad(format!("{}: {e}", g.name))),
                     Err(e) => return Err(e.into()),
                 };
+                let chosen = ca::graph_for_plan(&profile, &start, &plan)?;
+                save_chosen(&chosen)?;
+                let g = chosen;
                 let s = &plan.stats;
                 if let Some(b) = &s.budget {
+                    if b.algo_downgrades > 0 {
+                        eprintln!(
+                            "{}: {} convs downgraded to fit, +{:.1} us modelled",
+                            g.name, b.algo_downgrades, b.algo_downgrade_us
+                        );
+                    }
                     eprintln!(
                         "{}: budget {} B ({}), peak {} B ({}) vs {} B unconstrained, strategy {}, spilled {} B out / {} B in ({} spills), host pool {} B, {} ops recomputed ({:.3e} flops), modelled step {:.1} us, overhead {:.1} us ({:.2}%), {:.1} ms",
                         g.name,
@@ -445,7 +522,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let plan = planner::plan(&g, &opts)?;
+            let profile = match &device_profile {
+                Some(path) => DeviceProfile::from_json(&read(path)?)
+                    .map_err(|e| bad(format!("{}: {e}", path.display())))?,
+                None => DeviceProfile::h200(),
+            };
+            let choice = ca::choose_and_plan(&g, mode, &profile, &opts)?;
+            save_chosen(&choice.graph)?;
+            let (g, plan) = (choice.graph, choice.plan);
             let s = &plan.stats;
             eprintln!(
                 "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), {:.1} ms",
@@ -478,6 +562,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let g = load_graph(&graph.to_string_lossy())?;
             let p =
                 Plan::parse(&read(&plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
+            let g = graph_of_plan(g, &p)?;
             match memplan::validate(&g, &p, budget) {
                 Ok(r) => {
                     println!(
@@ -849,6 +934,7 @@ fn run_plan(
     use memplan::executor::{self, ExecError};
     let g = load_graph(graph)?;
     let p = Plan::parse(&read(plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
+    let g = graph_of_plan(g, &p)?;
     if let Err(v) = memplan::validate(&g, &p, None) {
         if !skip_validation {
             eprintln!("invalid: {v} (--skip-validation runs it anyway)");

@@ -9,6 +9,10 @@
 //! - A recompute needs its producer's inputs resident at `b`: each input either is used at
 //!   `b` or is kept (neither spilled nor recomputed) in its gap around `b`; inputs dead at `b`
 //!   make the recompute unavailable.
+//! - Conv algorithms (with [`super::schedule::Params::conv_downgrade`]): a binary per
+//!   (conv at an over-target step, algorithm with less workspace, [`Ctx::downgrades`]), at
+//!   most one per conv; it frees the workspace difference in that step's memory row and adds
+//!   the modelled time difference to the objective (MONeT-style joint selection).
 //! - Objective: the modelled cost of the sweep heuristic (unhidden transfer time plus a share
 //!   of the link time per spill, the producer's time per recompute).
 //!
@@ -261,7 +265,32 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, St
             }
         }
     }
-    let free = freeable(ctx, &options);
+    let mut free = freeable(ctx, &options);
+    // Conv downgrades (joint algorithm selection): a binary per (conv at an over-target
+    // step, algorithm with less workspace), at most one per conv; it frees the workspace
+    // difference at that step and costs the modelled time it adds.
+    let mut down: Vec<(usize, usize, Col)> = Vec::new();
+    for s in 0..n {
+        let k = ctx.order[s];
+        if live[s] <= target || ctx.downgrades[k].is_empty() {
+            continue;
+        }
+        let ws = ctx.graph.ops[k].workspace;
+        let mut cols = Vec::new();
+        for (i, o) in ctx.downgrades[k].iter().enumerate() {
+            let col = pb.add_integer_column((o.us - ctx.step_us[s]).max(0.0), 0.0..=1.0);
+            terms[s].push((col, (ws - o.workspace) as f64 / unit));
+            cols.push((col, 1.0));
+            down.push((k, i, col));
+        }
+        pb.add_row(..=1.0, cols);
+        free[s] += ws
+            - ctx.downgrades[k]
+                .iter()
+                .map(|o| o.workspace)
+                .min()
+                .unwrap_or(ws);
+    }
     for s in 0..n {
         if live[s] > target {
             // Best effort, as the sweep: a step no eviction set can bring under the target
@@ -274,7 +303,7 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, St
         }
     }
     // Warm start from the sweep where it maps onto the model's gaps.
-    let ncols = vars.len() + vars.iter().filter(|v| v.recompute.is_some()).count();
+    let ncols = vars.len() + vars.iter().filter(|v| v.recompute.is_some()).count() + down.len();
     let mut start = vec![0.0; ncols];
     for (v, o) in vars.iter().zip(&options) {
         match warm.gaps[o.t.index()].get(&o.a) {
@@ -287,6 +316,11 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, St
                 }
             }
             _ => {}
+        }
+    }
+    for &(k, i, col) in &down {
+        if warm.algo.get(&k) == Some(&i) {
+            start[col.index()] = 1.0;
         }
     }
     let Ok(mut model) = pb.try_optimise(Sense::Minimise) else {
@@ -333,7 +367,12 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, St
             _ => 0,
         })
         .collect();
-    let sched = schedule_of(ctx, &options, &choice);
+    let mut sched = schedule_of(ctx, &options, &choice);
+    for &(k, i, col) in &down {
+        if on(col) {
+            sched.algo.insert(k, i);
+        }
+    }
     let peak = |s: &Sched| s.live(ctx).into_iter().max().unwrap_or(0);
     if peak(&sched) > target.max(peak(warm)) {
         return (

@@ -138,7 +138,8 @@ pub struct BudgetStat {
     pub recompute_flops: f64,
     /// Modelled time of the re-executed ops (µs).
     pub recompute_us: f64,
-    /// Modelled step time without any spill or recompute: the ops' times summed (µs).
+    /// Modelled step time without any spill or recompute: the ops' times summed, convs at
+    /// their starting algorithm (µs; conv downgrades count as overhead).
     pub base_step_us: f64,
     /// Modelled step time of this plan (µs).
     pub step_us: f64,
@@ -148,6 +149,16 @@ pub struct BudgetStat {
     pub overhead_pct: f64,
     /// A lower bound on any plan's peak ([`min_bytes`]): no plan fits a smaller budget.
     pub min_bytes: u64,
+    /// Convs per algorithm in the plan's graph (`attrs.algo`; `given`: a graph-given
+    /// workspace; `none`: outside the model), [`crate::conv_algo::algo_mix`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub algo_mix: BTreeMap<String, usize>,
+    /// Convs downgraded to an algorithm with less workspace to fit the budget.
+    #[serde(default)]
+    pub algo_downgrades: usize,
+    /// Modelled time those downgrades add (µs; part of `overhead_us`).
+    #[serde(default)]
+    pub algo_downgrade_us: f64,
     /// The chosen strategy's solver report (the integer program: status, bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solver: Option<String>,
@@ -375,6 +386,17 @@ pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
 struct Built {
     plan: Plan,
     peak: u64,
+    /// The graph the plan refers to: the context's with the schedule's conv downgrades.
+    graph: Graph,
+}
+
+/// The modelled times of a built plan, its base being the context graph's ops (so conv
+/// downgrades count as overhead).
+fn timing(ctx: &Ctx, built: &Built) -> Timing {
+    Timing {
+        base_us: ctx.prefix_us[ctx.steps()],
+        step_us: simulate(&built.graph, ctx, &built.plan).step_us,
+    }
 }
 
 /// Plans `graph` on `order` (op indices, topological) under `opts.budget` (see the module
@@ -412,7 +434,18 @@ pub fn plan_with_budget(
         }
     };
     let ctx = Ctx::new(graph, order, opts.profile.clone(), opts.params);
-    let (min, why) = min_bytes(graph, order);
+    // With conv downgrades the floor is that of every conv at its least workspace.
+    let mut floor = Sched::keep_all(&ctx);
+    for (k, d) in ctx.downgrades.iter().enumerate() {
+        if !d.is_empty() {
+            floor.algo.insert(k, d.len() - 1);
+        }
+    }
+    let (min, why) = if floor.algo.is_empty() {
+        min_bytes(graph, order)
+    } else {
+        min_bytes(&floor.graph(&ctx), order)
+    };
     let mut tried = Vec::new();
     let mut best: Option<(Built, f64, &'static str, u64, usize)> = None;
     let mut reached: Option<(u64, &'static str)> = None;
@@ -420,16 +453,14 @@ pub fn plan_with_budget(
     for strategy in chosen {
         let (mut fitted, mut lowest, attempts) = run_strategy(&ctx, strategy, opts)?;
         let mut solver = strategy.note();
-        let mut overhead = fitted
-            .as_ref()
-            .map(|(b, _)| simulate(graph, &ctx, &b.plan).overhead_pct());
+        let mut overhead = fitted.as_ref().map(|(b, _)| timing(&ctx, b).overhead_pct());
         // A strategy that refines another (the integer program, the sweep) is never worse
         // than it: the other's plan is kept when it fits with a lower simulated overhead.
         if let Some(base) = strategy.fallback() {
             let (f, l, _) = run_strategy(&ctx, base.as_ref(), opts)?;
             lowest = lowest.min(l);
             if let Some((b, t)) = f {
-                let o = simulate(graph, &ctx, &b.plan).overhead_pct();
+                let o = timing(&ctx, &b).overhead_pct();
                 if overhead.is_none_or(|mine| o < mine) {
                     fitted = Some((b, t));
                     overhead = Some(o);
@@ -477,9 +508,10 @@ pub fn plan_with_budget(
             why,
         });
     };
+    let timing = timing(&ctx, &built);
     let mut plan = built.plan;
-    crate::validate::validate(graph, &plan, Some(opts.budget))?;
-    let timing = simulate(graph, &ctx, &plan);
+    let chosen = built.graph;
+    crate::validate::validate(&chosen, &plan, Some(opts.budget))?;
     let mut stat = BudgetStat {
         budget_bytes: opts.budget,
         strategy: name.into(),
@@ -491,6 +523,7 @@ pub fn plan_with_budget(
         overhead_us: timing.step_us - timing.base_us,
         overhead_pct: timing.overhead_pct(),
         min_bytes: min,
+        algo_mix: crate::conv_algo::algo_mix(&chosen),
         solver: note,
         tried: if opts.strategy == BEST {
             tried
@@ -509,6 +542,12 @@ pub fn plan_with_budget(
         },
         ..BudgetStat::default()
     };
+    for (k, (a, b)) in graph.ops.iter().zip(&chosen.ops).enumerate() {
+        if a.workspace != b.workspace {
+            stat.algo_downgrades += 1;
+            stat.algo_downgrade_us += opts.profile.op_us(&chosen, b) - ctx.step_us[ctx.step_of[k]];
+        }
+    }
     let mut execs = vec![0usize; graph.ops.len()];
     let op_ids = graph.op_indices();
     for ins in &plan.instructions {
@@ -524,7 +563,7 @@ pub fn plan_with_budget(
                     if execs[k] > 1 {
                         stat.recomputed_ops += 1;
                         stat.recompute_flops += graph.ops[k].flops.unwrap_or(0.0);
-                        stat.recompute_us += opts.profile.op_us(graph, &graph.ops[k]);
+                        stat.recompute_us += opts.profile.op_us(&chosen, &chosen.ops[k]);
                     }
                 }
             }
@@ -587,6 +626,7 @@ fn run_strategy(
 
 /// Places the schedule's buffers and host copies and emits the plan.
 fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, BudgetError> {
+    let chosen = sched.graph(ctx);
     let graph = ctx.graph;
     let n = ctx.steps();
     let mut roles = Vec::new();
@@ -618,7 +658,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
         }
     }
     for (s, &k) in ctx.order.iter().enumerate() {
-        let w = graph.ops[k].workspace;
+        let w = sched.workspace(ctx, k);
         if w > 0 {
             roles.push(Role::Workspace { step: s });
             buffers.push(Buffer {
@@ -630,7 +670,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
     }
     let recomputes = sched.recomputes(ctx);
     for &(b, p, t) in &recomputes {
-        let w = graph.ops[p].workspace;
+        let w = sched.workspace(ctx, p);
         if w > 0 {
             roles.push(Role::RecomputeWorkspace { step: b, tensor: t });
             buffers.push(Buffer {
@@ -730,6 +770,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
             ins.push(Instruction::Exec {
                 node: graph.ops[p].name.clone(),
                 workspace_offset: rc_ws.get(&(b, t)).copied(),
+                algo: crate::plan::algo_attr(&chosen.ops[p]),
             });
         }
         let op = &graph.ops[k];
@@ -746,6 +787,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
         ins.push(Instruction::Exec {
             node: op.name.clone(),
             workspace_offset: ws_at[s],
+            algo: crate::plan::algo_attr(&chosen.ops[k]),
         });
         ins.append(&mut post[s]);
     }
@@ -753,7 +795,11 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
     let load = sched.live(ctx).into_iter().max().unwrap_or(0);
     plan.stats.lower_bound_bytes = load;
     plan.stats.load_bytes = Some(load);
-    Ok(Built { plan, peak })
+    Ok(Built {
+        plan,
+        peak,
+        graph: chosen,
+    })
 }
 
 /// Modelled times of a plan.
@@ -842,6 +888,7 @@ pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
             Instruction::Exec {
                 node,
                 workspace_offset,
+                ..
             } => {
                 let Some(&k) = op_ids.get(node.as_str()) else {
                     continue;

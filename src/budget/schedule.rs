@@ -38,6 +38,10 @@ pub struct Params {
     /// Gaps with fewer idle steps than this are "needed again soon" and left alone unless
     /// nothing else helps.
     pub min_gap_steps: usize,
+    /// Whether convs whose `attrs.algo` the model chose may be downgraded to an algorithm
+    /// with less workspace (more modelled time) instead of evicting tensors (MONeT-style
+    /// joint selection, [`crate::conv_algo`]).
+    pub conv_downgrade: bool,
 }
 
 impl Default for Params {
@@ -46,6 +50,7 @@ impl Default for Params {
             margin: 1.2,
             min_spill_bytes: 64 * 1024,
             min_gap_steps: 2,
+            conv_downgrade: false,
         }
     }
 }
@@ -57,6 +62,10 @@ pub struct Ctx<'g> {
     pub graph: &'g Graph,
     /// Op indices in execution order.
     pub order: Vec<usize>,
+    /// Per op index, the algorithms a conv may be downgraded to, with less workspace than
+    /// its current one (by workspace descending: the mildest first); empty for other ops
+    /// and without [`Params::conv_downgrade`].
+    pub downgrades: Vec<Vec<crate::conv_algo::AlgoOption>>,
     /// Step of each op index.
     pub step_of: Vec<usize>,
     /// Modelled time of the op at each step (µs).
@@ -147,8 +156,24 @@ impl<'g> Ctx<'g> {
             u.sort_unstable();
             u.dedup();
         }
+        let downgrades = graph
+            .ops
+            .iter()
+            .map(|op| {
+                if !params.conv_downgrade || crate::conv_algo::algo_of(op).is_none() {
+                    return Vec::new();
+                }
+                let mut v: Vec<_> = crate::conv_algo::options(&profile, graph, op)
+                    .into_iter()
+                    .filter(|o| o.workspace < op.workspace)
+                    .collect();
+                v.reverse();
+                v
+            })
+            .collect();
         Ctx {
             graph,
+            downgrades,
             order: order.to_vec(),
             step_of,
             step_us,
@@ -214,6 +239,8 @@ pub struct Sched {
     pub uses: Vec<Vec<usize>>,
     /// Gap decisions keyed by the gap's first use.
     pub gaps: Vec<BTreeMap<usize, Gap>>,
+    /// Conv downgrades: op index → index into [`Ctx::downgrades`] of that op.
+    pub algo: BTreeMap<usize, usize>,
 }
 
 impl Sched {
@@ -222,6 +249,33 @@ impl Sched {
         Sched {
             uses: ctx.uses.clone(),
             gaps: vec![BTreeMap::new(); ctx.uses.len()],
+            algo: BTreeMap::new(),
+        }
+    }
+
+    /// The workspace of op `k` under this schedule's conv downgrades.
+    pub fn workspace(&self, ctx: &Ctx, k: usize) -> u64 {
+        self.downgrade(ctx, k)
+            .map_or(ctx.graph.ops[k].workspace, |o| o.workspace)
+    }
+
+    /// The algorithm op `k` is downgraded to, if any.
+    pub fn downgrade(&self, ctx: &Ctx, k: usize) -> Option<crate::conv_algo::AlgoOption> {
+        let i = *self.algo.get(&k)?;
+        ctx.downgrades.get(k)?.get(i).copied()
+    }
+
+    /// The graph this schedule runs: the context's with the downgrades written in.
+    pub fn graph(&self, ctx: &Ctx) -> Graph {
+        let choice: BTreeMap<usize, crate::conv_algo::AlgoOption> = self
+            .algo
+            .keys()
+            .filter_map(|&k| Some((k, self.downgrade(ctx, k)?)))
+            .collect();
+        if choice.is_empty() {
+            ctx.graph.clone()
+        } else {
+            crate::conv_algo::with_choice(ctx.graph, &choice)
         }
     }
 
@@ -390,11 +444,11 @@ impl Sched {
         let mut acc = 0i128;
         for (s, &k) in ctx.order.iter().enumerate() {
             acc += diff[s];
-            live.push(acc.max(0) as u64 + ctx.graph.ops[k].workspace);
+            live.push(acc.max(0) as u64 + self.workspace(ctx, k));
         }
         for (b, p, _) in self.recomputes(ctx) {
             if b < n {
-                live[b] += ctx.graph.ops[p].workspace;
+                live[b] += self.workspace(ctx, p);
             }
         }
         live

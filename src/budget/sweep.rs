@@ -19,7 +19,14 @@
 //! large tensors are preferred, the seed's "canary" principle); ties go to the larger, then
 //! to the lower tensor id. A step no eviction can help is left over the target.
 //!
-//! Complexity: O(E · (T log U + N)) for E evictions, T tensors, U uses, N steps.
+//! With [`super::schedule::Params::conv_downgrade`], a conv run at an over-target step may
+//! instead be downgraded to an algorithm with less workspace (MONeT-style joint selection,
+//! [`crate::conv_algo`]): its benefit is the workspace bytes saved at that step, capped at
+//! the step's excess, its cost the modelled time added; it competes with the evictions on
+//! the same benefit-per-cost score.
+//!
+//! Complexity: O(E · (T log U + N)) for E evictions and downgrades, T tensors, U uses, N
+//! steps.
 
 use super::schedule::{Ctx, Gap, Sched};
 use super::SpillStrategy;
@@ -96,15 +103,55 @@ pub fn sweep(ctx: &Ctx, target: u64, recompute: bool) -> Sched {
         }
         let choice = candidate(ctx, &sched, s, &over, true, recompute)
             .or_else(|| candidate(ctx, &sched, s, &over, false, recompute));
-        match choice {
-            Some(c) => {
+        let down = downgrade(ctx, &sched, s, live[s] - target);
+        match (choice, down) {
+            (c, Some(d)) if c.is_none_or(|c| d.score > c.score) => {
+                sched.algo.insert(d.op, d.option);
+                live = sched.live(ctx);
+            }
+            (Some(c), _) => {
                 apply(ctx, &mut sched, c);
                 live = sched.live(ctx);
             }
-            None => s += 1,
+            _ => s += 1,
         }
     }
     sched
+}
+
+/// A conv downgrade at a step over the target.
+#[derive(Debug, Clone, Copy)]
+struct Downgrade {
+    op: usize,
+    option: usize,
+    score: f64,
+}
+
+/// The best downgrade of the conv run at step `s` (module doc): benefit = workspace bytes
+/// saved at `s`, capped at the `excess` (more does not help there), cost = modelled time
+/// added; ties go to the milder downgrade.
+fn downgrade(ctx: &Ctx, sched: &Sched, s: usize, excess: u64) -> Option<Downgrade> {
+    let k = ctx.order[s];
+    let opts = ctx.downgrades.get(k)?;
+    let cur_ws = sched.workspace(ctx, k);
+    let cur_us = sched.downgrade(ctx, k).map_or(ctx.step_us[s], |o| o.us);
+    let first = sched.algo.get(&k).map_or(0, |&i| i + 1);
+    let mut best: Option<Downgrade> = None;
+    for (i, o) in opts.iter().enumerate().skip(first) {
+        if o.workspace >= cur_ws {
+            continue;
+        }
+        let benefit = (cur_ws - o.workspace).min(excess) as f64;
+        let score = benefit / ((o.us - cur_us).max(0.0) + 1.0);
+        if best.is_none_or(|b| score > b.score) {
+            best = Some(Downgrade {
+                op: k,
+                option: i,
+                score,
+            });
+        }
+    }
+    best
 }
 
 fn apply(ctx: &Ctx, sched: &mut Sched, c: Choice) {

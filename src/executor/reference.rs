@@ -189,6 +189,7 @@ pub fn isolated_plan(graph: &Graph) -> Plan {
         ins.push(Instruction::Exec {
             node: op.name.clone(),
             workspace_offset,
+            algo: crate::plan::algo_attr(op),
         });
     }
     let mut plan = Plan::new(graph, ins, end, 0);

@@ -334,6 +334,7 @@ pub fn replay(
             Instruction::Exec {
                 node,
                 workspace_offset,
+                ..
             } => {
                 let k = *op_ids
                     .get(node.as_str())

@@ -199,7 +199,7 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
         let tensor = graph.tensor(t);
         let off = align_up(*cursor, tensor.alignment);
         *cursor = off + tensor.size;
-        let Instruction::Exec { node, .. } = &plan.instructions[e] else {
+        let Instruction::Exec { node, algo, .. } = &plan.instructions[e] else {
             continue;
         };
         let ws = match graph
@@ -235,6 +235,7 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
                 Instruction::Exec {
                     node: node.clone(),
                     workspace_offset: ws,
+                    algo: algo.clone(),
                 },
             ],
         ));

@@ -124,6 +124,7 @@ pub fn profile(graph: &Graph, plan: &Plan) -> Result<PlanProfile, ProfileError> 
             Instruction::Exec {
                 node,
                 workspace_offset,
+                ..
             } => {
                 let op = *ops
                     .get(node.as_str())

@@ -607,6 +607,16 @@ fn conv2d(
         x.len() == c.n * c.c * hw && y.len() == c.n * c.o * ohw && w.len() == c.o * kc,
         "conv2d sizes",
     )?;
+    if let Some(algo) = c.algo {
+        // The graph chose the algorithm: it runs in the op's workspace only.
+        let ws: &mut [f32] = match workspace {
+            Some(b) => bytemuck::try_cast_slice_mut::<u8, f32>(b)
+                .map_err(|_| "conv2d workspace is not an f32 buffer".to_string())?,
+            None => &mut [],
+        };
+        super::conv_cpu::conv2d_algo(c, algo, x, w, y, ws)?;
+        return add_bias(c, bias, y);
+    }
     // im2col goes into the op's workspace when the plan gave it one big enough (so the
     // workspace bytes really are used), else into private scratch.
     let ws: Option<&mut [f32]> = workspace
@@ -638,9 +648,13 @@ fn conv2d(
             )?;
         }
     }
+    add_bias(c, bias, y)
+}
+
+fn add_bias(c: &Conv2d, bias: Option<&[f32]>, y: &mut [f32]) -> Result<(), String> {
     if let Some(b) = bias {
         check(b.len() == c.o, "conv2d bias size")?;
-        for (i, plane) in y.chunks_exact_mut(ohw).enumerate() {
+        for (i, plane) in y.chunks_exact_mut(c.oh * c.ow).enumerate() {
             let bv = b[i % c.o];
             for v in plane {
                 *v += bv;
@@ -1029,6 +1043,7 @@ mod tests {
             pad: (1, 1),
             dilation: (1, 1),
             groups: 1,
+            algo: None,
         };
         let x: Vec<f32> = (1..=9).map(|v| v as f32).collect();
         let y = run(&Kernel::Conv2d(c), &[bytes(&x), bytes(&[1.0; 9])], 9);

@@ -9,6 +9,7 @@
 //! Selection is a pure function of the graph, so the plan run, the reference run and every
 //! device use the same kernel for an op.
 
+pub mod conv_cpu;
 pub mod cpu;
 pub mod fused;
 
@@ -110,6 +111,9 @@ pub struct Conv2d {
     pub dilation: (usize, usize),
     /// Groups.
     pub groups: usize,
+    /// The implementation the graph chose (`attrs.algo`, [`crate::conv_algo`]); `None`:
+    /// im2col into the workspace when big enough, else into private scratch.
+    pub algo: Option<crate::conv_algo::ConvAlgo>,
 }
 
 impl Conv2d {
@@ -582,6 +586,13 @@ fn select_matmul(graph: &Graph, op: &Op) -> Option<Kernel> {
 }
 
 fn select_conv(graph: &Graph, op: &Op) -> Option<Kernel> {
+    conv_shape(graph, op).map(Kernel::Conv2d)
+}
+
+/// The shape parameters of a conv2d op (f32 NCHW input, weight `[O, C/groups, kh, kw]`,
+/// optional bias, attrs stride/padding/dilation/groups; not transposed), with the algorithm
+/// named by its `algo` attribute; `None` when the op does not fit.
+pub fn conv_shape(graph: &Graph, op: &Op) -> Option<Conv2d> {
     if attr(op, "transposed").and_then(Value::as_bool) == Some(true) {
         return None;
     }
@@ -627,7 +638,7 @@ fn select_conv(graph: &Graph, op: &Op) -> Option<Kernel> {
     } else {
         None
     };
-    Some(Kernel::Conv2d(Conv2d {
+    Some(Conv2d {
         bias,
         n,
         c,
@@ -642,7 +653,8 @@ fn select_conv(graph: &Graph, op: &Op) -> Option<Kernel> {
         pad,
         dilation,
         groups,
-    }))
+        algo: crate::conv_algo::algo_of(op),
+    })
 }
 
 fn select_batch_norm(graph: &Graph, op: &Op) -> Option<Kernel> {
