@@ -85,6 +85,16 @@ enum Command {
         /// file, not the input graph.
         #[arg(long, value_name = "PATH")]
         graph_out: Option<PathBuf>,
+        /// Memory tiers: weights in the weights region, activations in the arena's first
+        /// region, every op's workspace in a temporaries region above it; prints the tier
+        /// table (bytes, peak, fragmentation at peak) on stderr. Not with --budget.
+        #[arg(long, conflicts_with = "budget")]
+        tiers: bool,
+        /// With --tiers: each tier's alignment floor in bytes (power of two), as
+        /// `persistent=256,activations=256,temporaries=512` (unnamed tiers: 256) or one
+        /// number for all.
+        #[arg(long, requires = "tiers", value_name = "SPEC")]
+        tier_alignment: Option<String>,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -333,6 +343,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             link_gbps,
             trace,
             graph_out,
+            tiers,
+            tier_alignment,
         } => {
             let original = load_graph(&graph)?;
             // Graph rewrites before planning, in this order; the plan refers to their result.
@@ -408,7 +420,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let plan = planner::plan(&g, &opts)?;
+            let plan = if tiers {
+                let align = match &tier_alignment {
+                    Some(spec) => memplan::tiers::TierAlignment::parse(spec)
+                        .map_err(|e| bad(format!("--tier-alignment {spec:?}: {e}")))?,
+                    None => memplan::tiers::TierAlignment::default(),
+                };
+                let plan = memplan::tiers::plan_tiered(&g, &opts, &align)?;
+                eprint!("{}", memplan::tiers::tier_table(&plan.stats.tiers));
+                plan
+            } else {
+                planner::plan(&g, &opts)?
+            };
             let s = &plan.stats;
             eprintln!(
                 "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), {:.1} ms",
@@ -424,6 +447,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 s.placement_status.as_deref().unwrap_or("-"),
                 s.elapsed_ms
             );
+            if let Some(f) = s.fragmentation_at_peak {
+                eprintln!(
+                    "{}: arena fragmentation at peak {:.2}% (1 - largest free block / free bytes)",
+                    g.name,
+                    f * 100.0
+                );
+            }
             let mut text = plan.to_json();
             text.push('\n');
             write_out(&output, &text)?;
