@@ -198,6 +198,9 @@ pub struct TierStat {
     pub alignment: u64,
     /// Most bytes reserved inside the range at one step.
     pub peak_bytes: u64,
+    /// Free bytes of the range at its peak step (alignment padding included): the scale
+    /// of [`TierStat::fragmentation_at_peak`], which is a ratio.
+    pub free_bytes_at_peak: u64,
     /// Seed 001 §4.1's fragmentation `1 − largest free block / total free` of the range at
     /// its peak step (0 when nothing is free).
     pub fragmentation_at_peak: f64,
@@ -318,6 +321,7 @@ pub fn plan_tiered(
         bytes,
         alignment: align.get(tier),
         peak_bytes: space.reserved_bytes,
+        free_bytes_at_peak: space.free_bytes,
         fragmentation_at_peak: space.rate(),
     };
     plan.stats.tiers = vec![
@@ -332,18 +336,19 @@ pub fn plan_tiered(
 /// The tier table `memplan plan --tiers` prints (one line per tier).
 pub fn tier_table(tiers: &[TierStat]) -> String {
     let mut s = format!(
-        "{:<12} {:<8} {:>14} {:>14} {:>6} {:>14} {:>9}\n",
-        "tier", "region", "offset", "bytes", "align", "peak bytes", "frag@peak"
+        "{:<12} {:<8} {:>14} {:>14} {:>6} {:>14} {:>12} {:>9}\n",
+        "tier", "region", "offset", "bytes", "align", "peak bytes", "free@peak", "frag@peak"
     );
     for t in tiers {
         s.push_str(&format!(
-            "{:<12} {:<8} {:>14} {:>14} {:>6} {:>14} {:>8.2}%\n",
+            "{:<12} {:<8} {:>14} {:>14} {:>6} {:>14} {:>12} {:>8.2}%\n",
             t.tier,
             t.region,
             t.offset,
             t.bytes,
             t.alignment,
             t.peak_bytes,
+            t.free_bytes_at_peak,
             t.fragmentation_at_peak * 100.0
         ));
     }

@@ -25,6 +25,10 @@
 //!   the listed order; per strategy (`sweep`, `ilp`, `chen`, `spill-all`): feasible, peak, bytes
 //!   spilled out, recompute GFLOP, modelled overhead % and seconds (H200 cost model).
 //!
+//! - **tiers** (`SHARED_DIR/zoo/*.inference.json` and a few training graphs; not part of the
+//!   default run): untiered vs tiered peak, per-tier bytes and fragmentation at peak, with and
+//!   without im2col workspaces (see `tiers.rs`).
+//!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
 
@@ -35,6 +39,8 @@ use memplan_solver::place;
 use memplan_solver::{csv, Budget, PlacementProblem};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+mod tiers;
 
 fn main() -> Result<()> {
     let mut shared = PathBuf::from("../shared");
@@ -49,7 +55,7 @@ fn main() -> Result<()> {
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|tiers]"
                 );
                 return Ok(());
             }
@@ -70,6 +76,9 @@ fn main() -> Result<()> {
         graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
         budget_table(&graphs)?;
         return Ok(());
+    }
+    if only.as_deref() == Some("tiers") {
+        return tiers::run(&shared);
     }
     if only.as_deref() == Some("order") {
         let mut graphs = files(&shared.join("zoo"), "json")?;
