@@ -219,11 +219,12 @@ pub fn fragmentation_at_peak(graph: &Graph, plan: &Plan) -> Option<f64> {
 /// Free space of the weights region as `plan` lays it out (weights never move, so every step
 /// is the peak).
 fn weights_space(graph: &Graph, plan: &Plan) -> FreeSpace {
+    let ids = graph.tensor_ids();
     let mut ranges: Vec<(u64, u64)> = plan
         .weights
         .iter()
         .filter_map(|w| {
-            let t = graph.tensor_by_name(&w.tensor)?;
+            let t = *ids.get(w.tensor.as_str())?;
             Some((w.offset, graph.tensor(t).size))
         })
         .collect();

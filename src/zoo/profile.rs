@@ -89,14 +89,15 @@ pub fn profile(graph: &Graph, plan: &Plan) -> Result<PlanProfile, ProfileError> 
         what,
     };
     let ops = graph.op_indices();
+    // One map, not a scan per name: plans of million-op graphs are profiled too.
+    let ids = graph.tensor_ids();
     let mut blocks: Vec<Block> = Vec::new();
     let mut events = Vec::new();
     let mut open: BTreeMap<String, usize> = BTreeMap::new();
     let mut step = 0usize;
     let size_of = |name: &str| {
-        graph
-            .tensor_by_name(name)
-            .map(|t| graph.tensor(t).size)
+        ids.get(name)
+            .map(|&t| graph.tensor(t).size)
             .ok_or_else(|| unknown(format!("tensor {name}")))
     };
     for ins in &plan.instructions {
