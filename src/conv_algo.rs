@@ -480,6 +480,43 @@ pub fn pick(profile: &DeviceProfile, graph: &Graph, fastest: bool) -> BTreeMap<u
     out
 }
 
+/// The per-op choice when workspaces get their own region (`memplan plan --tiers`), where
+/// the temporaries region is the largest workspace: `Fastest` and `MinMemory` as in [`pick`];
+/// `Auto` takes each conv's fastest option whose workspace fits the region the min-memory
+/// choice needs (the largest workspace of any op under it), so the region does not grow.
+pub fn pick_for_tiers(
+    profile: &DeviceProfile,
+    graph: &Graph,
+    mode: ConvAlgoMode,
+) -> BTreeMap<usize, AlgoOption> {
+    match mode {
+        ConvAlgoMode::Fastest => pick(profile, graph, true),
+        ConvAlgoMode::MinMemory => pick(profile, graph, false),
+        ConvAlgoMode::Auto => {
+            let least = pick(profile, graph, false);
+            let region = graph
+                .ops
+                .iter()
+                .enumerate()
+                .map(|(k, op)| least.get(&k).map_or(op.workspace, |o| o.workspace))
+                .max()
+                .unwrap_or(0);
+            let mut out = BTreeMap::new();
+            for (k, op) in graph.ops.iter().enumerate() {
+                // Options are by workspace ascending, time descending: the last that fits.
+                let fitting = options(profile, graph, op)
+                    .into_iter()
+                    .take_while(|o| o.workspace <= region)
+                    .last();
+                if let Some(o) = fitting {
+                    out.insert(k, o);
+                }
+            }
+            out
+        }
+    }
+}
+
 /// `graph` with the chosen algorithms written in: `attrs.algo` and the workspace of each op.
 pub fn with_choice(graph: &Graph, choice: &BTreeMap<usize, AlgoOption>) -> Graph {
     let mut g = graph.clone();
@@ -903,6 +940,40 @@ mod tests {
         let back = Graph::parse(&fast.to_json()).unwrap();
         assert_eq!(algo_of(&back.ops[0]), Some(ConvAlgo::WinogradF4));
         assert_eq!(back.ops[0].workspace, fast.ops[0].workspace);
+    }
+
+    #[test]
+    fn under_tiers_auto_upgrades_within_the_min_memory_temporaries_region() {
+        let mut g = resnet_layer1();
+        let p = DeviceProfile::h200();
+        // Alone, the conv's min-memory workspace is 0: auto cannot upgrade it.
+        let alone = pick_for_tiers(&p, &g, ConvAlgoMode::Auto);
+        assert_eq!(alone[&0].workspace, 0);
+        assert_eq!(
+            pick_for_tiers(&p, &g, ConvAlgoMode::Fastest)[&0],
+            pick(&p, &g, true)[&0]
+        );
+        // Another op's given workspace sizes the region: the conv takes the fastest option
+        // that fits in it, and nothing larger.
+        let opts = options(&p, &g, &g.ops[0]);
+        let room = opts[opts.len() - 2].workspace;
+        let y = g.tensor_by_name("y").unwrap();
+        let mut z = g.tensor(y).clone();
+        z.name = "z".into();
+        g.tensors[y.index()].kind = crate::TensorKind::Activation;
+        g.tensors.push(z);
+        let mut extra = g.ops[0].clone();
+        extra.name = "scratchy".into();
+        extra.op_type = "custom".into();
+        extra.inputs = vec![y];
+        extra.outputs = vec![crate::TensorId(g.tensors.len() as u32 - 1)];
+        extra.workspace = room;
+        extra.attrs = None;
+        g.ops.push(extra);
+        let g = g.rebuilt().unwrap();
+        let chosen = pick_for_tiers(&p, &g, ConvAlgoMode::Auto);
+        assert_eq!(chosen[&0], opts[opts.len() - 2]);
+        assert!(chosen[&0].us < opts[0].us);
     }
 
     #[test]

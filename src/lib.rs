@@ -3,7 +3,8 @@
 //! [`graph`] reads and checks memplan-graph/1; [`planner`] picks an op order and arena offsets
 //! with the solver crate's heuristics and emits a memplan-plan/1 [`plan`]; [`validate`]
 //! replays a plan independently of any solver; [`budget`] fits a memory budget with spills
-//! and recomputes, timed by the [`cost`] model.
+//! and recomputes, timed by the [`cost`] model; [`tiers`] splits memory into persistent,
+//! activation and temporary regions.
 #![deny(missing_docs)]
 
 pub mod budget;
@@ -16,6 +17,7 @@ pub mod import;
 pub mod passes;
 pub mod plan;
 pub mod planner;
+pub mod tiers;
 pub mod trace;
 pub mod validate;
 pub mod zoo;

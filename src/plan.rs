@@ -198,6 +198,13 @@ pub struct PlanStats {
     /// Planning time in milliseconds.
     #[serde(default)]
     pub elapsed_ms: f64,
+    /// Seed 001 §4.1's fragmentation `1 − largest free block / total free` of the arena
+    /// `[0, peak)` at the step with the most bytes reserved (see [`crate::tiers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragmentation_at_peak: Option<f64>,
+    /// The tier regions of a tiered plan (`memplan plan --tiers`); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<crate::tiers::TierStat>,
 }
 
 /// A memplan-plan/1 document.

@@ -351,6 +351,13 @@ pub struct PlanStatsDoc {
     pub inplace: Option<bool>,
     /// Planning time (milliseconds).
     pub elapsed_ms: Option<f64>,
+    /// Seed 001 §4.1's fragmentation `1 − largest free block / total free` of the arena at
+    /// the step with the most bytes reserved.
+    pub fragmentation_at_peak: Option<f64>,
+    /// Tier regions of a tiered plan (`tier`, `region`, `offset`, `bytes`, `alignment`,
+    /// `peak_bytes`, `free_bytes_at_peak`, `fragmentation_at_peak`).
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tiers: Option<Vec<Value>>,
 }
 
 /// A memory plan (memplan-plan/1, FORMATS.md §2): an instruction stream over one arena.

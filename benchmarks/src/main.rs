@@ -29,6 +29,9 @@
 //!   [`fusion`].
 //! - **conv-algos** (`--only conv-algos [--graphs DIR]`): conv algorithm choice, see
 //!   `conv_algos.rs`.
+//! - **tiers** (`SHARED_DIR/zoo/*.inference.json` and a few training graphs; not part of the
+//!   default run): untiered vs tiered peak, per-tier bytes and fragmentation at peak, with and
+//!   without im2col workspaces (see `tiers.rs`).
 //!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
@@ -43,6 +46,8 @@ use memplan_solver::place;
 use memplan_solver::{csv, Budget, PlacementProblem};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+mod tiers;
 
 fn main() -> Result<()> {
     let mut shared = PathBuf::from("../shared");
@@ -63,7 +68,7 @@ fn main() -> Result<()> {
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|fusion|conv-algos] [--graphs DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|fusion|conv-algos|tiers] [--graphs DIR]"
                 );
                 return Ok(());
             }
@@ -91,6 +96,9 @@ fn main() -> Result<()> {
     if only.as_deref() == Some("fusion") {
         let graphs = fusion::graphs(&shared.join("zoo"), extra_graphs.as_deref())?;
         return fusion::run(&graphs, tl);
+    }
+    if only.as_deref() == Some("tiers") {
+        return tiers::run(&shared);
     }
     if only.as_deref() == Some("order") {
         let mut graphs = files(&shared.join("zoo"), "json")?;

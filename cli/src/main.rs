@@ -97,6 +97,16 @@ enum Command {
         /// names the algorithm per exec (`algo`); save the graph with --graph-out.
         #[arg(long, default_value = "auto", value_parser = conv_algo_names())]
         conv_algos: String,
+        /// Memory tiers: weights in the weights region, activations in the arena's first
+        /// region, every op's workspace in a temporaries region above it; prints the tier
+        /// table (bytes, peak, fragmentation at peak) on stderr. Not with --budget.
+        #[arg(long, conflicts_with = "budget")]
+        tiers: bool,
+        /// With --tiers: each tier's alignment floor in bytes (power of two), as
+        /// `persistent=256,activations=256,temporaries=512` (unnamed tiers: 256) or one
+        /// number for all.
+        #[arg(long, requires = "tiers", value_name = "SPEC")]
+        tier_alignment: Option<String>,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -393,6 +403,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             graph_out,
             no_fuse,
             conv_algos,
+            tiers,
+            tier_alignment,
         } => {
             use memplan::conv_algo::{self as ca, ConvAlgoMode};
             let original = load_graph(&graph)?;
@@ -527,9 +539,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .map_err(|e| bad(format!("{}: {e}", path.display())))?,
                 None => DeviceProfile::h200(),
             };
-            let choice = ca::choose_and_plan(&g, mode, &profile, &opts)?;
-            save_chosen(&choice.graph)?;
-            let (g, plan) = (choice.graph, choice.plan);
+            let (g, plan) = if tiers {
+                let align = match &tier_alignment {
+                    Some(spec) => memplan::tiers::TierAlignment::parse(spec)
+                        .map_err(|e| bad(format!("--tier-alignment {spec:?}: {e}")))?,
+                    None => memplan::tiers::TierAlignment::default(),
+                };
+                // Workspaces live in their own region, so the choice cannot use the
+                // activations' gaps: `auto` takes each conv's fastest algorithm whose
+                // workspace fits the min-memory choice's temporaries region.
+                let chosen = ca::with_choice(&g, &ca::pick_for_tiers(&profile, &g, mode));
+                save_chosen(&chosen)?;
+                let plan = memplan::tiers::plan_tiered(&chosen, &opts, &align)?;
+                eprint!("{}", memplan::tiers::tier_table(&plan.stats.tiers));
+                (chosen, plan)
+            } else {
+                let choice = ca::choose_and_plan(&g, mode, &profile, &opts)?;
+                save_chosen(&choice.graph)?;
+                (choice.graph, choice.plan)
+            };
             let s = &plan.stats;
             eprintln!(
                 "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), {:.1} ms",
@@ -545,6 +573,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 s.placement_status.as_deref().unwrap_or("-"),
                 s.elapsed_ms
             );
+            if let Some(f) = s.fragmentation_at_peak {
+                eprintln!(
+                    "{}: arena fragmentation at peak {:.2}% (1 - largest free block / free bytes)",
+                    g.name,
+                    f * 100.0
+                );
+            }
             let mut text = plan.to_json();
             text.push('\n');
             write_out(&output, &text)?;

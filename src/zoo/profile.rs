@@ -63,9 +63,10 @@ pub struct PlanProfile {
     pub peak: u64,
     /// Largest live bytes at one step (the order's LOAD as this plan realises it).
     pub max_live: u64,
-    /// Fragmentation rate of seed 001 §4.1, `1 − largest free block / total free memory`,
+    /// Mean fragmentation: seed 001 §4.1's rate `1 − largest free block / total free memory`,
     /// measured over the arena `[0, peak)` at every step and averaged over the steps (a step
-    /// without free memory counts as 0). 0 means every step's free bytes form one hole.
+    /// without free memory counts as 0). 0 means every step's free bytes form one hole. See
+    /// [`PlanProfile::fragmentation_at_peak`] for the figure at the peak step.
     pub fragmentation: f64,
 }
 
@@ -88,14 +89,15 @@ pub fn profile(graph: &Graph, plan: &Plan) -> Result<PlanProfile, ProfileError> 
         what,
     };
     let ops = graph.op_indices();
+    // One map, not a scan per name: plans of million-op graphs are profiled too.
+    let ids = graph.tensor_ids();
     let mut blocks: Vec<Block> = Vec::new();
     let mut events = Vec::new();
     let mut open: BTreeMap<String, usize> = BTreeMap::new();
     let mut step = 0usize;
     let size_of = |name: &str| {
-        graph
-            .tensor_by_name(name)
-            .map(|t| graph.tensor(t).size)
+        ids.get(name)
+            .map(|&t| graph.tensor(t).size)
             .ok_or_else(|| unknown(format!("tensor {name}")))
     };
     for ins in &plan.instructions {
@@ -155,32 +157,17 @@ pub fn profile(graph: &Graph, plan: &Plan) -> Result<PlanProfile, ProfileError> 
         b.start = b.start.min(b.end);
     }
     let peak = blocks.iter().map(|b| b.offset + b.size).max().unwrap_or(0);
-    // Sweep the steps: blocks starting at s join, blocks ending at s leave after s.
-    let mut starts: Vec<Vec<usize>> = vec![Vec::new(); steps];
-    for (i, b) in blocks.iter().enumerate() {
-        starts[b.start].push(i);
-    }
-    let mut active: BTreeMap<(u64, usize), u64> = BTreeMap::new();
     let mut live = vec![0u64; steps];
     let mut frag_sum = 0.0;
-    for s in 0..steps {
-        for &i in &starts[s] {
-            active.insert((blocks[i].offset, i), blocks[i].size);
-        }
-        let (mut cursor, mut largest, mut used) = (0u64, 0u64, 0u64);
-        for (&(off, _), &size) in &active {
-            largest = largest.max(off.saturating_sub(cursor));
-            used += size;
-            cursor = cursor.max(off + size);
-        }
-        largest = largest.max(peak.saturating_sub(cursor));
-        live[s] = used;
-        let free = peak.saturating_sub(used);
+    sweep(&blocks, steps, |s, active| {
+        // Sum of sizes (not the union): in-place partners count twice, as the replay does.
+        live[s] = active.values().sum();
+        let space = free_space(active.iter().map(|(&(off, _), &size)| (off, size)), 0, peak);
+        let free = peak.saturating_sub(live[s]);
         if free > 0 {
-            frag_sum += 1.0 - (largest.min(free) as f64 / free as f64);
+            frag_sum += 1.0 - (space.largest_free_bytes.min(free) as f64 / free as f64);
         }
-        active.retain(|&(_, i), _| blocks[i].end > s);
-    }
+    });
     let max_live = live.iter().copied().max().unwrap_or(0);
     Ok(PlanProfile {
         steps,
@@ -191,6 +178,104 @@ pub fn profile(graph: &Graph, plan: &Plan) -> Result<PlanProfile, ProfileError> 
         max_live,
         fragmentation: frag_sum / steps as f64,
     })
+}
+
+/// Calls `f(step, active)` for every step, `active` holding the blocks reserved during that
+/// step keyed by `(offset, block index)` with their sizes. O(S·L log L).
+fn sweep(blocks: &[Block], steps: usize, mut f: impl FnMut(usize, &BTreeMap<(u64, usize), u64>)) {
+    let mut starts: Vec<Vec<usize>> = vec![Vec::new(); steps];
+    for (i, b) in blocks.iter().enumerate() {
+        if b.start < steps {
+            starts[b.start].push(i);
+        }
+    }
+    let mut active: BTreeMap<(u64, usize), u64> = BTreeMap::new();
+    for (s, starting) in starts.iter().enumerate() {
+        for &i in starting {
+            active.insert((blocks[i].offset, i), blocks[i].size);
+        }
+        f(s, &active);
+        active.retain(|&(_, i), _| blocks[i].end > s);
+    }
+}
+
+/// The free space of a region `[lo, hi)` around some reserved ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FreeSpace {
+    /// Bytes of the region covered by at least one range.
+    pub reserved_bytes: u64,
+    /// Bytes of the region covered by none (`hi − lo − reserved_bytes`).
+    pub free_bytes: u64,
+    /// The longest run of free bytes.
+    pub largest_free_bytes: u64,
+}
+
+impl FreeSpace {
+    /// Seed 001 §4.1's fragmentation rate `1 − largest free block / total free`; 0 when
+    /// nothing is free (a full region is not fragmented).
+    pub fn rate(&self) -> f64 {
+        if self.free_bytes == 0 {
+            0.0
+        } else {
+            1.0 - self.largest_free_bytes as f64 / self.free_bytes as f64
+        }
+    }
+}
+
+/// The free space of `[lo, hi)` around `ranges` (`(offset, size)` sorted by offset; parts
+/// outside the region are clipped, overlaps count once). O(number of ranges).
+pub fn free_space(ranges: impl IntoIterator<Item = (u64, u64)>, lo: u64, hi: u64) -> FreeSpace {
+    let (mut cursor, mut largest, mut reserved) = (lo, 0u64, 0u64);
+    for (off, size) in ranges {
+        let (a, b) = (off.max(lo), off.saturating_add(size).min(hi));
+        if a >= b {
+            continue;
+        }
+        largest = largest.max(a.saturating_sub(cursor));
+        reserved += b.saturating_sub(a.max(cursor));
+        cursor = cursor.max(b);
+    }
+    let hi = hi.max(lo);
+    largest = largest.max(hi.saturating_sub(cursor));
+    FreeSpace {
+        reserved_bytes: reserved,
+        free_bytes: (hi - lo) - reserved,
+        largest_free_bytes: largest,
+    }
+}
+
+/// A region's fragmentation at its peak step.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PeakFragmentation {
+    /// The first step at which the region's reserved bytes peak.
+    pub step: usize,
+    /// The region's free space at that step.
+    pub space: FreeSpace,
+    /// `space.rate()`: seed 001 §4.1's rate at the peak.
+    pub rate: f64,
+}
+
+impl PlanProfile {
+    /// Seed 001 §4.1's fragmentation rate of the region `[lo, hi)` at its peak: the first step
+    /// where the bytes reserved inside the region (ranges clipped to it, overlaps once) are
+    /// largest; free means not reserved within `[lo, hi)` at that step. Unlike
+    /// [`PlanProfile::fragmentation`] (the mean over all steps of `[0, peak)`), this is the
+    /// figure at the one moment that sizes the region. O(S·L log L).
+    pub fn fragmentation_at_peak(&self, lo: u64, hi: u64) -> PeakFragmentation {
+        let mut best: Option<(usize, FreeSpace)> = None;
+        sweep(&self.blocks, self.steps, |s, active| {
+            let space = free_space(active.iter().map(|(&(off, _), &size)| (off, size)), lo, hi);
+            if best.is_none_or(|(_, b)| space.reserved_bytes > b.reserved_bytes) {
+                best = Some((s, space));
+            }
+        });
+        let (step, space) = best.unwrap_or((0, free_space([], lo, hi)));
+        PeakFragmentation {
+            step,
+            space,
+            rate: space.rate(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +304,74 @@ mod tests {
         assert_eq!(prof.max_live, replay.max_live);
         assert!((0.0..=1.0).contains(&prof.fragmentation));
         assert!(prof.waste() >= 0.0);
+    }
+
+    /// Three steps over a 400-byte arena: `a` [0,100) steps 0–1, `b` [150,200) step 1,
+    /// `c` [300,350) steps 0–2.
+    fn holes() -> PlanProfile {
+        let block = |name: &str, offset, size, start, end| Block {
+            name: name.into(),
+            offset,
+            size,
+            start,
+            end,
+        };
+        PlanProfile {
+            steps: 3,
+            blocks: vec![
+                block("a", 0, 100, 0, 1),
+                block("c", 300, 50, 0, 2),
+                block("b", 150, 50, 1, 1),
+            ],
+            events: Vec::new(),
+            live: vec![150, 200, 50],
+            peak: 400,
+            max_live: 200,
+            fragmentation: 0.0,
+        }
+    }
+
+    #[test]
+    fn fragmentation_at_peak_is_measured_at_the_step_with_the_most_reserved_bytes() {
+        // Step 1 reserves 200 B; free: [100,150) 50, [200,300) 100, [350,400) 50.
+        let f = holes().fragmentation_at_peak(0, 400);
+        assert_eq!(f.step, 1);
+        assert_eq!(
+            f.space,
+            FreeSpace {
+                reserved_bytes: 200,
+                free_bytes: 200,
+                largest_free_bytes: 100
+            }
+        );
+        assert!((f.rate - 0.5).abs() < 1e-12);
+        // Clipped to [120, 320): step 1 holds b (50) and c's first 20 B; free 130, largest 100.
+        let f = holes().fragmentation_at_peak(120, 320);
+        assert_eq!(
+            (f.step, f.space.reserved_bytes, f.space.free_bytes),
+            (1, 70, 130)
+        );
+        assert!((f.rate - (1.0 - 100.0 / 130.0)).abs() < 1e-12);
+        // A region full at its peak is not fragmented; an empty one has one hole.
+        assert_eq!(holes().fragmentation_at_peak(0, 100).rate, 0.0);
+        let empty = holes().fragmentation_at_peak(400, 500);
+        assert_eq!((empty.space.free_bytes, empty.rate), (100, 0.0));
+    }
+
+    #[test]
+    fn free_space_counts_overlaps_once_and_finds_the_largest_hole() {
+        let s = free_space([(0, 10), (5, 10), (40, 10)], 0, 100);
+        assert_eq!(
+            s,
+            FreeSpace {
+                reserved_bytes: 25,
+                free_bytes: 75,
+                largest_free_bytes: 50
+            }
+        );
+        assert!((s.rate() - (1.0 - 50.0 / 75.0)).abs() < 1e-12);
+        assert_eq!(free_space([], 0, 0), FreeSpace::default());
+        assert_eq!(free_space([], 0, 8).rate(), 0.0);
     }
 
     #[test]

@@ -1,0 +1,117 @@
+//! `--only tiers`: what memory tiers (seed 001 §2.1, `memplan plan --tiers`) cost and what
+//! they fragment. For every `*.inference.json` of the zoo and a few training graphs, twice:
+//! as exported (the zoo carries no workspaces) and with im2col workspaces on every k×k
+//! convolution (k > 1; `(C_in/groups)·Kh·Kw × N·Ho·Wo` f32 elements, issue 9 point 1), it plans
+//! untiered and tiered (every tier at 256 B) with the heuristics (`--order auto`), validates
+//! both, and prints the peaks, the tiered/untiered ratio, the bytes of each tier, and seed
+//! 001 §4.1's fragmentation at peak (whole arena for both plans; the activations tier).
+
+use anyhow::{bail, Context, Result};
+use memplan::graph::Graph;
+use memplan::planner::{plan, OrderMode, PlanOptions, Strategy};
+use memplan::tiers::{plan_tiered, TierAlignment};
+use memplan::zoo::profile::profile;
+use std::path::{Path, PathBuf};
+
+/// Training graphs benchmarked besides every inference graph.
+const TRAIN: [&str; 4] = [
+    "resnet50.32.train",
+    "vgg16.16.train",
+    "mobilenet_v2.32.train",
+    "alexnet.64.train",
+];
+
+/// `graph` with an im2col workspace on every conv2d whose kernel is larger than 1×1.
+fn with_im2col(graph: &Graph) -> Result<Graph> {
+    let mut g = graph.clone();
+    for op in &mut g.ops {
+        if op.op_type != "conv2d" {
+            continue;
+        }
+        let (Some(w), Some(y)) = (op.inputs.get(1), op.outputs.first()) else {
+            continue;
+        };
+        let (Some(ws), Some(ys)) = (&graph.tensor(*w).shape, &graph.tensor(*y).shape) else {
+            continue;
+        };
+        if ws.len() == 4 && ys.len() == 4 && ws[2] * ws[3] > 1 {
+            op.workspace = 4 * ws[1] * ws[2] * ws[3] * ys[0] * ys[2] * ys[3];
+        }
+    }
+    Ok(g.rebuilt()?)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+/// The graphs of the table: every inference graph, then [`TRAIN`] (those present).
+fn graphs(zoo: &Path) -> Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(zoo)
+        .with_context(|| format!("reading {}", zoo.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".inference.json"))
+        .collect();
+    v.sort();
+    v.extend(
+        TRAIN
+            .iter()
+            .map(|n| zoo.join(format!("{n}.json")))
+            .filter(|p| p.is_file()),
+    );
+    Ok(v)
+}
+
+/// Prints the tiers table for the zoo under `shared`.
+pub fn run(shared: &Path) -> Result<()> {
+    let opts = PlanOptions {
+        order: OrderMode::Auto,
+        strategy: Strategy::Heuristic,
+        time_limit: None,
+        ..PlanOptions::default()
+    };
+    println!("| graph | workspaces | untiered peak MiB | tiered peak MiB | tiered / untiered | weights MiB | activations MiB | temporaries MiB | frag@peak untiered (free KiB) | frag@peak tiered (free KiB) | frag@peak activations (free KiB) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for path in graphs(&shared.join("zoo"))? {
+        let g = Graph::parse(&std::fs::read_to_string(&path)?)
+            .with_context(|| path.display().to_string())?;
+        for (what, g) in [("none", g.clone()), ("im2col", with_im2col(&g)?)] {
+            let u = plan(&g, &opts)?;
+            let t = plan_tiered(&g, &opts, &TierAlignment::default())?;
+            for (p, kind) in [(&u, "untiered"), (&t, "tiered")] {
+                if let Err(v) = memplan::validate(&g, p, None) {
+                    bail!("{} ({what}): invalid {kind} plan: {v}", g.name);
+                }
+            }
+            let [w, a, tmp] = &t.stats.tiers[..] else {
+                bail!("{}: a tiered plan without three tiers", g.name);
+            };
+            let (up, tp) = (u.stats.peak_bytes, t.stats.peak_bytes);
+            // The whole arena at its peak step, for both plans (the free bytes give the rate
+            // its scale: a few padding bytes can make it 50 %).
+            let whole = |p: &memplan::Plan| -> Result<String> {
+                let f = profile(&g, p)?.fragmentation_at_peak(0, p.stats.peak_bytes);
+                Ok(format!(
+                    "{:.2}% ({:.1})",
+                    f.rate * 100.0,
+                    f.space.free_bytes as f64 / 1024.0
+                ))
+            };
+            println!(
+                "| {} | {what} | {:.1} | {:.1} | {:.3} | {:.1} | {:.1} | {:.1} | {} | {} | {:.2}% ({:.1}) |",
+                g.name,
+                mib(up),
+                mib(tp),
+                if up == 0 { 1.0 } else { tp as f64 / up as f64 },
+                mib(w.bytes),
+                mib(a.bytes),
+                mib(tmp.bytes),
+                whole(&u)?,
+                whole(&t)?,
+                a.fragmentation_at_peak * 100.0,
+                a.free_bytes_at_peak as f64 / 1024.0,
+            );
+        }
+    }
+    Ok(())
+}
