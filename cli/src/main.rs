@@ -85,6 +85,14 @@ enum Command {
         /// file, not the input graph.
         #[arg(long, value_name = "PATH")]
         graph_out: Option<PathBuf>,
+        /// Spatial tiling into H-strips before planning: `off`, `auto` (strip count per region
+        /// with the lowest peak within --tile-overhead) or a strip count N >= 2.
+        #[arg(long, default_value = "off", value_name = "auto|N|off")]
+        tile: String,
+        /// Largest modelled overhead tiling may add, in percent of the untiled graph's
+        /// modelled time (H200 roofline, or --device-profile).
+        #[arg(long, default_value_t = 10.0, value_name = "PCT")]
+        tile_overhead: f64,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -333,10 +341,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             link_gbps,
             trace,
             graph_out,
+            tile,
+            tile_overhead,
         } => {
             let original = load_graph(&graph)?;
             // Graph rewrites before planning, in this order; the plan refers to their result.
-            let passes: Vec<Box<dyn memplan::passes::Pass>> = Vec::new();
+            let mut passes: Vec<Box<dyn memplan::passes::Pass>> = Vec::new();
+            if let Some(spec) = memplan::passes::tile::TileSpec::parse(&tile).map_err(bad)? {
+                let mut t = memplan::passes::tile::Tile::new(spec);
+                t.max_overhead = tile_overhead / 100.0;
+                if let Some(path) = &device_profile {
+                    t.profile = memplan::cost::DeviceProfile::from_json(&read(path)?)?;
+                }
+                passes.push(Box::new(t));
+            }
             let g = rewrite_graph(&original, &passes, graph_out.as_deref())?;
             let opts = PlanOptions {
                 order: OrderMode::from_name(&order)
@@ -930,6 +948,9 @@ fn rewrite_graph(
             r.arena_tensor_bytes_before,
             r.arena_tensor_bytes_after
         );
+        for note in &r.notes {
+            eprintln!("  {}: {note}", r.pass);
+        }
     }
     match graph_out {
         Some(path) => write_out(&Some(path.to_path_buf()), &format!("{}\n", g.to_json()))?,

@@ -6,6 +6,8 @@
 //! One pass per file, behind the small [`Pass`] trait; [`run_pipeline`] applies a list of
 //! configured passes in order.
 
+pub mod tile;
+
 use crate::graph::{Graph, GraphError, TensorKind};
 use serde::Serialize;
 use thiserror::Error;
