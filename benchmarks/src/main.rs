@@ -25,8 +25,12 @@
 //!   the listed order; per strategy (`sweep`, `ilp`, `chen`, `spill-all`): feasible, peak, bytes
 //!   spilled out, recompute GFLOP, modelled overhead % and seconds (H200 cost model).
 //!
+//! - **tiling** (`--only tiling`): see `tiling.rs` (spatial tiling at 224², 512², 1024²).
+//!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
+
+mod tiling;
 
 use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
@@ -49,7 +53,7 @@ fn main() -> Result<()> {
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|tiling]"
                 );
                 return Ok(());
             }
@@ -70,6 +74,9 @@ fn main() -> Result<()> {
         graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
         budget_table(&graphs)?;
         return Ok(());
+    }
+    if only.as_deref() == Some("tiling") {
+        return tiling::run(&shared);
     }
     if only.as_deref() == Some("order") {
         let mut graphs = files(&shared.join("zoo"), "json")?;
