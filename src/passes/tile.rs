@@ -30,7 +30,9 @@
 //! partition into regions each with peak ≤ `P`, picks the lowest `P` whose overhead stays
 //! within `max_overhead` of the untiled graph's modelled time. `TileSpec::Strips(n)` offers
 //! each region `{untiled, n}`, `TileSpec::Auto` offers `{untiled, 2, 4, …, max_strips}`.
-//! Cost: `O(K² · |options| · strips · region ops)` for `K` cuts per component.
+//! Cost: `O(K² · |options| · strips · region ops)` for `K` cuts per component; a strip count
+//! whose overhead alone exceeds the limit on a region stops being extended from that region's
+//! start (halos grow with the region), which prunes most long regions.
 //!
 //! Tensor and op names of strips derive from the originals (`name@s3`); inputs, weights and
 //! the regions' entry and output tensors keep their names. Dead side outputs (batch_norm's
@@ -759,11 +761,20 @@ pub fn tile_graph(graph: &Graph, tile: &Tile) -> Result<(Graph, TileSummary), Pa
             .collect(),
     };
     let components = components(&ctx);
+    let budget_us = if tile.max_overhead.is_finite() {
+        tile.max_overhead.max(0.0) * time_before
+    } else {
+        f64::INFINITY
+    };
     // Every region's choices: (component, p, q) -> choices.
     let mut table: Vec<BTreeMap<(usize, usize), Vec<Choice>>> = Vec::new();
     for comp in &components {
         let mut m = BTreeMap::new();
         for (pi, &(p, entry)) in comp.cuts.iter().enumerate() {
+            // Strip counts still worth trying from cut p: a region whose overhead alone
+            // exceeds the budget is not extended further with that count (halos only grow
+            // with the region), which keeps long graphs fast.
+            let mut alive: Vec<usize> = options.clone();
             for &(q, output) in &comp.cuts[pi + 1..] {
                 let ops = &comp.ops[p..q];
                 if !region_is_closed(&ctx, ops, output) {
@@ -775,78 +786,61 @@ pub fn tile_graph(graph: &Graph, tile: &Tile) -> Result<(Graph, TileSummary), Pa
                     peak: ctx.region_peak(ops),
                     overhead_us: 0.0,
                 }];
-                for &n in &options {
+                let mut over = Vec::new();
+                for &n in &alive {
                     if let Some(rw) = ctx.strips(ops, entry, output, n) {
                         let us: f64 = rw.ops.iter().map(|o| ctx.new_op_us(&rw, o)).sum();
+                        let overhead_us = (us - orig_us).max(0.0);
+                        if overhead_us > budget_us {
+                            over.push(n);
+                            continue;
+                        }
                         choices.push(Choice {
                             strips: n,
                             peak: ctx.rewrite_peak(&rw),
-                            overhead_us: (us - orig_us).max(0.0),
+                            overhead_us,
                         });
                     }
                 }
+                alive.retain(|n| !over.contains(n));
                 m.insert((p, q), choices);
             }
         }
         table.push(m);
     }
-    let budget_us = if tile.max_overhead.is_finite() {
-        tile.max_overhead.max(0.0) * time_before
-    } else {
-        f64::INFINITY
+    // Candidate selections: with `Auto`, the per-region mix of strip counts and every single
+    // count; each is judged by the peak the planner (heuristics) gives its rewritten graph.
+    let filters: Vec<Option<usize>> = match tile.spec {
+        TileSpec::Strips(_) => vec![None],
+        TileSpec::Auto => std::iter::once(None)
+            .chain(options.iter().map(|&n| Some(n)))
+            .collect(),
     };
-    // Binary search over the peak bound.
-    let mut bounds: Vec<u64> = table
-        .iter()
-        .flat_map(|m| m.values().flatten().map(|c| c.peak))
-        .collect();
-    bounds.sort_unstable();
-    bounds.dedup();
-    let plan_for = |bound: u64| -> Option<(f64, Vec<Vec<(usize, usize, Choice)>>)> {
-        let mut total = 0.0;
-        let mut picks = Vec::new();
-        for (ci, comp) in components.iter().enumerate() {
-            let (cost, pick) = partition(comp, &table[ci], bound)?;
-            total += cost;
-            picks.push(pick);
+    let mut best: Option<(u64, f64, Graph, Regions)> = None;
+    for filter in filters {
+        let picks = choose(&components, &table, budget_us, filter);
+        let regions = rewrite_regions(&ctx, &components, &picks);
+        if filter.is_some() && regions.is_empty() {
+            continue;
         }
-        (total <= budget_us).then_some((total, picks))
-    };
-    let mut best = None;
-    let (mut lo, mut hi) = (0usize, bounds.len());
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        match plan_for(bounds[mid]) {
-            Some(p) => {
-                best = Some(p);
-                hi = mid;
-            }
-            None => lo = mid + 1,
+        let out = emit(&ctx, &regions)?;
+        let overhead: f64 = regions.iter().map(|r| r.3.overhead_us).sum();
+        let peak = if tile.spec == TileSpec::Auto {
+            planned_peak(&out)?
+        } else {
+            0
+        };
+        if best
+            .as_ref()
+            .is_none_or(|b| (peak, overhead) < (b.0, b.1) || (peak == b.0 && overhead < b.1))
+        {
+            best = Some((peak, overhead, out, regions));
         }
     }
-    let picks = best.map(|(_, p)| p).unwrap_or_default();
-    // Rewrite the chosen regions.
-    let mut regions: Vec<(Vec<usize>, TensorId, TensorId, Choice, u64, Rewrite)> = Vec::new();
-    for (ci, pick) in picks.iter().enumerate() {
-        let comp = &components[ci];
-        for &(p, q, choice) in pick {
-            if choice.strips < 2 {
-                continue;
-            }
-            let ops = comp.ops[p..q].to_vec();
-            let (entry, output) = (comp.cuts_tensor(p), comp.cuts_tensor(q));
-            let (Some(entry), Some(output)) = (entry, output) else {
-                continue;
-            };
-            let Some(rw) = ctx.strips(&ops, entry, output, choice.strips) else {
-                continue;
-            };
-            let before = ctx.region_peak(&ops);
-            regions.push((ops, entry, output, choice, before, rw));
-        }
-    }
-    regions.sort_by_key(|r| r.0[0]);
-    let out = emit(&ctx, &regions)?;
+    let (out, regions) = match best {
+        Some((_, _, out, regions)) => (out, regions),
+        None => (g.clone(), Vec::new()),
+    };
     let time_after: f64 = out.ops.iter().map(|op| tile.profile.op_us(&out, op)).sum();
     let summary = TileSummary {
         regions: regions
@@ -866,6 +860,106 @@ pub fn tile_graph(graph: &Graph, tile: &Tile) -> Result<(Graph, TileSummary), Pa
         time_after_us: time_after,
     };
     Ok((out, summary))
+}
+
+/// Tiled regions: ops, entry, output, choice, estimated untiled peak, strip schedule.
+type Regions = Vec<(Vec<usize>, TensorId, TensorId, Choice, u64, Rewrite)>;
+
+/// Region choices per component: binary search over the peak bound for the lowest bound
+/// whose least-overhead partition fits the budget. `filter`: only this strip count (and
+/// untiled) is offered.
+fn choose(
+    components: &[Component],
+    table: &[BTreeMap<(usize, usize), Vec<Choice>>],
+    budget_us: f64,
+    filter: Option<usize>,
+) -> Vec<Vec<(usize, usize, Choice)>> {
+    let table: Vec<BTreeMap<(usize, usize), Vec<Choice>>> = table
+        .iter()
+        .map(|m| {
+            m.iter()
+                .map(|(&k, v)| {
+                    let kept = v
+                        .iter()
+                        .filter(|c| c.strips == 1 || filter.is_none_or(|n| c.strips == n))
+                        .copied()
+                        .collect();
+                    (k, kept)
+                })
+                .collect()
+        })
+        .collect();
+    let mut bounds: Vec<u64> = table
+        .iter()
+        .flat_map(|m| m.values().flatten().map(|c| c.peak))
+        .collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    let plan_for = |bound: u64| -> Option<Vec<Vec<(usize, usize, Choice)>>> {
+        let mut total = 0.0;
+        let mut picks = Vec::new();
+        for (ci, comp) in components.iter().enumerate() {
+            let (cost, pick) = partition(comp, &table[ci], bound)?;
+            total += cost;
+            picks.push(pick);
+        }
+        (total <= budget_us).then_some(picks)
+    };
+    let mut best = None;
+    let (mut lo, mut hi) = (0usize, bounds.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match plan_for(bounds[mid]) {
+            Some(p) => {
+                best = Some(p);
+                hi = mid;
+            }
+            None => lo = mid + 1,
+        }
+    }
+    best.unwrap_or_default()
+}
+
+/// The strip schedules of the picked regions, in graph order.
+fn rewrite_regions(
+    ctx: &Ctx<'_>,
+    components: &[Component],
+    picks: &[Vec<(usize, usize, Choice)>],
+) -> Regions {
+    let mut regions: Regions = Vec::new();
+    for (ci, pick) in picks.iter().enumerate() {
+        let comp = &components[ci];
+        for &(p, q, choice) in pick {
+            if choice.strips < 2 {
+                continue;
+            }
+            let ops = comp.ops[p..q].to_vec();
+            let (Some(entry), Some(output)) = (comp.cuts_tensor(p), comp.cuts_tensor(q)) else {
+                continue;
+            };
+            let Some(rw) = ctx.strips(&ops, entry, output, choice.strips) else {
+                continue;
+            };
+            let before = ctx.region_peak(&ops);
+            regions.push((ops, entry, output, choice, before, rw));
+        }
+    }
+    regions.sort_by_key(|r| r.0[0]);
+    regions
+}
+
+/// The peak of a heuristic plan of `g` (the CLI's default order search).
+fn planned_peak(g: &Graph) -> Result<u64, PassError> {
+    let opts = crate::planner::PlanOptions {
+        strategy: crate::planner::Strategy::Heuristic,
+        ..crate::planner::PlanOptions::default()
+    };
+    crate::planner::plan(g, &opts)
+        .map(|p| p.stats.peak_bytes)
+        .map_err(|e| PassError::Unsupported {
+            pass: NAME,
+            message: format!("planning a tiling candidate failed: {e}"),
+        })
 }
 
 impl Component {
@@ -1033,10 +1127,7 @@ fn strip_name(base: &str, t: &NewTensor) -> String {
 
 /// Writes the rewritten graph: original ops in listed order, each tiled region's ops
 /// replaced (at its first op's place) by its strip schedule.
-fn emit(
-    ctx: &Ctx<'_>,
-    regions: &[(Vec<usize>, TensorId, TensorId, Choice, u64, Rewrite)],
-) -> Result<Graph, PassError> {
+fn emit(ctx: &Ctx<'_>, regions: &Regions) -> Result<Graph, PassError> {
     let g = ctx.g;
     if regions.is_empty() {
         return Ok(g.clone());
