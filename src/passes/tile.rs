@@ -31,8 +31,8 @@
 //! within `max_overhead` of the untiled graph's modelled time. `TileSpec::Strips(n)` offers
 //! each region `{untiled, n}`, `TileSpec::Auto` offers `{untiled, 2, 4, …, max_strips}`.
 //! Cost: `O(K² · |options| · strips · region ops)` for `K` cuts per component; a strip count
-//! whose overhead alone exceeds the limit on a region stops being extended from that region's
-//! start (halos grow with the region), which prunes most long regions.
+//! whose overhead alone exceeds 4× the limit on a region stops being extended from that
+//! region's start (halos grow with the region), which prunes most long regions.
 //!
 //! Tensor and op names of strips derive from the originals (`name@s3`); inputs, weights and
 //! the regions' entry and output tensors keep their names. Dead side outputs (batch_norm's
@@ -49,6 +49,9 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const NAME: &str = "tile";
 /// Default limit on the modelled overhead, as a share of the untiled graph's modelled time.
 pub const DEFAULT_MAX_OVERHEAD: f64 = 0.10;
+/// A strip count stops being extended from a region start once a region's overhead alone
+/// exceeds this multiple of the limit.
+const PRUNE_FACTOR: f64 = 4.0;
 /// Default largest strip count `TileSpec::Auto` tries.
 pub const DEFAULT_MAX_STRIPS: usize = 32;
 
@@ -792,7 +795,11 @@ pub fn tile_graph(graph: &Graph, tile: &Tile) -> Result<(Graph, TileSummary), Pa
                         let us: f64 = rw.ops.iter().map(|o| ctx.new_op_us(&rw, o)).sum();
                         let overhead_us = (us - orig_us).max(0.0);
                         if overhead_us > budget_us {
-                            over.push(n);
+                            // Unusable here; stop extending once far past the limit (slice
+                            // and concat costs can shrink with a smaller output, halos not).
+                            if overhead_us > PRUNE_FACTOR * budget_us {
+                                over.push(n);
+                            }
                             continue;
                         }
                         choices.push(Choice {

@@ -979,6 +979,57 @@ mod tests {
     }
 
     #[test]
+    fn a_strip_convolution_with_asymmetric_padding_and_a_row_slice_resolve() {
+        // Rows 0..5 of a 3×3/pad-1 conv's input, one padded row on top and none below,
+        // give 4 output rows.
+        let g = graph(
+            &[
+                t("x", &[1, 2, 5, 6], "input"),
+                t("w", &[4, 2, 3, 3], "weight"),
+                t("y", &[1, 4, 4, 6], "output"),
+                t("s", &[1, 2, 3, 6], "output"),
+            ]
+            .join(","),
+            r#"{"name": "c", "type": "conv2d", "inputs": ["x", "w"], "outputs": ["y"],
+                "attrs": {"stride": [1,1], "padding": [1,1], "pad_bottom": 0}},
+               {"name": "sl", "type": "slice_rows", "inputs": ["x"], "outputs": ["s"],
+                "attrs": {"dim": 2, "start": 1}}"#,
+        );
+        let Kernel::Conv2d(c) = select(&g, &g.ops[0], KernelMode::Real) else {
+            panic!("not a conv")
+        };
+        assert_eq!((c.oh, c.pad), (4, (1, 1)));
+        let k = select(&g, &g.ops[1], KernelMode::Real);
+        assert_eq!(
+            k,
+            Kernel::SliceRows {
+                outer: 2,
+                rows_in: 5,
+                start: 1,
+                rows: 3,
+                row_bytes: 24
+            }
+        );
+        let x: Vec<u8> = (0..240u8).collect();
+        let mut out = vec![0u8; 144];
+        cpu::exec(
+            &k,
+            cpu::Operands {
+                name: "sl",
+                inputs: &[&x],
+                outputs: &mut [&mut out[..]],
+                fills: &[],
+                workspace: None,
+            },
+            &mut cpu::Scratch::default(),
+        )
+        .unwrap();
+        // Plane 0 rows 1..4 are bytes 24..96, plane 1 rows 1..4 bytes 144..216.
+        assert_eq!(&out[..72], &x[24..96]);
+        assert_eq!(&out[72..], &x[144..216]);
+    }
+
+    #[test]
     fn broadcasting_follows_numpy_rules() {
         assert_eq!(
             broadcast(&[4], &[2, 3, 4]),
