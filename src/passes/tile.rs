@@ -240,6 +240,12 @@ pub fn input_rows(map: RowMap, out: Rows, h_in: usize) -> Option<(Rows, usize, u
     }
 }
 
+/// A pool's window as strips write it: (kernel, stride, W padding, W ceil mode).
+type PoolWindow = ((usize, usize), (usize, usize), usize, bool);
+
+/// Regions picked in one component: (start cut, end cut, choice).
+type Picks = Vec<(usize, usize, Choice)>;
+
 /// What the pass knows about a tileable op.
 #[derive(Debug, Clone)]
 struct Local {
@@ -247,14 +253,14 @@ struct Local {
     /// Input slots read row by row (the others are weights or broadcast along H).
     spatial: Vec<usize>,
     /// Pool window attrs to write on strips: (kernel, stride, pad_w, ceil_w).
-    pool: Option<((usize, usize), (usize, usize), usize, bool)>,
+    pool: Option<PoolWindow>,
     /// Conv W padding.
     conv_pad_w: Option<usize>,
 }
 
 fn shape4(t: &Tensor) -> Option<[usize; 4]> {
     let s = t.shape.as_ref()?;
-    if s.len() != 4 || s.iter().any(|&d| d == 0) {
+    if s.len() != 4 || s.contains(&0) {
         return None;
     }
     Some([s[0] as usize, s[1] as usize, s[2] as usize, s[3] as usize])
@@ -880,7 +886,7 @@ fn choose(
     table: &[BTreeMap<(usize, usize), Vec<Choice>>],
     budget_us: f64,
     filter: Option<usize>,
-) -> Vec<Vec<(usize, usize, Choice)>> {
+) -> Vec<Picks> {
     let table: Vec<BTreeMap<(usize, usize), Vec<Choice>>> = table
         .iter()
         .map(|m| {
@@ -902,7 +908,7 @@ fn choose(
         .collect();
     bounds.sort_unstable();
     bounds.dedup();
-    let plan_for = |bound: u64| -> Option<Vec<Vec<(usize, usize, Choice)>>> {
+    let plan_for = |bound: u64| -> Option<Vec<Picks>> {
         let mut total = 0.0;
         let mut picks = Vec::new();
         for (ci, comp) in components.iter().enumerate() {
@@ -928,11 +934,7 @@ fn choose(
 }
 
 /// The strip schedules of the picked regions, in graph order.
-fn rewrite_regions(
-    ctx: &Ctx<'_>,
-    components: &[Component],
-    picks: &[Vec<(usize, usize, Choice)>],
-) -> Regions {
+fn rewrite_regions(ctx: &Ctx<'_>, components: &[Component], picks: &[Picks]) -> Regions {
     let mut regions: Regions = Vec::new();
     for (ci, pick) in picks.iter().enumerate() {
         let comp = &components[ci];
@@ -983,7 +985,7 @@ fn partition(
     comp: &Component,
     table: &BTreeMap<(usize, usize), Vec<Choice>>,
     bound: u64,
-) -> Option<(f64, Vec<(usize, usize, Choice)>)> {
+) -> Option<(f64, Picks)> {
     let k = comp.cuts.len();
     if k < 2 {
         return Some((0.0, Vec::new()));

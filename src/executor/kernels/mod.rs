@@ -1011,7 +1011,7 @@ mod tests {
             }
         );
         let x: Vec<u8> = (0..240u8).collect();
-        let mut out = vec![0u8; 144];
+        let mut out = [0u8; 144];
         cpu::exec(
             &k,
             cpu::Operands {
