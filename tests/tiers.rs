@@ -129,6 +129,7 @@ fn assert_tiered(g: &Graph, p: &Plan, a: u64, tag: &str) {
             Instruction::Exec {
                 node,
                 workspace_offset: Some(o),
+                ..
             } => {
                 assert_eq!(*o, tmp.offset, "{tag}: workspace of {node}");
                 assert_eq!(o % floor(g.alignment), 0, "{tag}: workspace of {node}");

@@ -32,6 +32,7 @@
 //! - **tiers** (`SHARED_DIR/zoo/*.inference.json` and a few training graphs; not part of the
 //!   default run): untiered vs tiered peak, per-tier bytes and fragmentation at peak, with and
 //!   without im2col workspaces (see `tiers.rs`).
+//! - **tiling** (`--only tiling`): see `tiling.rs` (spatial tiling at 224², 512², 1024²).
 //!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
@@ -48,6 +49,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod tiers;
+mod tiling;
 
 fn main() -> Result<()> {
     let mut shared = PathBuf::from("../shared");
@@ -68,7 +70,7 @@ fn main() -> Result<()> {
             "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|fusion|conv-algos|tiers] [--graphs DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling] [--graphs DIR]"
                 );
                 return Ok(());
             }
@@ -99,6 +101,9 @@ fn main() -> Result<()> {
     }
     if only.as_deref() == Some("tiers") {
         return tiers::run(&shared);
+    }
+    if only.as_deref() == Some("tiling") {
+        return tiling::run(&shared);
     }
     if only.as_deref() == Some("order") {
         let mut graphs = files(&shared.join("zoo"), "json")?;

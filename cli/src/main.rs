@@ -107,6 +107,14 @@ enum Command {
         /// number for all.
         #[arg(long, requires = "tiers", value_name = "SPEC")]
         tier_alignment: Option<String>,
+        /// Spatial tiling into H-strips before planning: `off`, `auto` (strip count per region
+        /// with the lowest peak within --tile-overhead) or a strip count N >= 2.
+        #[arg(long, default_value = "off", value_name = "auto|N|off")]
+        tile: String,
+        /// Largest modelled overhead tiling may add, in percent of the untiled graph's
+        /// modelled time (H200 roofline, or --device-profile).
+        #[arg(long, default_value_t = 10.0, value_name = "PCT")]
+        tile_overhead: f64,
     },
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check {
@@ -405,11 +413,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             conv_algos,
             tiers,
             tier_alignment,
+            tile,
+            tile_overhead,
         } => {
             use memplan::conv_algo::{self as ca, ConvAlgoMode};
             let original = load_graph(&graph)?;
             // Graph rewrites before planning, in this order; the plan refers to their result.
             let mut passes: Vec<Box<dyn memplan::passes::Pass>> = Vec::new();
+            if let Some(spec) = memplan::passes::tile::TileSpec::parse(&tile).map_err(bad)? {
+                let mut t = memplan::passes::tile::Tile::new(spec);
+                t.max_overhead = tile_overhead / 100.0;
+                if let Some(path) = &device_profile {
+                    t.profile = memplan::cost::DeviceProfile::from_json(&read(path)?)?;
+                }
+                passes.push(Box::new(t));
+            }
             if !no_fuse {
                 passes.push(Box::new(memplan::passes::fuse::Fuse::default()));
             }
@@ -1130,6 +1148,9 @@ fn rewrite_graph(
             r.arena_tensor_bytes_after,
             r.arena_tensor_bytes_before as i64 - r.arena_tensor_bytes_after as i64
         );
+        for note in &r.notes {
+            eprintln!("  {}: {note}", r.pass);
+        }
     }
     match graph_out {
         Some(path) => write_out(&Some(path.to_path_buf()), &format!("{}\n", g.to_json()))?,

@@ -7,6 +7,7 @@
 //! configured passes in order.
 
 pub mod fuse;
+pub mod tile;
 
 use crate::graph::{Graph, GraphError, TensorKind};
 use serde::Serialize;

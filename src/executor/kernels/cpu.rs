@@ -258,6 +258,24 @@ pub fn exec(kernel: &Kernel, ops: Operands<'_, '_>, scratch: &mut Scratch) -> Re
             let x = input(0)?;
             with_f32_out(out, |y| reduce_kernel(*mean, dims, reduce, &x, y))?;
         }
+        Kernel::SliceRows {
+            outer,
+            rows_in,
+            start,
+            rows,
+            row_bytes,
+        } => {
+            let x = inputs.first().ok_or("slice_rows needs an input")?;
+            let (inb, outb) = (rows_in * row_bytes, rows * row_bytes);
+            check(
+                x.len() == outer * inb && out.len() == outer * outb,
+                "slice_rows sizes",
+            )?;
+            for o in 0..*outer {
+                let from = o * inb + start * row_bytes;
+                out[o * outb..(o + 1) * outb].copy_from_slice(&x[from..from + outb]);
+            }
+        }
         Kernel::Concat { outer, inner } => {
             let parts: Vec<Cow<'_, [f32]>> =
                 (0..inner.len()).map(input).collect::<Result<_, _>>()?;

@@ -242,6 +242,21 @@ pub enum Kernel {
         /// Elements per outer index of each input.
         inner: Vec<usize>,
     },
+    /// Rows `[start, start + rows)` of one dimension (a byte copy, any dtype): per outer
+    /// index, `rows · row_bytes` consecutive bytes from an input holding `rows_in` rows.
+    /// Spatial tiling's strips read their input rows with it (type `slice_rows`).
+    SliceRows {
+        /// Product of the dimensions before the sliced one.
+        outer: usize,
+        /// Length of the sliced dimension in the input.
+        rows_in: usize,
+        /// First row copied.
+        start: usize,
+        /// Rows copied.
+        rows: usize,
+        /// Bytes per row (product of the later dimensions · element size).
+        row_bytes: usize,
+    },
     /// Constant padding of the two spatial dimensions of NCHW planes.
     Pad(Pad),
     /// A fused op: its members' kernels run in sequence ([`fused`]).
@@ -311,6 +326,7 @@ impl Kernel {
             Kernel::Concat { .. } => "concat",
             Kernel::Pad(_) => "pad",
             Kernel::Fused(_) => "fused",
+            Kernel::SliceRows { .. } => "slice_rows",
         }
     }
 
@@ -318,7 +334,7 @@ impl Kernel {
     /// devices (everything but mix and copy).
     pub fn is_float_math(&self) -> bool {
         match self {
-            Kernel::Mix | Kernel::Copy { .. } | Kernel::Pad(_) => false,
+            Kernel::Mix | Kernel::Copy { .. } | Kernel::Pad(_) | Kernel::SliceRows { .. } => false,
             Kernel::Fused(f) => f.steps.iter().any(|s| s.kernel.is_float_math()),
             _ => true,
         }
@@ -343,6 +359,7 @@ const REGISTRY: &[(&[&str], Selector)] = &[
     (&["sum", "mean"], select_reduce),
     (&["concat", "cat"], select_concat),
     (&["pad", "constant_pad_nd"], select_pad),
+    (&["slice_rows"], select_slice_rows),
     (
         &[
             "clone",
@@ -438,6 +455,14 @@ fn attr_pair(op: &Op, key: &str, default: usize) -> Option<(usize, usize)> {
             let x = get(other)?;
             Some((x, x))
         }
+    }
+}
+
+/// An optional non-negative integer attribute: `Some(None)` when absent, `None` when malformed.
+fn attr_usize(op: &Op, key: &str) -> Option<Option<usize>> {
+    match attr(op, key) {
+        None => Some(None),
+        Some(v) => v.as_u64().and_then(|x| usize::try_from(x).ok()).map(Some),
     }
 }
 
@@ -609,6 +634,9 @@ pub fn conv_shape(graph: &Graph, op: &Op) -> Option<Conv2d> {
     let stride = attr_pair(op, "stride", 1)?;
     let pad = attr_pair(op, "padding", 0)?;
     let dilation = attr_pair(op, "dilation", 1)?;
+    // `pad_bottom` (spatial tiling's strips): the bottom padding of H when it differs from
+    // the top one (`padding[0]`).
+    let pad_bottom = attr_usize(op, "pad_bottom")?.unwrap_or(pad.0);
     let (n, c, h, w) = (x[0], x[1], x[2], x[3]);
     let (o, cg, kh, kw) = (wt[0], wt[1], wt[2], wt[3]);
     if groups == 0
@@ -624,10 +652,10 @@ pub fn conv_shape(graph: &Graph, op: &Op) -> Option<Conv2d> {
     }
     let span_h = dilation.0 * (kh - 1) + 1;
     let span_w = dilation.1 * (kw - 1) + 1;
-    if h + 2 * pad.0 < span_h || w + 2 * pad.1 < span_w {
+    if h + pad.0 + pad_bottom < span_h || w + 2 * pad.1 < span_w {
         return None;
     }
-    let oh = (h + 2 * pad.0 - span_h) / stride.0 + 1;
+    let oh = (h + pad.0 + pad_bottom - span_h) / stride.0 + 1;
     let ow = (w + 2 * pad.1 - span_w) / stride.1 + 1;
     if out != [n, o, oh, ow] {
         return None;
@@ -729,6 +757,35 @@ fn select_pool(graph: &Graph, op: &Op) -> Option<Kernel> {
         .map(|&(k, s, p)| ((k, k), (s, s), (p, p)))
         .collect()
     };
+    // A strip of spatial tiling: explicit window and asymmetric H padding; the output height
+    // is what the padded input gives (floor), windows are clipped to the input rows.
+    if let Some(bottom) = attr_usize(op, "pad_bottom")? {
+        attr(op, "kernel_size")?;
+        let &(kernel, stride, pad) = candidates.first()?;
+        let rows = (h + pad.0 + bottom).checked_sub(kernel.0)? / stride.0.max(1) + 1;
+        if stride.0 == 0
+            || rows != oh
+            || pool_len(w, kernel.1, stride.1, pad.1, ceil_attr == Some(true)) != Some(ow)
+            || (!max && (pad.0 != 0 || bottom != 0))
+        {
+            return None;
+        }
+        return Some(Kernel::Pool(Pool {
+            max,
+            planes: out[0] * out[1],
+            h,
+            w,
+            oh,
+            ow,
+            kernel,
+            stride,
+            pad,
+            count_include_pad: attr(op, "count_include_pad")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            indices: false,
+        }));
+    }
     let ceils: Vec<bool> = match ceil_attr {
         Some(c) => vec![c],
         None => vec![false, true],
@@ -886,6 +943,41 @@ fn select_concat(graph: &Graph, op: &Op) -> Option<Kernel> {
     })
 }
 
+fn select_slice_rows(graph: &Graph, op: &Op) -> Option<Kernel> {
+    let (&src, &dst) = (op.inputs.first()?, op.outputs.first()?);
+    if op.inputs.len() != 1 || op.outputs.len() != 1 {
+        return None;
+    }
+    let (x, y) = (graph.tensor(src), graph.tensor(dst));
+    let (xs, ys) = (x.shape.as_ref()?, y.shape.as_ref()?);
+    let dim = usize::try_from(attr(op, "dim")?.as_u64()?).ok()?;
+    let start = attr_usize(op, "start")??;
+    if xs.len() != ys.len() || dim >= xs.len() || x.dtype != y.dtype {
+        return None;
+    }
+    let to =
+        |d: &[u64]| -> Option<Vec<usize>> { d.iter().map(|&v| usize::try_from(v).ok()).collect() };
+    let (xd, yd) = (to(xs)?, to(ys)?);
+    if (0..xd.len()).any(|e| e != dim && xd[e] != yd[e]) || start + yd[dim] > xd[dim] {
+        return None;
+    }
+    let numel_x = numel(&xd);
+    if numel_x == 0 || x.size % numel_x as u64 != 0 {
+        return None;
+    }
+    let elem = usize::try_from(x.size / numel_x as u64).ok()?;
+    if y.size != (numel(&yd) * elem) as u64 {
+        return None;
+    }
+    Some(Kernel::SliceRows {
+        outer: numel(&xd[..dim]),
+        rows_in: xd[dim],
+        start,
+        rows: yd[dim],
+        row_bytes: numel(&xd[dim + 1..]) * elem,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1007,6 +1099,57 @@ mod tests {
             Kernel::Unary(Unary::Relu)
         );
         assert_eq!(select(&g, &g.ops[0], KernelMode::Mix), Kernel::Mix);
+    }
+
+    #[test]
+    fn a_strip_convolution_with_asymmetric_padding_and_a_row_slice_resolve() {
+        // Rows 0..5 of a 3×3/pad-1 conv's input, one padded row on top and none below,
+        // give 4 output rows.
+        let g = graph(
+            &[
+                t("x", &[1, 2, 5, 6], "input"),
+                t("w", &[4, 2, 3, 3], "weight"),
+                t("y", &[1, 4, 4, 6], "output"),
+                t("s", &[1, 2, 3, 6], "output"),
+            ]
+            .join(","),
+            r#"{"name": "c", "type": "conv2d", "inputs": ["x", "w"], "outputs": ["y"],
+                "attrs": {"stride": [1,1], "padding": [1,1], "pad_bottom": 0}},
+               {"name": "sl", "type": "slice_rows", "inputs": ["x"], "outputs": ["s"],
+                "attrs": {"dim": 2, "start": 1}}"#,
+        );
+        let Kernel::Conv2d(c) = select(&g, &g.ops[0], KernelMode::Real) else {
+            panic!("not a conv")
+        };
+        assert_eq!((c.oh, c.pad), (4, (1, 1)));
+        let k = select(&g, &g.ops[1], KernelMode::Real);
+        assert_eq!(
+            k,
+            Kernel::SliceRows {
+                outer: 2,
+                rows_in: 5,
+                start: 1,
+                rows: 3,
+                row_bytes: 24
+            }
+        );
+        let x: Vec<u8> = (0..240u8).collect();
+        let mut out = [0u8; 144];
+        cpu::exec(
+            &k,
+            cpu::Operands {
+                name: "sl",
+                inputs: &[&x],
+                outputs: &mut [&mut out[..]],
+                fills: &[],
+                workspace: None,
+            },
+            &mut cpu::Scratch::default(),
+        )
+        .unwrap();
+        // Plane 0 rows 1..4 are bytes 24..96, plane 1 rows 1..4 bytes 144..216.
+        assert_eq!(&out[..72], &x[24..96]);
+        assert_eq!(&out[72..], &x[144..216]);
     }
 
     #[test]

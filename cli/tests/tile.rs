@@ -1,0 +1,69 @@
+//! `memplan plan --tile`: the rewritten graph written by `--graph-out` is what the plan
+//! refers to, and `memplan run --original` proves it computes the untiled graph's outputs.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memplan-cli-tile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn plan_with_tile_auto_writes_a_graph_that_runs_to_the_original_outputs() {
+    let zoo = format!(
+        "{}/../../shared/zoo/resnet18.1.inference.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    if !std::path::Path::new(&zoo).exists() {
+        eprintln!("skipping: {zoo} not found");
+        return;
+    }
+    let (g, p) = (tmp("r18.tiled.json"), tmp("r18.tiled.plan.json"));
+    let r = memplan(&[
+        "plan",
+        &zoo,
+        "--tile",
+        "auto",
+        "--strategy",
+        "heuristic",
+        "--graph-out",
+        g.to_str().unwrap(),
+        "-o",
+        p.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(
+        err.contains("tile: region") && err.contains("strips"),
+        "{err}"
+    );
+    let r = memplan(&[
+        "run",
+        g.to_str().unwrap(),
+        p.to_str().unwrap(),
+        "--original",
+        &zoo,
+    ]);
+    assert!(
+        r.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
+#[test]
+fn a_bad_tile_value_is_rejected_with_a_message() {
+    let r = memplan(&["plan", "sample", "--tile", "1"]);
+    assert!(!r.status.success());
+    assert!(String::from_utf8_lossy(&r.stderr).contains("strip count"));
+}
