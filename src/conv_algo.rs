@@ -235,10 +235,32 @@ pub fn parse_option_name(name: &str) -> Option<(ConvAlgo, u32)> {
     (algo != ConvAlgo::Direct || chunks == 1).then_some((algo, chunks))
 }
 
-/// The algorithm and chunk count named by an op's `algo` attribute.
+/// The conv member of a fused op ([`crate::fused`]): its first member, when that is a conv.
+/// A fused conv → batch_norm → activation runs its conv with the member's algorithm inside
+/// the fused op's workspace, so the choice is the member's and is modelled on the fused op
+/// (its flops and operands are the conv's plus the cheap element-wise tail).
+fn fused_conv(op: &Op) -> Option<&crate::fused::Member> {
+    let m = op.fused.as_ref()?.members.first()?;
+    is_conv_type_name(&m.op_type).then_some(m)
+}
+
+/// The attributes that carry an op's algorithm: its own, or its fused conv member's.
+fn algo_attrs(op: &Op) -> Option<&serde_json::Value> {
+    match fused_conv(op) {
+        Some(m) => m.attrs.as_ref(),
+        None => op.attrs.as_ref(),
+    }
+}
+
+/// The workspace an op's conv needs as the graph gives it (a fused op: its conv member's).
+fn conv_workspace(op: &Op) -> u64 {
+    fused_conv(op).map_or(op.workspace, |m| m.workspace)
+}
+
+/// The algorithm and chunk count named by an op's `algo` attribute (a fused op: its conv
+/// member's).
 pub fn choice_of(op: &Op) -> Option<(ConvAlgo, u32)> {
-    op.attrs
-        .as_ref()?
+    algo_attrs(op)?
         .get(ALGO_ATTR)?
         .as_str()
         .and_then(parse_option_name)
@@ -249,16 +271,26 @@ pub fn algo_of(op: &Op) -> Option<ConvAlgo> {
     choice_of(op).map(|(a, _)| a)
 }
 
-fn is_conv_type(op: &Op) -> bool {
-    let ty = op.op_type.trim_start_matches("aten.").trim_end_matches('_');
+fn is_conv_type_name(op_type: &str) -> bool {
+    let ty = op_type.trim_start_matches("aten.").trim_end_matches('_');
     matches!(ty, "conv2d" | "convolution" | "conv")
 }
 
-/// The conv parameters of an op the model covers: a conv2d with f32 shapes whose workspace is
-/// not given by the graph (or was chosen by this model: it has an `algo` attribute).
+/// A conv, or a fused op whose first member is a conv.
+fn is_conv_type(op: &Op) -> bool {
+    is_conv_type_name(&op.op_type) || fused_conv(op).is_some()
+}
+
+/// The conv parameters of an op the model covers: a conv2d with f32 shapes (or a fused op
+/// led by one) whose workspace is not given by the graph (or was chosen by this model: it has
+/// an `algo` attribute).
 pub fn modelled_conv(graph: &Graph, op: &Op) -> Option<Conv2d> {
-    if !is_conv_type(op) || (op.workspace > 0 && algo_of(op).is_none()) {
+    if !is_conv_type(op) || (conv_workspace(op) > 0 && algo_of(op).is_none()) {
         return None;
+    }
+    if fused_conv(op).is_some() {
+        let mg = crate::fused::MemberGraph::of(graph, op)?;
+        return conv_shape(&mg.graph, mg.graph.ops.first()?);
     }
     conv_shape(graph, op)
 }
@@ -524,13 +556,30 @@ pub fn with_choice(graph: &Graph, choice: &BTreeMap<usize, AlgoOption>) -> Graph
         let Some(op) = g.ops.get_mut(k) else {
             continue;
         };
-        let mut attrs = match op.attrs.take() {
-            Some(serde_json::Value::Object(m)) => m,
-            _ => serde_json::Map::new(),
+        let set = |attrs: &mut Option<serde_json::Value>| {
+            let mut m = match attrs.take() {
+                Some(serde_json::Value::Object(m)) => m,
+                _ => serde_json::Map::new(),
+            };
+            m.insert(ALGO_ATTR.into(), o.name().into());
+            *attrs = Some(serde_json::Value::Object(m));
         };
-        attrs.insert(ALGO_ATTR.into(), o.name().into());
-        op.attrs = Some(serde_json::Value::Object(attrs));
-        op.workspace = o.workspace;
+        match op.fused.as_mut() {
+            Some(f)
+                if f.members
+                    .first()
+                    .is_some_and(|m| is_conv_type_name(&m.op_type)) =>
+            {
+                // The conv member runs in a prefix of the fused op's workspace.
+                set(&mut f.members[0].attrs);
+                f.members[0].workspace = o.workspace;
+                op.workspace = f.members.iter().map(|m| m.workspace).max().unwrap_or(0);
+            }
+            _ => {
+                set(&mut op.attrs);
+                op.workspace = o.workspace;
+            }
+        }
     }
     g
 }
@@ -542,7 +591,7 @@ pub fn algo_mix(graph: &Graph) -> BTreeMap<String, usize> {
     for op in graph.ops.iter().filter(|o| is_conv_type(o)) {
         let name = match algo_of(op) {
             Some(a) => a.name(),
-            None if op.workspace > 0 => "given",
+            None if conv_workspace(op) > 0 => "given",
             None => "none",
         };
         *mix.entry(name.to_string()).or_insert(0) += 1;

@@ -216,3 +216,45 @@ fn old_plans_without_algo_fields_still_parse_and_plans_with_them_round_trip() {
         c.plan.instructions
     );
 }
+
+#[test]
+fn fused_convs_take_an_algorithm_and_run_it_inside_the_fused_op() {
+    use memplan::passes::{fuse::Fuse, Pass};
+    let Some(g) = zoo("resnet18.1.inference") else {
+        return;
+    };
+    let fused = Fuse::default().run(&g).unwrap().graph;
+    let fused_convs = fused
+        .ops
+        .iter()
+        .filter(|o| o.op_type.starts_with("fused:conv2d"))
+        .count();
+    assert!(fused_convs > 10, "{fused_convs}");
+    let p = DeviceProfile::h200();
+    let c = conv_algo::choose_and_plan(&fused, ConvAlgoMode::Fastest, &p, &opts()).unwrap();
+    // Every fused conv gets an algorithm; those with a workspace give it to the fused op.
+    let mix = conv_algo::algo_mix(&c.graph);
+    assert_eq!(mix.get("none"), None, "{mix:?}");
+    assert!(
+        c.graph
+            .ops
+            .iter()
+            .any(|o| o.op_type.starts_with("fused:conv2d") && o.workspace > 0),
+        "{mix:?}"
+    );
+    validate(&c.graph, &c.plan, None).unwrap();
+    python_check(&c.graph, &c.plan, "fused");
+    assert!(c
+        .plan
+        .instructions
+        .iter()
+        .any(|i| matches!(i, memplan::Instruction::Exec { node, algo: Some(_), .. } if node.contains('+'))));
+    assert_eq!(
+        conv_algo::graph_for_plan(&p, &fused, &c.plan).unwrap(),
+        c.graph
+    );
+    let r = execute(&c.graph, &c.plan, &exec_opts()).unwrap();
+    assert!(r.outputs_equal, "{:?}", r.first_mismatch);
+    let e = equivalence(&g, &c.graph, &exec_opts(), 1e-3).unwrap();
+    assert!(e.outputs_equal, "{:?}", e.first_mismatch);
+}

@@ -32,6 +32,7 @@ fn plan_with_tiers_prints_the_tier_table_and_writes_a_valid_tiered_plan() {
         &sample(),
         "--strategy",
         "heuristic",
+        "--no-fuse",
         "--tiers",
         "--tier-alignment",
         "persistent=64,activations=256,temporaries=512",
