@@ -143,14 +143,18 @@ pub enum ConvAlgoMode {
     Fastest,
     /// The least workspace per conv.
     MinMemory,
+    /// No choice: convs keep the graph's own workspace and the executor's default kernel
+    /// (runs reproduce the unrewritten graph's arithmetic bit for bit).
+    Off,
 }
 
 impl ConvAlgoMode {
     /// Every mode.
-    pub const ALL: [ConvAlgoMode; 3] = [
+    pub const ALL: [ConvAlgoMode; 4] = [
         ConvAlgoMode::Auto,
         ConvAlgoMode::Fastest,
         ConvAlgoMode::MinMemory,
+        ConvAlgoMode::Off,
     ];
 
     /// CLI name.
@@ -159,6 +163,7 @@ impl ConvAlgoMode {
             ConvAlgoMode::Auto => "auto",
             ConvAlgoMode::Fastest => "fastest",
             ConvAlgoMode::MinMemory => "min-memory",
+            ConvAlgoMode::Off => "off",
         }
     }
 
@@ -522,6 +527,7 @@ pub fn pick_for_tiers(
     mode: ConvAlgoMode,
 ) -> BTreeMap<usize, AlgoOption> {
     match mode {
+        ConvAlgoMode::Off => BTreeMap::new(),
         ConvAlgoMode::Fastest => pick(profile, graph, true),
         ConvAlgoMode::MinMemory => pick(profile, graph, false),
         ConvAlgoMode::Auto => {
@@ -622,7 +628,10 @@ pub fn choose_and_plan(
     profile: &DeviceProfile,
     opts: &PlanOptions,
 ) -> Result<Choice, ConvAlgoError> {
-    let fixed = pick(profile, graph, mode == ConvAlgoMode::Fastest);
+    let fixed = match mode {
+        ConvAlgoMode::Off => BTreeMap::new(),
+        _ => pick(profile, graph, mode == ConvAlgoMode::Fastest),
+    };
     let g = with_choice(graph, &fixed);
     let plan = crate::planner::plan(&g, opts)?;
     if mode != ConvAlgoMode::Auto {
@@ -989,6 +998,16 @@ mod tests {
         let back = Graph::parse(&fast.to_json()).unwrap();
         assert_eq!(algo_of(&back.ops[0]), Some(ConvAlgo::WinogradF4));
         assert_eq!(back.ops[0].workspace, fast.ops[0].workspace);
+    }
+
+    #[test]
+    fn off_leaves_the_graph_as_it_is() {
+        let g = resnet_layer1();
+        let p = DeviceProfile::h200();
+        let c = choose_and_plan(&g, ConvAlgoMode::Off, &p, &PlanOptions::default()).unwrap();
+        assert_eq!(c.graph, g);
+        assert!(pick_for_tiers(&p, &g, ConvAlgoMode::Off).is_empty());
+        assert_eq!(ConvAlgoMode::from_name("off"), Some(ConvAlgoMode::Off));
     }
 
     #[test]

@@ -93,8 +93,10 @@ enum Command {
         /// Conv algorithms (direct, im2col, Winograd F2/F4, chunked): `fastest` per conv,
         /// `min-memory` (least workspace), or `auto` (fastest without raising the
         /// min-memory plan's peak; under --budget: start fastest and downgrade convs jointly
-        /// with spills/recomputes). Sets each conv's workspace and `attrs.algo`; the plan
-        /// names the algorithm per exec (`algo`); save the graph with --graph-out.
+        /// with spills/recomputes), or `off` (the graph's own workspaces and default
+        /// kernels, so `run --original` reproduces the input graph bit for bit). Sets each
+        /// conv's workspace and `attrs.algo`; the plan names the algorithm per exec
+        /// (`algo`); save the graph with --graph-out.
         #[arg(long, default_value = "auto", value_parser = conv_algo_names())]
         conv_algos: String,
         /// Memory tiers: weights in the weights region, activations in the arena's first
@@ -489,8 +491,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let spec = BudgetSpec::parse(&spec).map_err(|e| bad(format!("--budget: {e}")))?;
                 // Under a budget the convs start at their fastest (min-memory: least
                 // workspace) algorithm; `auto` lets the budget strategies downgrade them.
-                let start =
-                    ca::with_choice(&g, &ca::pick(&profile, &g, mode != ConvAlgoMode::MinMemory));
+                let start = match mode {
+                    ConvAlgoMode::Off => g.clone(),
+                    _ => ca::with_choice(
+                        &g,
+                        &ca::pick(&profile, &g, mode != ConvAlgoMode::MinMemory),
+                    ),
+                };
                 let params = budget::schedule::Params {
                     conv_downgrade: mode == ConvAlgoMode::Auto,
                     ..Default::default()
@@ -1115,6 +1122,16 @@ fn run_plan(
                     ", bitwise".to_string()
                 }
             );
+            let chosen = memplan::conv_algo::algo_mix(&g)
+                .keys()
+                .any(|a| a != "none" && a != "given");
+            if !o.outputs_equal && o.tolerance == 0.0 && chosen {
+                println!(
+                    "note              the graph runs chosen conv algorithms, which round differently \
+                     from the original's kernels: compare with --original-tolerance 1e-3, or plan \
+                     with --conv-algos off for bitwise equality"
+                );
+            }
         }
     }
     let original_equal = r.original.as_ref().is_none_or(|o| o.outputs_equal);

@@ -22,7 +22,13 @@ fn the_cli_plans_the_fused_graph_and_the_checker_accepts_it() {
     let (f, p) = (dir.join("fused.json"), dir.join("plan.json"));
     let bin = env!("CARGO_BIN_EXE_memplan");
     let out = Command::new(bin)
-        .args(["plan", g.to_str().unwrap(), "--graph-out"])
+        .args([
+            "plan",
+            g.to_str().unwrap(),
+            "--conv-algos",
+            "off",
+            "--graph-out",
+        ])
         .arg(&f)
         .arg("-o")
         .arg(&p)

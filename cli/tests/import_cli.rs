@@ -46,7 +46,7 @@ fn an_imported_onnx_model_plans_checks_and_runs() {
         .arg(&graph)
         .arg("-o")
         .arg(&plan)
-        .arg("--graph-out")
+        .args(["--conv-algos", "off", "--graph-out"])
         .arg(&fused)
         .output()
         .unwrap();

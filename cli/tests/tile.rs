@@ -31,6 +31,8 @@ fn plan_with_tile_auto_writes_a_graph_that_runs_to_the_original_outputs() {
     let r = memplan(&[
         "plan",
         &zoo,
+        "--conv-algos",
+        "off",
         "--tile",
         "auto",
         "--strategy",
