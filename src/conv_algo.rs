@@ -555,6 +555,29 @@ pub fn pick_for_tiers(
     }
 }
 
+/// `graph` with `algo` (unchunked) on every modelled conv it applies to, e.g. im2col
+/// everywhere to give a graph exported without workspaces realistic ones.
+pub fn with_algo(profile: &DeviceProfile, graph: &Graph, algo: ConvAlgo) -> Graph {
+    let mut choice = BTreeMap::new();
+    for (k, op) in graph.ops.iter().enumerate() {
+        let Some(c) = modelled_conv(graph, op) else {
+            continue;
+        };
+        if let Some(elems) = workspace_elems_chunked(&c, algo, 1) {
+            choice.insert(
+                k,
+                AlgoOption {
+                    algo,
+                    chunks: 1,
+                    workspace: elems * ELEM,
+                    us: algo_us(profile, graph, op, &c, algo, 1),
+                },
+            );
+        }
+    }
+    with_choice(graph, &choice)
+}
+
 /// `graph` with the chosen algorithms written in: `attrs.algo` and the workspace of each op.
 pub fn with_choice(graph: &Graph, choice: &BTreeMap<usize, AlgoOption>) -> Graph {
     let mut g = graph.clone();

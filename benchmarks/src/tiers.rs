@@ -21,24 +21,13 @@ const TRAIN: [&str; 4] = [
     "alexnet.64.train",
 ];
 
-/// `graph` with an im2col workspace on every conv2d whose kernel is larger than 1×1.
+/// `graph` with an im2col workspace on every conv the model covers (`conv_algo`).
 fn with_im2col(graph: &Graph) -> Result<Graph> {
-    let mut g = graph.clone();
-    for op in &mut g.ops {
-        if op.op_type != "conv2d" {
-            continue;
-        }
-        let (Some(w), Some(y)) = (op.inputs.get(1), op.outputs.first()) else {
-            continue;
-        };
-        let (Some(ws), Some(ys)) = (&graph.tensor(*w).shape, &graph.tensor(*y).shape) else {
-            continue;
-        };
-        if ws.len() == 4 && ys.len() == 4 && ws[2] * ws[3] > 1 {
-            op.workspace = 4 * ws[1] * ws[2] * ws[3] * ys[0] * ys[2] * ys[3];
-        }
-    }
-    Ok(g.rebuilt()?)
+    Ok(memplan::conv_algo::with_algo(
+        &memplan::cost::DeviceProfile::h200(),
+        graph,
+        memplan::conv_algo::ConvAlgo::Im2col,
+    ))
 }
 
 fn mib(b: u64) -> f64 {
