@@ -5,6 +5,10 @@
 //! graph; the peaks order as min-memory = auto <= fastest; under a budget of 70 % of the
 //! fastest plan's peak, `auto` fits by downgrading convs and reports the mix.
 
+#[path = "support/check_plan.rs"]
+mod check_plan;
+
+use check_plan::python_check;
 use memplan::budget::{self, schedule::Params, BudgetOptions, BudgetSpec};
 use memplan::conv_algo::{self, ConvAlgoMode};
 use memplan::cost::DeviceProfile;
@@ -12,7 +16,6 @@ use memplan::executor::{equivalence, execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::{validate, PlanOptions, Strategy};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn shared() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared")
@@ -35,34 +38,6 @@ fn opts() -> PlanOptions {
         time_limit: None,
         ..PlanOptions::default()
     }
-}
-
-/// check_plan.py on the graph with the chosen workspaces (written to a temp file).
-fn python_check(graph: &Graph, plan: &memplan::Plan, tag: &str) {
-    let dir = std::env::temp_dir();
-    let base = format!(
-        "memplan-convalgo-{}-{}-{tag}",
-        std::process::id(),
-        graph.name
-    );
-    let (gp, pp) = (
-        dir.join(format!("{base}.graph.json")),
-        dir.join(format!("{base}.plan.json")),
-    );
-    std::fs::write(&gp, graph.to_json()).unwrap();
-    std::fs::write(&pp, plan.to_json()).unwrap();
-    let r = Command::new("python3")
-        .arg(shared().join("tools/check_plan.py"))
-        .arg(&gp)
-        .arg(&pp)
-        .output()
-        .expect("python3 runs");
-    let _ = std::fs::remove_file(&gp);
-    let _ = std::fs::remove_file(&pp);
-    let v: serde_json::Value = serde_json::from_slice(&r.stdout)
-        .unwrap_or_else(|_| panic!("check_plan.py: {}", String::from_utf8_lossy(&r.stderr)));
-    assert_eq!(v["valid"], true, "{} ({tag}): {}", graph.name, v["error"]);
-    assert_eq!(v["peak"], plan.stats.peak_bytes, "{} ({tag})", graph.name);
 }
 
 fn exec_opts() -> ExecOptions {

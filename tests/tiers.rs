@@ -7,13 +7,16 @@
 //!
 //! Runtime: about a minute on two shared cores (the executor runs dominate).
 
+#[path = "support/check_plan.rs"]
+mod check_plan;
+
+use check_plan::python_check;
 use memplan::executor::{execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::plan::{Instruction, Plan};
 use memplan::tiers::{plan_tiered, TierAlignment};
 use memplan::{validate, OrderMode, PlanOptions, Strategy};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn shared() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
@@ -50,29 +53,6 @@ fn with_im2col(graph: &Graph) -> Graph {
         graph,
         memplan::conv_algo::ConvAlgo::Im2col,
     )
-}
-
-/// Runs `check_plan.py` on `plan` against `graph` (written to temporary files).
-fn python_check(graph: &Graph, plan: &Plan, tag: &str) {
-    let dir = std::env::temp_dir().join(format!("memplan-tiers-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (gp, pp) = (
-        dir.join(format!("{tag}.graph.json")),
-        dir.join(format!("{tag}.plan.json")),
-    );
-    std::fs::write(&gp, graph.to_json()).unwrap();
-    std::fs::write(&pp, plan.to_json()).unwrap();
-    let r = Command::new("python3")
-        .arg(shared().join("tools/check_plan.py"))
-        .arg(&gp)
-        .arg(&pp)
-        .output()
-        .expect("python3 runs");
-    let _ = (std::fs::remove_file(&gp), std::fs::remove_file(&pp));
-    let v: serde_json::Value = serde_json::from_slice(&r.stdout)
-        .unwrap_or_else(|_| panic!("{tag}: {}", String::from_utf8_lossy(&r.stderr)));
-    assert_eq!(v["valid"], true, "{tag}: {}", v["error"]);
-    assert_eq!(v["peak"], plan.stats.peak_bytes, "{tag}");
 }
 
 /// Every structural property of a tiered plan of `g` at alignment `a` for every tier.
