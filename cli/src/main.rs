@@ -433,37 +433,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if !no_fuse {
                 passes.push(Box::new(memplan::passes::fuse::Fuse::default()));
             }
-            let g = rewrite_graph(&original, &passes, graph_out.as_deref())?;
+            let g = rewrite_graph(&original, &passes)?;
             let mode = ConvAlgoMode::from_name(&conv_algos)
                 .ok_or_else(|| bad(format!("unknown --conv-algos {conv_algos}")))?;
             // The conv algorithms change the graph the plan refers to (workspaces, attrs.algo).
+            // Written once, when the graph the plan refers to is final (after the rewrites and
+            // the conv algorithms).
             let save_chosen = |chosen: &Graph| -> Result<()> {
-                if *chosen == g {
-                    return Ok(());
+                if *chosen != g {
+                    eprintln!(
+                        "{}: conv algorithms ({}): {}",
+                        g.name,
+                        mode.name(),
+                        ca::algo_mix(chosen)
+                            .iter()
+                            .map(|(a, n)| format!("{a} {n}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
                 }
-                eprintln!(
-                    "{}: conv algorithms ({}): {}",
-                    g.name,
-                    mode.name(),
-                    ca::algo_mix(chosen)
-                        .iter()
-                        .map(|(a, n)| format!("{a} {n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
                 match &graph_out {
                     Some(path) => {
                         write_out(&Some(path.clone()), &format!("{}\n", chosen.to_json()))
                     }
-                    None => {
+                    None if *chosen != original => {
                         eprintln!(
-                            "note: the conv algorithms set workspaces in {}; the plan refers to \
-                             that graph (save it with --graph-out PATH to check it with \
-                             check_plan.py; memplan check/run rebuild it from the plan)",
-                            g.name
+                            "note: the graph rewrites (fusion, tiling, conv algorithms) changed \
+                             {}; the plan refers to the rewritten graph (save it with \
+                             --graph-out PATH to check it with check_plan.py or run it)",
+                            original.name
                         );
                         Ok(())
                     }
+                    None => Ok(()),
                 }
             };
             let opts = PlanOptions {
@@ -1142,13 +1144,9 @@ fn run_plan(
     })
 }
 
-/// Runs the graph rewrites, reports each on stderr, and writes the resulting graph to
-/// `graph_out` (always, when given, so that scripts can rely on the file).
-fn rewrite_graph(
-    original: &Graph,
-    passes: &[Box<dyn memplan::passes::Pass>],
-    graph_out: Option<&Path>,
-) -> Result<Graph> {
+/// Runs the graph rewrites and reports each on stderr (the caller writes `--graph-out` once the
+/// graph the plan refers to is final).
+fn rewrite_graph(original: &Graph, passes: &[Box<dyn memplan::passes::Pass>]) -> Result<Graph> {
     let refs: Vec<&dyn memplan::passes::Pass> = passes.iter().map(|p| p.as_ref()).collect();
     let (g, reports) = memplan::passes::run_pipeline(original, &refs)?;
     for r in &reports {
@@ -1168,15 +1166,6 @@ fn rewrite_graph(
         for note in &r.notes {
             eprintln!("  {}: {note}", r.pass);
         }
-    }
-    match graph_out {
-        Some(path) => write_out(&Some(path.to_path_buf()), &format!("{}\n", g.to_json()))?,
-        None if g != *original => eprintln!(
-            "note: the graph rewrites changed {}; the plan refers to the rewritten graph \
-             (save it with --graph-out PATH to check or run the plan)",
-            original.name
-        ),
-        None => {}
     }
     Ok(g)
 }
