@@ -135,7 +135,8 @@ impl ConvAlgo {
 }
 
 /// How convs pick their algorithm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ConvAlgoMode {
     /// The fastest per conv that keeps the planned peak at the min-memory plan's.
     Auto,

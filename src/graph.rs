@@ -630,6 +630,12 @@ impl Graph {
         serde_json::to_string_pretty(&doc).unwrap_or_default()
     }
 
+    /// The memplan-graph/1 document as a JSON value (what a plan carries as its
+    /// `rewritten_graph`). `Graph::parse(&g.to_value().to_string())` gives back `g`.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.to_json()).unwrap_or(serde_json::Value::Null)
+    }
+
     /// Checks a graph built or edited in memory (by a pass or an importer) against every rule
     /// of the format, by a round trip through [`Graph::to_json`] and [`Graph::parse`]: the
     /// result has fresh, consistent `producer` links.

@@ -15,6 +15,7 @@ pub mod fused;
 pub mod graph;
 pub mod import;
 pub mod passes;
+pub mod pipeline;
 pub mod plan;
 pub mod planner;
 pub mod tiers;
@@ -24,6 +25,7 @@ pub mod zoo;
 
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
 pub use memplan_solver::CancelToken;
-pub use plan::{Instruction, Plan};
+pub use pipeline::{Control, PipelineOptions, PipelineResult, Rewrite};
+pub use plan::{Instruction, Plan, PlanStatus};
 pub use planner::{plan, OrderMode, PlanError, PlanOptions, Progress, ProgressSink, Strategy};
 pub use validate::{validate, Replay, Violation, ViolationKind};

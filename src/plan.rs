@@ -154,10 +154,9 @@ pub struct PlanStats {
     /// Algorithm that produced the placement.
     #[serde(default)]
     pub method: String,
-    /// `optimal` when the peak meets the lower bound; else `time_limit` when a solver stopped
-    /// at the time limit, else `heuristic_only`.
+    /// How good the plan is and why planning stopped ([`PlanStatus`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<PlanStatus>,
     /// Relative gap `(peak - lower bound) / peak`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gap: Option<f64>,
@@ -207,6 +206,52 @@ pub struct PlanStats {
     pub tiers: Vec<crate::tiers::TierStat>,
 }
 
+/// The one status of a plan, the same in plan stats, the CLI summary, the HTTP service, job
+/// progress and the zoo report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    /// The peak meets a proven lower bound.
+    Optimal,
+    /// The solvers used their whole work budget; the gap to the proven bound is in `gap`.
+    Feasible,
+    /// The wall-clock cap stopped a stage before its work budget was spent (the plan may
+    /// differ between runs).
+    TimeLimit,
+    /// The run was cancelled; the best plan found so far.
+    Cancelled,
+    /// Only the heuristics ran (strategy `heuristic`) and the gap is not closed.
+    HeuristicOnly,
+}
+
+impl PlanStatus {
+    /// Every status.
+    pub const ALL: [PlanStatus; 5] = [
+        PlanStatus::Optimal,
+        PlanStatus::Feasible,
+        PlanStatus::TimeLimit,
+        PlanStatus::Cancelled,
+        PlanStatus::HeuristicOnly,
+    ];
+
+    /// Stable snake_case name (JSON, CLI, reports).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanStatus::Optimal => "optimal",
+            PlanStatus::Feasible => "feasible",
+            PlanStatus::TimeLimit => "time_limit",
+            PlanStatus::Cancelled => "cancelled",
+            PlanStatus::HeuristicOnly => "heuristic_only",
+        }
+    }
+}
+
+impl std::fmt::Display for PlanStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A memplan-plan/1 document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -230,6 +275,12 @@ pub struct Plan {
     /// Statistics.
     #[serde(default)]
     pub stats: PlanStats,
+    /// Extension: the memplan-graph/1 document the plan refers to, when graph rewrites
+    /// (fusion, tiling, conv algorithms) changed the graph that was planned. Absent when the
+    /// plan refers to the input graph as given. `memplan check ORIGINAL PLAN` replays the plan
+    /// against it after proving it was derived from ORIGINAL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_graph: Option<serde_json::Value>,
 }
 
 /// An error reading a plan file.
@@ -273,6 +324,7 @@ impl Plan {
                 peak_bytes: arena_bytes,
                 ..PlanStats::default()
             },
+            rewritten_graph: None,
         }
     }
 
@@ -497,5 +549,28 @@ mod tests {
         let back = Plan::parse(&p.to_json()).unwrap();
         assert_eq!(back, p);
         assert!(p.to_json().contains("\"workspace_offset\": null"));
+    }
+
+    #[test]
+    fn floats_in_plans_survive_write_parse_write_exactly() {
+        let g = graph();
+        let (problem, mapping) = g.order_problem_with_mapping();
+        let lt = lifetimes(&problem, &[0, 1], &LifetimeOptions::default());
+        let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
+            .unwrap()
+            .placement;
+        let mut p = emit(&g, &[0, 1], &lt, &pl, &mapping);
+        // Values whose shortest decimal form a non-exact parser reads back one ulp off.
+        let mut x = 0.03713f64;
+        for i in 0..2000 {
+            p.stats.gap = Some(x);
+            p.stats.elapsed_ms = x * 1e3 + i as f64;
+            p.stats.fragmentation_at_peak = Some(1.0 / (i as f64 + 3.0));
+            let text = p.to_json();
+            let back = Plan::parse(&text).unwrap();
+            assert_eq!(back, p, "{x}");
+            assert_eq!(back.to_json(), text);
+            x = (x * 1.618_033_988_75 + 1e-7).fract();
+        }
     }
 }

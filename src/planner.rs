@@ -17,7 +17,7 @@
 //! given` it is the placement's bound for that order.
 
 use crate::graph::{Graph, GraphError};
-use crate::plan::{emit, MemberStat, Plan};
+use crate::plan::{emit, MemberStat, Plan, PlanStatus};
 use memplan_solver::order::ilp::{optimise_order, OrderIlpOptions};
 use memplan_solver::order::{self, lifetimes, LifetimeOptions, OrderLifetimes};
 use memplan_solver::place::{self, PlaceOutcome};
@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 /// Which op orders to consider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OrderMode {
     /// The listed order (made topological if needed).
     Given,
@@ -37,7 +38,8 @@ pub enum OrderMode {
 }
 
 /// Which solvers to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Heuristics only (fast).
     Heuristic,
@@ -112,6 +114,26 @@ impl Strategy {
     }
 }
 
+/// One unit of effort ([`PlanOptions::effort`]): exact placement search nodes per candidate
+/// order (0.1–1 s on a 2-core machine for the zoo's largest graphs).
+pub const EFFORT_EXACT_NODES: u64 = 5_000;
+
+/// One unit of effort: HiGHS placement models per candidate order.
+pub const EFFORT_PLACEMENT_ILP_MODELS: usize = 2;
+
+/// Branch-and-bound nodes per HiGHS placement model.
+pub const EFFORT_PLACEMENT_ILP_NODES: u64 = 200;
+
+/// One unit of effort: branch-and-bound nodes of the order program when it models the whole
+/// graph (up to 64 ops; it then proves a bound for every order).
+pub const EFFORT_ORDER_WHOLE_NODES: u64 = 5_000;
+
+/// One unit of effort: branch-and-bound nodes per window model of the order program.
+pub const EFFORT_ORDER_WINDOW_NODES: u64 = 200;
+
+/// One unit of effort: window models of the order program.
+pub const EFFORT_ORDER_WINDOWS: usize = 2;
+
 /// Share of the time limit by which the order program stops (strategy `auto`).
 pub const ORDER_ILP_SHARE: f64 = 0.6;
 
@@ -128,6 +150,16 @@ pub struct PlanOptions {
     /// Time limit for the whole planning (the listed order is always planned). `None`: the
     /// searches stop at their own node caps, so the result is deterministic.
     pub time_limit: Option<Duration>,
+    /// Deterministic effort: `Some(k)` gives the exact placement search `k ×`
+    /// [`EFFORT_EXACT_NODES`] nodes per candidate order and the order program `k ×`
+    /// [`EFFORT_ORDER_WINDOWS`] window models of `k ×` [`EFFORT_ORDER_WINDOW_NODES`]
+    /// branch-and-bound nodes each (or one whole-graph model of `k ×`
+    /// [`EFFORT_ORDER_WHOLE_NODES`])
+    /// (with `time_limit: None`, the stages stop at these work caps only, so the plan is the
+    /// same on any machine; a wall-clock cap is then a [`CancelToken`], see
+    /// [`memplan_solver::Deadline`]). `None`: the searches' own default caps when there is no
+    /// time limit.
+    pub effort: Option<u64>,
     /// Honour in-place hints (plans then use the `inplace_of` alloc extension, which
     /// `tools/check_plan.py` does not know).
     pub inplace: bool,
@@ -188,6 +220,7 @@ impl Default for PlanOptions {
             order: OrderMode::Auto,
             strategy: Strategy::Auto,
             time_limit: Some(Duration::from_secs(1)),
+            effort: None,
             inplace: false,
             cancel: None,
             progress: None,
@@ -325,8 +358,26 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
                 })
             })
         });
+        let defaults = OrderIlpOptions::default();
+        let whole = problem.nodes.len() <= defaults.global_nodes;
         let iopts = OrderIlpOptions {
-            budget: until(ilp_share),
+            budget: Budget {
+                nodes: opts.effort.map(|e| {
+                    if whole {
+                        EFFORT_ORDER_WHOLE_NODES
+                    } else {
+                        EFFORT_ORDER_WINDOW_NODES
+                    }
+                    .saturating_mul(e)
+                }),
+                ..until(ilp_share)
+            },
+            max_models: match opts.effort {
+                Some(e) => usize::try_from(e)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(EFFORT_ORDER_WINDOWS),
+                None => defaults.max_models,
+            },
             progress,
             known_bound: if opts.inplace { 0 } else { r.stats.lower_bound },
             ..OrderIlpOptions::default()
@@ -369,8 +420,15 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
                 time: left.time.map(|t| t / (count - k as u32).max(1)),
                 ..left
             };
+            let work = opts.effort.map(|e| place::RefineWork {
+                exact_nodes: EFFORT_EXACT_NODES.saturating_mul(e),
+                ilp_models: usize::try_from(e)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(EFFORT_PLACEMENT_ILP_MODELS),
+                ilp_nodes_per_model: EFFORT_PLACEMENT_ILP_NODES,
+            });
             let c = &mut candidates[k];
-            c.placed = place::refine(&c.lt.problem, &c.placed, &share)?;
+            c.placed = place::refine_with(&c.lt.problem, &c.placed, &share, work)?;
             report("exact", best_peak(&candidates), bound_now(&candidates));
         }
     }
@@ -433,17 +491,20 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let timed_out = ilp_result
         .as_ref()
         .is_some_and(|o| o.stats.status == SolveStatus::TimeLimit)
-        || s.stats.status == SolveStatus::TimeLimit;
-    plan.stats.status = Some(
-        if solve.status == SolveStatus::Optimal {
-            "optimal"
-        } else if timed_out {
-            "time_limit"
-        } else {
-            "heuristic_only"
-        }
-        .to_string(),
-    );
+        || s.stats.status == SolveStatus::TimeLimit
+        || opts.time_limit.is_some_and(|t| started.elapsed() >= t);
+    let cancelled = opts.cancel.as_ref().is_some_and(CancelToken::is_cancelled);
+    plan.stats.status = Some(if solve.status == SolveStatus::Optimal {
+        PlanStatus::Optimal
+    } else if cancelled {
+        PlanStatus::Cancelled
+    } else if timed_out {
+        PlanStatus::TimeLimit
+    } else if opts.strategy == Strategy::Heuristic {
+        PlanStatus::HeuristicOnly
+    } else {
+        PlanStatus::Feasible
+    });
     plan.stats.gap = Some(solve.gap());
     if let Some(o) = &ilp_result {
         plan.stats.order_ilp = Some(crate::plan::OrderIlpStat {

@@ -309,9 +309,9 @@ pub fn plan_tiered(
     } else {
         (peak - bound) as f64 / peak as f64
     });
-    if plan.stats.status.as_deref() == Some("optimal") && bound < peak {
+    if plan.stats.status == Some(crate::plan::PlanStatus::Optimal) && bound < peak {
         // Optimal for the activations; the alignment padding of A is not proven minimal.
-        plan.stats.status = Some("heuristic_only".into());
+        plan.stats.status = Some(crate::plan::PlanStatus::Feasible);
     }
     crate::validate::validate(graph, &plan, None).map_err(PlanError::from)?;
     let prof = profile(graph, &plan).map_err(|e| PlanError::Internal(e.to_string()))?;

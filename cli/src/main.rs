@@ -8,11 +8,11 @@
 use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand, ValueEnum};
-use memplan::budget::{self, BudgetError, BudgetOptions, BudgetSpec};
+use memplan::budget::{self, BudgetSpec};
 use memplan::cost::DeviceProfile;
 use memplan::graph::Graph;
 use memplan::plan::Plan;
-use memplan::planner::{OrderMode, PlanOptions, Strategy};
+use memplan::planner::{OrderMode, Strategy};
 use memplan_api::config;
 use memplan_solver::place::{self, PlaceOptions};
 use memplan_solver::{csv, Budget};
@@ -38,26 +38,39 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Plan a graph: order, arena offsets, instruction stream (memplan-plan/1).
+    /// Plan a graph: order, arena offsets, instruction stream (memplan-plan/1). Fills the
+    /// pipeline options (`memplan::pipeline`) that the HTTP service and the zoo batch fill too.
     Plan {
         /// Graph file (memplan-graph/1 JSON); `sample` plans the bundled sample graph.
         graph: String,
         /// Write the plan here instead of stdout.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Graph rewrites before planning, comma-separated: `fuse`, `conv-algos`, `tile`, `all`
+        /// or `none` (the default: the graph is planned as given). When a rewrite changes the
+        /// graph, the plan carries the rewritten graph (`rewritten_graph`), so `check` and
+        /// `run` work against the input graph.
+        #[arg(long, default_value = "none", value_name = "LIST")]
+        rewrite: String,
         /// `given`: the listed order; `auto`: also try memory-aware reorderings, keep the best.
         #[arg(long, default_value = "auto", value_parser = order_names())]
         order: String,
         /// `heuristic`: heuristics only; `ilp`: heuristics, then the order integer program
-        /// (HiGHS) with most of the time limit, then exact placement; `auto`: heuristics, the
-        /// order program and exact placement within the time limit, best plan wins.
+        /// (HiGHS) with most of the work, then exact placement; `auto`: heuristics, the
+        /// order program and exact placement, best plan wins.
         #[arg(long, default_value = "auto", value_parser = strategy_names())]
         strategy: String,
-        /// Time limit in seconds for the whole planning.
-        #[arg(long, default_value_t = 1.0)]
+        /// Effort in deterministic work units: a multiplier of the solvers' work caps (search
+        /// nodes, HiGHS branch-and-bound nodes). The same graph and options give the same
+        /// plan on any machine unless --time-limit binds.
+        #[arg(long, default_value_t = memplan::pipeline::DEFAULT_EFFORT)]
+        effort: u64,
+        /// Wall-clock cap in seconds for the whole run; when it binds, the plan's status is
+        /// `time_limit`.
+        #[arg(long, default_value_t = memplan::pipeline::DEFAULT_TIME_LIMIT_S)]
         time_limit: f64,
         /// Honour the graph's in-place hints (plans use the `inplace_of` alloc extension,
-        /// which ../shared/tools/check_plan.py does not accept). Not used under --budget.
+        /// which ../shared/tools/check_plan.py does not accept). Not with --budget.
         #[arg(long)]
         inplace: bool,
         /// Fit this arena budget: BYTES, or PCT% of the unconstrained plan's peak; the plan
@@ -65,54 +78,50 @@ enum Command {
         #[arg(long, allow_hyphen_values = true)]
         budget: Option<String>,
         /// With --budget: `best` (every strategy, lowest modelled overhead wins), `sweep`
-        /// (the heuristic), `chen` (sqrt(n) checkpointing) or `spill-all`.
+        /// (the heuristic), `ilp`, `chen` (sqrt(n) checkpointing) or `spill-all`.
         #[arg(long, default_value = "best", value_parser = spill_strategy_names())]
         spill_strategy: String,
-        /// Device-profile JSON (conv algorithm times; with --budget also spills) (fields half_flops_per_s, fp32_flops_per_s,
-        /// memory_bytes_per_s, h2d_bytes_per_s, d2h_bytes_per_s; missing ones keep the H200
-        /// defaults).
+        /// Device-profile JSON (conv algorithm times, tiling overhead, spills) (fields
+        /// half_flops_per_s, fp32_flops_per_s, memory_bytes_per_s, h2d_bytes_per_s,
+        /// d2h_bytes_per_s; missing ones keep the H200 defaults).
         #[arg(long)]
         device_profile: Option<PathBuf>,
-        /// With --budget: host link bandwidth per direction in GB/s (overrides the profile).
+        /// Host link bandwidth per direction in GB/s (overrides the profile).
         #[arg(long)]
         link_gbps: Option<f64>,
         /// Also write a Chrome-trace / Perfetto file of the plan here: ops as slices, the
         /// arena's reserved bytes as a counter track, spills as flows.
         #[arg(long)]
         trace: Option<PathBuf>,
-        /// Write the graph the plan refers to (after the graph rewrites: fusion, tiling) here.
-        /// When a rewrite changed the graph, the plan must be checked and run against this
-        /// file, not the input graph.
+        /// Also write the graph the plan refers to here (the input graph, or its rewrite),
+        /// e.g. for ../shared/tools/check_plan.py.
         #[arg(long, value_name = "PATH")]
         graph_out: Option<PathBuf>,
-        /// Do not fuse ops. By default conv → batch_norm → activation chains, element-wise
-        /// chains and zero pads before convs are fused first, so the plan refers to the fused
-        /// graph (see --graph-out).
-        #[arg(long)]
+        /// Leave `fuse` out of --rewrite (fusion is off unless asked).
+        #[arg(long, hide = true)]
         no_fuse: bool,
         /// Conv algorithms (direct, im2col, Winograd F2/F4, chunked): `fastest` per conv,
         /// `min-memory` (least workspace), or `auto` (fastest without raising the
         /// min-memory plan's peak; under --budget: start fastest and downgrade convs jointly
-        /// with spills/recomputes), or `off` (the graph's own workspaces and default
-        /// kernels, so `run --original` reproduces the input graph bit for bit). Sets each
-        /// conv's workspace and `attrs.algo`; the plan names the algorithm per exec
-        /// (`algo`); save the graph with --graph-out.
-        #[arg(long, default_value = "auto", value_parser = conv_algo_names())]
-        conv_algos: String,
+        /// with spills/recomputes). Giving a mode other than `off` adds `conv-algos` to
+        /// --rewrite; `off` removes it.
+        #[arg(long, value_parser = conv_algo_names())]
+        conv_algos: Option<String>,
         /// Memory tiers: weights in the weights region, activations in the arena's first
         /// region, every op's workspace in a temporaries region above it; prints the tier
         /// table (bytes, peak, fragmentation at peak) on stderr. Not with --budget.
-        #[arg(long, conflicts_with = "budget")]
+        #[arg(long)]
         tiers: bool,
         /// With --tiers: each tier's alignment floor in bytes (power of two), as
         /// `persistent=256,activations=256,temporaries=512` (unnamed tiers: 256) or one
         /// number for all.
-        #[arg(long, requires = "tiers", value_name = "SPEC")]
+        #[arg(long, value_name = "SPEC")]
         tier_alignment: Option<String>,
-        /// Spatial tiling into H-strips before planning: `off`, `auto` (strip count per region
-        /// with the lowest peak within --tile-overhead) or a strip count N >= 2.
-        #[arg(long, default_value = "off", value_name = "auto|N|off")]
-        tile: String,
+        /// Spatial tiling into H-strips: `auto` (strip count per region with the lowest peak
+        /// within --tile-overhead) or a strip count N >= 2. Giving it adds `tile` to
+        /// --rewrite; `off` removes it.
+        #[arg(long, value_name = "auto|N|off")]
+        tile: Option<String>,
         /// Largest modelled overhead tiling may add, in percent of the untiled graph's
         /// modelled time (H200 roofline, or --device-profile).
         #[arg(long, default_value_t = 10.0, value_name = "PCT")]
@@ -161,10 +170,11 @@ enum Command {
         /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
         graph: String,
     },
-    /// Plan every graph of a model zoo three ways (listed order, heuristics, full portfolio
-    /// within the time limit), validate and save the plans under OUT/plans, and write
-    /// results.json, results.csv, report.md and report.html. Resumable: graphs whose file
-    /// hash and options already have a result in OUT are skipped.
+    /// Plan every graph of a model zoo through the planning pipeline three ways (listed
+    /// order, heuristics, the full pipeline with the options below), validate each plan
+    /// against the graph as given and save it under OUT/plans, and write results.json,
+    /// results.csv, report.md and report.html. Resumable: graphs whose file hash and options
+    /// already have a result in OUT are skipped.
     Zoo {
         /// Graph files, or folders whose *.json files are graphs.
         #[arg(required = true)]
@@ -172,13 +182,23 @@ enum Command {
         /// Output folder (created if missing).
         #[arg(long)]
         out: PathBuf,
-        /// Time limit in seconds of each planner call.
-        #[arg(long, default_value_t = 1.0)]
+        /// Graph rewrites before planning, as for `plan --rewrite`: `fuse`, `conv-algos`,
+        /// `tile`, `all` or `none` (the default: every graph is planned as given). Rewritten
+        /// plans carry the graph they refer to.
+        #[arg(long, default_value = "none", value_name = "LIST")]
+        rewrite: String,
+        /// Effort in deterministic work units, as for `plan --effort`.
+        #[arg(long, default_value_t = memplan::pipeline::DEFAULT_EFFORT)]
+        effort: u64,
+        /// Wall-clock cap in seconds of each pipeline run, as for `plan --time-limit`; when
+        /// it binds, that plan's status is `time_limit`.
+        #[arg(long, default_value_t = memplan::pipeline::DEFAULT_TIME_LIMIT_S)]
         time_limit: f64,
         /// Graphs planned at once.
         #[arg(long, default_value_t = 1)]
         jobs: usize,
-        /// Budgets in % of the optimal peak, e.g. 80,60,40 (not supported yet: issue 5).
+        /// Budgets in % of the unconstrained (full pipeline) peak, e.g. 80,60,40; each is
+        /// planned with every spill strategy (pipeline option `budget` = `PCT%`).
         #[arg(long)]
         budgets: Option<String>,
     },
@@ -305,18 +325,11 @@ fn conv_algo_names() -> PossibleValuesParser {
     PossibleValuesParser::new(memplan::conv_algo::ConvAlgoMode::ALL.map(|m| m.name()))
 }
 
-/// The graph a plan refers to when the plan names conv algorithms (`algo` on execs): the
-/// given graph with those algorithms and their workspaces written in.
+/// The graph to replay a plan against, given the graph the user planned: the plan's carried
+/// rewritten graph (proven derived from it) or the graph itself.
 fn graph_of_plan(g: Graph, p: &Plan) -> Result<Graph> {
-    let names_algos = p
-        .instructions
-        .iter()
-        .any(|i| matches!(i, memplan::Instruction::Exec { algo: Some(_), .. }));
-    if !names_algos {
-        return Ok(g);
-    }
-    memplan::conv_algo::graph_for_plan(&DeviceProfile::h200(), &g, p)
-        .map_err(|e| bad(format!("{}: {e}", g.name)))
+    let name = g.name.clone();
+    memplan::pipeline::graph_for_plan(g, p).map_err(|e| bad(format!("{name}: {e}")))
 }
 
 fn spill_strategy_names() -> PossibleValuesParser {
@@ -401,8 +414,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Plan {
             graph,
             output,
+            rewrite,
             order,
             strategy,
+            effort,
             time_limit: tl,
             inplace,
             budget,
@@ -418,200 +433,77 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tile,
             tile_overhead,
         } => {
-            use memplan::conv_algo::{self as ca, ConvAlgoMode};
+            use memplan::pipeline::{self, PipelineOptions, Rewrite};
             let original = load_graph(&graph)?;
-            // Graph rewrites before planning, in this order; the plan refers to their result.
-            let mut passes: Vec<Box<dyn memplan::passes::Pass>> = Vec::new();
-            if let Some(spec) = memplan::passes::tile::TileSpec::parse(&tile).map_err(bad)? {
-                let mut t = memplan::passes::tile::Tile::new(spec);
-                t.max_overhead = tile_overhead / 100.0;
-                if let Some(path) = &device_profile {
-                    t.profile = memplan::cost::DeviceProfile::from_json(&read(path)?)?;
-                }
-                passes.push(Box::new(t));
+            let opt_err = |e: pipeline::PipelineError| bad(format!("{}: {e}", original.name));
+            let mut rewrites = Rewrite::parse_list(&rewrite).map_err(opt_err)?;
+            let mut opts = PipelineOptions::default();
+            if no_fuse {
+                rewrites.retain(|r| *r != Rewrite::Fuse);
             }
-            if !no_fuse {
-                passes.push(Box::new(memplan::passes::fuse::Fuse::default()));
+            if let Some(mode) = &conv_algos {
+                rewrites.retain(|r| *r != Rewrite::ConvAlgos);
+                if mode != "off" {
+                    rewrites.push(Rewrite::ConvAlgos);
+                    opts.conv_algos = memplan::conv_algo::ConvAlgoMode::from_name(mode)
+                        .ok_or_else(|| bad(format!("unknown --conv-algos {mode}")))?;
+                }
             }
-            let g = rewrite_graph(&original, &passes)?;
-            let mode = ConvAlgoMode::from_name(&conv_algos)
-                .ok_or_else(|| bad(format!("unknown --conv-algos {conv_algos}")))?;
-            // The conv algorithms change the graph the plan refers to (workspaces, attrs.algo).
-            // Written once, when the graph the plan refers to is final (after the rewrites and
-            // the conv algorithms).
-            let save_chosen = |chosen: &Graph| -> Result<()> {
-                if *chosen != g {
-                    eprintln!(
-                        "{}: conv algorithms ({}): {}",
-                        g.name,
-                        mode.name(),
-                        ca::algo_mix(chosen)
-                            .iter()
-                            .map(|(a, n)| format!("{a} {n}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
+            if let Some(t) = &tile {
+                rewrites.retain(|r| *r != Rewrite::Tile);
+                if t != "off" {
+                    rewrites.push(Rewrite::Tile);
+                    opts.tile = t.clone();
                 }
-                match &graph_out {
-                    Some(path) => {
-                        write_out(&Some(path.clone()), &format!("{}\n", chosen.to_json()))
-                    }
-                    None if *chosen != original => {
-                        eprintln!(
-                            "note: the graph rewrites (fusion, tiling, conv algorithms) changed \
-                             {}; the plan refers to the rewritten graph (save it with \
-                             --graph-out PATH to check it with check_plan.py or run it)",
-                            original.name
-                        );
-                        Ok(())
-                    }
-                    None => Ok(()),
+            }
+            rewrites.sort();
+            rewrites.dedup();
+            opts.rewrite = rewrites;
+            opts.tile_overhead_pct = tile_overhead;
+            opts.order = OrderMode::from_name(&order)
+                .ok_or_else(|| bad(format!("unknown --order {order}")))?;
+            opts.strategy = Strategy::from_name(&strategy)
+                .ok_or_else(|| bad(format!("unknown --strategy {strategy}")))?;
+            opts.effort = effort;
+            opts.time_limit_s = tl;
+            opts.inplace = inplace;
+            opts.budget = match &budget {
+                Some(spec) => {
+                    Some(BudgetSpec::parse(spec).map_err(|e| bad(format!("--budget: {e}")))?)
                 }
+                None => None,
             };
-            let opts = PlanOptions {
-                order: OrderMode::from_name(&order)
-                    .ok_or_else(|| bad(format!("unknown --order {order}")))?,
-                strategy: Strategy::from_name(&strategy)
-                    .ok_or_else(|| bad(format!("unknown --strategy {strategy}")))?,
-                time_limit: Some(time_limit(tl)?),
-                inplace,
-                ..PlanOptions::default()
-            };
-            if let Some(spec) = budget {
-                let mut profile = match &device_profile {
-                    Some(path) => DeviceProfile::from_json(&read(path)?)
+            opts.spill_strategy = spill_strategy;
+            opts.tiers = tiers;
+            opts.tier_alignment = tier_alignment;
+            opts.device_profile = match &device_profile {
+                Some(path) => Some(
+                    DeviceProfile::from_json(&read(path)?)
                         .map_err(|e| bad(format!("{}: {e}", path.display())))?,
-                    None => DeviceProfile::h200(),
-                };
-                if let Some(gbps) = link_gbps {
-                    profile.h2d_bytes_per_s = gbps * 1e9;
-                    profile.d2h_bytes_per_s = gbps * 1e9;
-                    profile
-                        .check()
-                        .map_err(|e| bad(format!("--link-gbps {gbps}: {e}")))?;
-                }
-                let spec = BudgetSpec::parse(&spec).map_err(|e| bad(format!("--budget: {e}")))?;
-                // Under a budget the convs start at their fastest (min-memory: least
-                // workspace) algorithm; `auto` lets the budget strategies downgrade them.
-                let start = match mode {
-                    ConvAlgoMode::Off => g.clone(),
-                    _ => ca::with_choice(
-                        &g,
-                        &ca::pick(&profile, &g, mode != ConvAlgoMode::MinMemory),
-                    ),
-                };
-                let params = budget::schedule::Params {
-                    conv_downgrade: mode == ConvAlgoMode::Auto,
-                    ..Default::default()
-                };
-                let bopts = BudgetOptions {
-                    strategy: spill_strategy,
-                    profile: profile.clone(),
-                    params,
-                    ..BudgetOptions::default()
-                };
-                let plan = match budget::plan_under_budget(&start, spec, &opts, &bopts) {
-                    Ok(p) => p,
-                    Err(
-                        e @ (BudgetError::Infeasible { .. }
-                        | BudgetError::Zero
-                        | BudgetError::Parse(_)
-                        | BudgetError::UnknownStrategy(..)),
-                    ) => return Err(bad(format!("{}: {e}", g.name))),
-                    Err(e) => return Err(e.into()),
-                };
-                let chosen = ca::graph_for_plan(&profile, &start, &plan)?;
-                save_chosen(&chosen)?;
-                let g = chosen;
-                let s = &plan.stats;
-                if let Some(b) = &s.budget {
-                    if b.algo_downgrades > 0 {
-                        eprintln!(
-                            "{}: {} convs downgraded to fit, +{:.1} us modelled",
-                            g.name, b.algo_downgrades, b.algo_downgrade_us
-                        );
+                ),
+                None => None,
+            };
+            opts.link_gbps = link_gbps;
+            let result =
+                pipeline::run(&original, &opts, &pipeline::Control::default()).map_err(|e| {
+                    if e.is_bad_input() {
+                        bad(format!("{}: {e}", original.name))
+                    } else {
+                        anyhow::Error::new(e)
                     }
-                    eprintln!(
-                        "{}: budget {} B ({}), peak {} B ({}) vs {} B unconstrained, strategy {}, spilled {} B out / {} B in ({} spills), host pool {} B, {} ops recomputed ({:.3e} flops), modelled step {:.1} us, overhead {:.1} us ({:.2}%), {:.1} ms",
-                        g.name,
-                        b.budget_bytes,
-                        mib(b.budget_bytes),
-                        s.peak_bytes,
-                        mib(s.peak_bytes),
-                        b.unconstrained_peak_bytes,
-                        b.strategy,
-                        b.spilled_out_bytes,
-                        b.spilled_in_bytes,
-                        b.spills,
-                        plan.host_bytes,
-                        b.recomputed_ops,
-                        b.recompute_flops,
-                        b.step_us,
-                        b.overhead_us,
-                        b.overhead_pct,
-                        s.elapsed_ms
-                    );
-                }
-                let mut text = plan.to_json();
-                text.push('\n');
-                write_out(&output, &text)?;
-                if let Some(path) = trace {
-                    let t = memplan::trace::chrome_trace(&g, &plan)?;
-                    write_out(&Some(path), &format!("{t}\n"))?;
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            let profile = match &device_profile {
-                Some(path) => DeviceProfile::from_json(&read(path)?)
-                    .map_err(|e| bad(format!("{}: {e}", path.display())))?,
-                None => DeviceProfile::h200(),
-            };
-            let (g, plan) = if tiers {
-                let align = match &tier_alignment {
-                    Some(spec) => memplan::tiers::TierAlignment::parse(spec)
-                        .map_err(|e| bad(format!("--tier-alignment {spec:?}: {e}")))?,
-                    None => memplan::tiers::TierAlignment::default(),
-                };
-                // Workspaces live in their own region, so the choice cannot use the
-                // activations' gaps: `auto` takes each conv's fastest algorithm whose
-                // workspace fits the min-memory choice's temporaries region.
-                let chosen = ca::with_choice(&g, &ca::pick_for_tiers(&profile, &g, mode));
-                save_chosen(&chosen)?;
-                let plan = memplan::tiers::plan_tiered(&chosen, &opts, &align)?;
-                eprint!("{}", memplan::tiers::tier_table(&plan.stats.tiers));
-                (chosen, plan)
-            } else {
-                let choice = ca::choose_and_plan(&g, mode, &profile, &opts)?;
-                save_chosen(&choice.graph)?;
-                (choice.graph, choice.plan)
-            };
-            let s = &plan.stats;
-            eprintln!(
-                "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), {:.1} ms",
-                g.name,
-                g.ops.len(),
-                s.peak_bytes,
-                mib(s.peak_bytes),
-                s.lower_bound_bytes,
-                s.gap.unwrap_or(0.0) * 100.0,
-                s.load_bytes.unwrap_or(0),
-                s.order_method.as_deref().unwrap_or("-"),
-                s.method,
-                s.placement_status.as_deref().unwrap_or("-"),
-                s.elapsed_ms
-            );
-            if let Some(f) = s.fragmentation_at_peak {
-                eprintln!(
-                    "{}: arena fragmentation at peak {:.2}% (1 - largest free block / free bytes)",
-                    g.name,
-                    f * 100.0
-                );
-            }
-            let mut text = plan.to_json();
+                })?;
+            report_plan(&original, &result);
+            let mut text = result.plan.to_json();
             text.push('\n');
             write_out(&output, &text)?;
+            if let Some(path) = &graph_out {
+                write_out(
+                    &Some(path.clone()),
+                    &format!("{}\n", result.graph.to_json()),
+                )?;
+            }
             if let Some(path) = trace {
-                let t = memplan::trace::chrome_trace(&g, &plan)?;
+                let t = memplan::trace::chrome_trace(&result.graph, &result.plan)?;
                 write_out(&Some(path), &format!("{t}\n"))?;
             }
             Ok(ExitCode::SUCCESS)
@@ -624,7 +516,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let g = load_graph(&graph.to_string_lossy())?;
             let p =
                 Plan::parse(&read(&plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
-            let g = graph_of_plan(g, &p)?;
+            let g = match memplan::pipeline::graph_for_plan(g, &p) {
+                Ok(g) => g,
+                Err(e @ memplan::pipeline::PlanGraphError::NotDerived { .. }) => {
+                    eprintln!("invalid: {e}");
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => return Err(bad(format!("{}: {e}", plan.display()))),
+            };
             match memplan::validate(&g, &p, budget) {
                 Ok(r) => {
                     println!(
@@ -719,16 +618,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             &plan,
             exec_options(device, seed, kernels),
             skip_validation,
-            original.as_deref().map(|o| (o, original_tolerance)),
+            original.as_deref(),
+            original_tolerance,
             json,
         ),
         Command::Zoo {
             inputs,
             out,
+            rewrite,
+            effort,
             time_limit: tl,
             jobs,
             budgets,
-        } => zoo(&inputs, &out, tl, jobs, budgets),
+        } => {
+            let rewrite = memplan::pipeline::Rewrite::parse_list(&rewrite)
+                .map_err(|e| bad(format!("--rewrite: {e}")))?;
+            let base = memplan::pipeline::PipelineOptions {
+                rewrite,
+                effort,
+                time_limit_s: tl,
+                ..memplan::pipeline::PipelineOptions::default()
+            };
+            zoo(&inputs, &out, base, jobs, budgets)
+        }
         Command::Import {
             format:
                 ImportFormat::Onnx {
@@ -803,7 +715,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 fn zoo(
     inputs: &[PathBuf],
     out: &Path,
-    tl: f64,
+    base: memplan::pipeline::PipelineOptions,
     jobs: usize,
     budgets: Option<String>,
 ) -> Result<ExitCode> {
@@ -811,7 +723,7 @@ fn zoo(
     use memplan::zoo::{self, ZooError, ZooEvent, ZooOptions};
     use std::collections::BTreeMap;
     use std::io::IsTerminal;
-    // `--budgets 80,60,40`: percentages of each graph's optimal peak.
+    // `--budgets 80,60,40`: percentages of each graph's unconstrained (full pipeline) peak.
     let mut percents = Vec::new();
     if let Some(list) = &budgets {
         for item in list.split(',') {
@@ -831,7 +743,7 @@ fn zoo(
         return Err(bad("--jobs must be at least 1"));
     }
     let opts = ZooOptions {
-        time_limit: time_limit(tl)?,
+        pipeline: base,
         jobs,
         budgets: percents,
     };
@@ -985,18 +897,47 @@ fn exec_options(
     }
 }
 
+/// Relative tolerance of the equivalence check when the rewritten graph runs chosen conv
+/// algorithms (which round differently from the original's kernels).
+const CONV_ALGO_TOLERANCE: f64 = 1e-3;
+
+/// The original graph of `run`: given as the plan's graph, or by `--original`.
+enum OriginalGraph<'a> {
+    Given(Graph),
+    Path(&'a str),
+}
+
 fn run_plan(
     graph: &str,
     plan: &Path,
     opts: memplan::executor::ExecOptions,
     skip_validation: bool,
-    original: Option<(&str, f64)>,
+    original: Option<&str>,
+    original_tolerance: f64,
     json: bool,
 ) -> Result<ExitCode> {
     use memplan::executor::{self, ExecError};
-    let g = load_graph(graph)?;
+    let given = load_graph(graph)?;
     let p = Plan::parse(&read(plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
-    let g = graph_of_plan(g, &p)?;
+    let g = graph_of_plan(given.clone(), &p)?;
+    // A plan that carries its rewritten graph is run on that graph, and the graph given is
+    // the original it must compute the outputs of (bitwise unless conv algorithms were
+    // chosen, which round differently: then 1e-3 relative unless a tolerance is given).
+    let original = match original {
+        None if p.rewritten_graph.is_some() && g != given => {
+            let chosen = memplan::conv_algo::algo_mix(&g)
+                .keys()
+                .any(|a| a != "none" && a != "given");
+            let tol = if chosen && original_tolerance == 0.0 {
+                CONV_ALGO_TOLERANCE
+            } else {
+                original_tolerance
+            };
+            Some((OriginalGraph::Given(given), tol))
+        }
+        None => None,
+        Some(path) => Some((OriginalGraph::Path(path), original_tolerance)),
+    };
     if let Err(v) = memplan::validate(&g, &p, None) {
         if !skip_validation {
             eprintln!("invalid: {v} (--skip-validation runs it anyway)");
@@ -1005,13 +946,19 @@ fn run_plan(
         eprintln!("warning: the validator rejects this plan ({v}); running it anyway");
     }
     let original = match original {
-        Some((path, tol)) => {
+        Some((o, tol)) => {
             if !(tol >= 0.0 && tol.is_finite()) {
                 return Err(bad(format!(
                     "--original-tolerance {tol} must be a finite number >= 0"
                 )));
             }
-            Some((load_graph(path)?, tol))
+            Some((
+                match o {
+                    OriginalGraph::Given(g) => g,
+                    OriginalGraph::Path(path) => load_graph(path)?,
+                },
+                tol,
+            ))
         }
         None => None,
     };
@@ -1144,30 +1091,101 @@ fn run_plan(
     })
 }
 
-/// Runs the graph rewrites and reports each on stderr (the caller writes `--graph-out` once the
-/// graph the plan refers to is final).
-fn rewrite_graph(original: &Graph, passes: &[Box<dyn memplan::passes::Pass>]) -> Result<Graph> {
-    let refs: Vec<&dyn memplan::passes::Pass> = passes.iter().map(|p| p.as_ref()).collect();
-    let (g, reports) = memplan::passes::run_pipeline(original, &refs)?;
-    for r in &reports {
+/// Prints what the pipeline did on stderr: each rewrite, the conv algorithms, the budget or
+/// tier figures, and the one-line summary.
+fn report_plan(original: &Graph, r: &memplan::PipelineResult) {
+    for p in &r.passes {
         eprintln!(
             "{}: pass {}: ops {} -> {} ({} removed), tensors {} -> {}, arena tensor bytes {} -> {} ({} removed)",
             original.name,
-            r.pass,
-            r.ops_before,
-            r.ops_after,
-            r.ops_before as i64 - r.ops_after as i64,
-            r.tensors_before,
-            r.tensors_after,
-            r.arena_tensor_bytes_before,
-            r.arena_tensor_bytes_after,
-            r.arena_tensor_bytes_before as i64 - r.arena_tensor_bytes_after as i64
+            p.pass,
+            p.ops_before,
+            p.ops_after,
+            p.ops_before as i64 - p.ops_after as i64,
+            p.tensors_before,
+            p.tensors_after,
+            p.arena_tensor_bytes_before,
+            p.arena_tensor_bytes_after,
+            p.arena_tensor_bytes_before as i64 - p.arena_tensor_bytes_after as i64
         );
-        for note in &r.notes {
-            eprintln!("  {}: {note}", r.pass);
+        for note in &p.notes {
+            eprintln!("  {}: {note}", p.pass);
         }
     }
-    Ok(g)
+    let g = &r.graph;
+    if let Some(c) = &r.conv_algos {
+        eprintln!(
+            "{}: conv algorithms ({}): {}",
+            g.name,
+            c.mode.name(),
+            c.mix
+                .iter()
+                .map(|(a, n)| format!("{a} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if r.rewritten {
+        eprintln!(
+            "{}: the rewrites changed the graph; the plan carries it (rewritten_graph), so \
+             `memplan check`/`run` work against the input graph (--graph-out writes it)",
+            original.name
+        );
+    }
+    let plan = &r.plan;
+    let s = &plan.stats;
+    if let Some(b) = &s.budget {
+        if b.algo_downgrades > 0 {
+            eprintln!(
+                "{}: {} convs downgraded to fit, +{:.1} us modelled",
+                g.name, b.algo_downgrades, b.algo_downgrade_us
+            );
+        }
+        eprintln!(
+            "{}: budget {} B ({}), peak {} B ({}) vs {} B unconstrained, strategy {}, spilled {} B out / {} B in ({} spills), host pool {} B, {} ops recomputed ({:.3e} flops), modelled step {:.1} us, overhead {:.1} us ({:.2}%)",
+            g.name,
+            b.budget_bytes,
+            mib(b.budget_bytes),
+            s.peak_bytes,
+            mib(s.peak_bytes),
+            b.unconstrained_peak_bytes,
+            b.strategy,
+            b.spilled_out_bytes,
+            b.spilled_in_bytes,
+            b.spills,
+            plan.host_bytes,
+            b.recomputed_ops,
+            b.recompute_flops,
+            b.step_us,
+            b.overhead_us,
+            b.overhead_pct,
+        );
+    }
+    if !s.tiers.is_empty() {
+        eprint!("{}", memplan::tiers::tier_table(&s.tiers));
+    }
+    eprintln!(
+        "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), status {}, {:.1} ms",
+        g.name,
+        g.ops.len(),
+        s.peak_bytes,
+        mib(s.peak_bytes),
+        s.lower_bound_bytes,
+        s.gap.unwrap_or(0.0) * 100.0,
+        s.load_bytes.unwrap_or(0),
+        s.order_method.as_deref().unwrap_or("-"),
+        s.method,
+        s.placement_status.as_deref().unwrap_or("-"),
+        s.status.map_or("-", |st| st.as_str()),
+        s.elapsed_ms
+    );
+    if let Some(f) = s.fragmentation_at_peak {
+        eprintln!(
+            "{}: arena fragmentation at peak {:.2}% (1 - largest free block / free bytes)",
+            g.name,
+            f * 100.0
+        );
+    }
 }
 
 fn count_kind(g: &Graph, kind: memplan::TensorKind) -> usize {

@@ -1,6 +1,6 @@
-//! `memplan plan` fuses by default: the plan refers to the fused graph written by
-//! --graph-out, the independent checker accepts it, `memplan run --original` proves it
-//! computes the input graph's outputs; --no-fuse plans the input graph as it is.
+//! `memplan plan --rewrite fuse`: the plan refers to the fused graph written by --graph-out,
+//! the independent checker accepts it, `memplan run --original` proves it computes the input
+//! graph's outputs; by default (and with --no-fuse) the input graph is planned as it is.
 
 use memplan::graph::Graph;
 use std::path::PathBuf;
@@ -25,8 +25,8 @@ fn the_cli_plans_the_fused_graph_and_the_checker_accepts_it() {
         .args([
             "plan",
             g.to_str().unwrap(),
-            "--conv-algos",
-            "off",
+            "--rewrite",
+            "fuse",
             "--graph-out",
         ])
         .arg(&f)

@@ -38,7 +38,7 @@ fn an_imported_onnx_model_plans_checks_and_runs() {
     assert!(err.contains("cnn.4: 7 ops"), "{err}");
     let text = std::fs::read_to_string(&graph).unwrap();
     assert!(text.contains("\"memplan-graph/1\""));
-    // `plan` fuses conv → relu: the plan refers to the rewritten graph it writes.
+    // `plan --rewrite fuse` fuses conv → relu: the plan refers to the rewritten graph it writes.
     let plan = dir.path().join("cnn.plan.json");
     let fused = dir.path().join("cnn.fused.json");
     let out = memplan()
@@ -46,7 +46,7 @@ fn an_imported_onnx_model_plans_checks_and_runs() {
         .arg(&graph)
         .arg("-o")
         .arg(&plan)
-        .args(["--conv-algos", "off", "--graph-out"])
+        .args(["--rewrite", "fuse", "--graph-out"])
         .arg(&fused)
         .output()
         .unwrap();

@@ -41,6 +41,76 @@ impl PartialEq for CancelToken {
 
 impl Eq for CancelToken {}
 
+/// A wall-clock cap turned into a stop flag: [`Deadline::start`] returns a token that is raised
+/// when the cap is reached or when the parent token (a user's cancel) is raised, whichever
+/// comes first. Solvers run with this token and **no** time limit of their own, so they stop
+/// at their deterministic work caps unless the cap binds; [`Deadline::hit`] then tells the
+/// caller that the wall clock, not the work, decided where they stopped. The watcher thread
+/// polls every millisecond and ends when the deadline is dropped.
+#[derive(Debug)]
+pub struct Deadline {
+    token: CancelToken,
+    hit: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Deadline {
+    /// Starts watching `cap` (none: only the parent) and `parent`.
+    pub fn start(cap: Option<Duration>, parent: Option<CancelToken>) -> Deadline {
+        let token = CancelToken::new();
+        let hit = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        if cap.is_some_and(|c| c.is_zero()) {
+            token.cancel();
+            hit.store(true, Ordering::Relaxed);
+        }
+        let watcher = (cap.is_some() || parent.is_some()).then(|| {
+            let (token, hit, done) = (token.clone(), hit.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) && !token.is_cancelled() {
+                    if parent.as_ref().is_some_and(CancelToken::is_cancelled) {
+                        token.cancel();
+                        break;
+                    }
+                    if cap.is_some_and(|c| started.elapsed() >= c) {
+                        hit.store(true, Ordering::Relaxed);
+                        token.cancel();
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        });
+        Deadline {
+            token,
+            hit,
+            done,
+            watcher,
+        }
+    }
+
+    /// The stop flag to hand to solvers.
+    pub fn token(&self) -> CancelToken {
+        self.token.clone()
+    }
+
+    /// Whether the wall-clock cap was reached.
+    pub fn hit(&self) -> bool {
+        self.hit.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(w) = self.watcher.take() {
+            let _ = w.join();
+        }
+    }
+}
+
 /// A callback for solver progress: called with the best objective found so far and the best
 /// proven lower bound (both bytes) whenever a solver improves either. Clones share the
 /// callback; it may be called from the solver's thread.
@@ -268,6 +338,30 @@ mod tests {
         token.cancel();
         assert_eq!(clock.tick(), Some(SolveStatus::TimeLimit));
         assert!(budget.is_cancelled());
+    }
+
+    #[test]
+    fn a_deadline_raises_its_token_at_the_cap_and_says_so() {
+        let d = Deadline::start(Some(Duration::from_millis(20)), None);
+        assert!(!d.token().is_cancelled());
+        let t0 = Instant::now();
+        while !d.token().is_cancelled() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(d.token().is_cancelled() && d.hit());
+    }
+
+    #[test]
+    fn a_deadline_follows_its_parent_without_reporting_the_cap() {
+        let parent = CancelToken::new();
+        let d = Deadline::start(Some(Duration::from_secs(60)), Some(parent.clone()));
+        parent.cancel();
+        let t0 = Instant::now();
+        while !d.token().is_cancelled() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(d.token().is_cancelled());
+        assert!(!d.hit());
     }
 
     #[test]

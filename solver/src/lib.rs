@@ -40,5 +40,5 @@ pub mod place;
 pub mod placement;
 pub mod problem;
 
-pub use budget::{Budget, CancelToken, ProgressFn, SolveStats, SolveStatus};
+pub use budget::{Budget, CancelToken, Deadline, ProgressFn, SolveStats, SolveStatus};
 pub use problem::{align_up, Buffer, Lifetime, Placement, PlacementError, PlacementProblem};

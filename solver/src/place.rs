@@ -133,6 +133,18 @@ pub fn heuristics(
     })
 }
 
+/// Deterministic work caps of [`refine_with`]: with these, the stop flag of the budget (and
+/// its time limit, if any) is only a cap on top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefineWork {
+    /// Exact search nodes.
+    pub exact_nodes: u64,
+    /// HiGHS placement models (whole, or windows around the peak).
+    pub ilp_models: usize,
+    /// Branch-and-bound nodes per HiGHS model.
+    pub ilp_nodes_per_model: u64,
+}
+
 /// Runs the exact search from `start` (a valid placement of `problem`, e.g. from
 /// [`heuristics`]) within `budget` and keeps whichever is better. Without any limit in
 /// `budget` the search gets [`DEFAULT_EXACT_NODES`] nodes.
@@ -140,6 +152,17 @@ pub fn refine(
     problem: &PlacementProblem,
     start: &PlaceOutcome,
     budget: &Budget,
+) -> Result<PlaceOutcome, PlacementError> {
+    refine_with(problem, start, budget, None)
+}
+
+/// [`refine`] with explicit work caps for the exact search and the HiGHS model (`None`: the
+/// caps follow `budget` as in [`refine`]).
+pub fn refine_with(
+    problem: &PlacementProblem,
+    start: &PlaceOutcome,
+    budget: &Budget,
+    work: Option<RefineWork>,
 ) -> Result<PlaceOutcome, PlacementError> {
     let started = Instant::now();
     let load = problem.load();
@@ -164,9 +187,10 @@ pub fn refine(
         let eopts = ExactOptions {
             budget: Budget {
                 time: budget.time.map(|t| t.mul_f64(EXACT_SHARE)),
-                nodes: match (budget.time, budget.nodes) {
-                    (None, None) => Some(DEFAULT_EXACT_NODES),
-                    (_, n) => n,
+                nodes: match (work, budget.time, budget.nodes) {
+                    (Some(w), _, _) => Some(w.exact_nodes),
+                    (None, None, None) => Some(DEFAULT_EXACT_NODES),
+                    (None, _, n) => n,
                 },
                 cancel: budget.cancel.clone(),
             },
@@ -227,13 +251,13 @@ pub fn refine(
         {
             let ropts = IlpRefineOptions {
                 budget: Budget {
-                    nodes: None,
+                    nodes: work.map(|w| w.ilp_nodes_per_model),
                     ..rest
                 },
-                max_models: if rest.time.is_none() {
-                    DEFAULT_ILP_MODELS
-                } else {
-                    IlpRefineOptions::default().max_models
+                max_models: match work {
+                    Some(w) => w.ilp_models,
+                    None if rest.time.is_none() => DEFAULT_ILP_MODELS,
+                    None => IlpRefineOptions::default().max_models,
                 },
                 ..IlpRefineOptions::default()
             };

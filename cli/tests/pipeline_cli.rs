@@ -1,0 +1,186 @@
+//! The README's flow with the defaults, as a new user runs it: `plan` → `check` → `run` on an
+//! original zoo graph, with and without rewrites, and the CLI's plan equal to the library
+//! pipeline's for the same options.
+
+use memplan::pipeline::{self, PipelineOptions, Rewrite};
+use memplan::{Graph, Plan, Strategy};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memplan-pipeline-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn shared() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+}
+
+fn zoo(name: &str) -> Option<String> {
+    let p = shared().join("zoo").join(format!("{name}.json"));
+    if p.exists() {
+        Some(p.to_string_lossy().into_owned())
+    } else {
+        eprintln!("skipped: {} is missing", p.display());
+        None
+    }
+}
+
+fn ok(r: &Output, what: &str) {
+    assert!(
+        r.status.success(),
+        "{what}: exit {:?}\nstdout: {}\nstderr: {}",
+        r.status.code(),
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
+fn check_plan_py(graph: &str, plan: &str) -> serde_json::Value {
+    let r = Command::new("python3")
+        .arg(shared().join("tools/check_plan.py"))
+        .args([graph, plan])
+        .output()
+        .expect("python3 runs");
+    serde_json::from_slice(&r.stdout)
+        .unwrap_or_else(|_| panic!("check_plan.py: {}", String::from_utf8_lossy(&r.stderr)))
+}
+
+/// The plan's JSON without the fields that measure time.
+fn without_timing(plan: &Plan) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.retain(|k, _| k != "ms" && k != "elapsed_ms");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(plan).unwrap();
+    strip(&mut v);
+    v
+}
+
+#[test]
+fn the_default_plan_of_a_zoo_graph_checks_and_runs_against_that_graph() {
+    let Some(g) = zoo("resnet50.1.inference") else {
+        return;
+    };
+    let out = tmp("default.plan.json");
+    let out = out.to_str().unwrap();
+    ok(&memplan(&["plan", &g, "-o", out]), "plan");
+    let plan = Plan::parse(&std::fs::read_to_string(out).unwrap()).unwrap();
+    assert!(
+        plan.rewritten_graph.is_none(),
+        "the default plans the graph as given"
+    );
+    ok(&memplan(&["check", &g, out]), "check");
+    ok(&memplan(&["run", &g, out]), "run");
+    let v = check_plan_py(&g, out);
+    assert_eq!(v["valid"], true, "{}", v["error"]);
+}
+
+#[test]
+fn a_rewritten_plan_checks_and_runs_against_the_original_graph() {
+    let Some(g) = zoo("resnet18.1.inference") else {
+        return;
+    };
+    let (out, written) = (tmp("rewritten.plan.json"), tmp("rewritten.graph.json"));
+    let (out, written) = (out.to_str().unwrap(), written.to_str().unwrap());
+    let r = memplan(&[
+        "plan",
+        &g,
+        "--rewrite",
+        "all",
+        "--graph-out",
+        written,
+        "-o",
+        out,
+    ]);
+    ok(&r, "plan --rewrite all");
+    let plan = Plan::parse(&std::fs::read_to_string(out).unwrap()).unwrap();
+    let carried = plan
+        .rewritten_graph
+        .as_ref()
+        .expect("the plan carries its graph");
+    let carried = Graph::parse(&carried.to_string()).unwrap();
+    assert_eq!(
+        carried,
+        Graph::parse(&std::fs::read_to_string(written).unwrap()).unwrap()
+    );
+    assert!(carried.ops.iter().any(|o| o.op_type.contains('+')), "fused");
+    ok(&memplan(&["check", &g, out]), "check against the original");
+    let r = memplan(&["run", &g, out]);
+    ok(&r, "run against the original");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(text.contains("computes the same outputs"), "{text}");
+    let v = check_plan_py(written, out);
+    assert_eq!(v["valid"], true, "{}", v["error"]);
+}
+
+#[test]
+fn a_carried_graph_from_another_model_is_refused_naming_the_difference() {
+    let (Some(g), Some(other)) = (zoo("resnet18.1.inference"), zoo("resnet50.1.inference")) else {
+        return;
+    };
+    let out = tmp("other.plan.json");
+    let out = out.to_str().unwrap();
+    ok(
+        &memplan(&["plan", &g, "--rewrite", "fuse", "-o", out]),
+        "plan",
+    );
+    let r = memplan(&["check", &other, out]);
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("not derived from"), "{err}");
+}
+
+#[test]
+fn the_cli_plan_equals_the_library_pipeline_plan_for_the_same_options() {
+    let Some(g) = zoo("mobilenet_v2.1.inference") else {
+        return;
+    };
+    let out = tmp("equal.plan.json");
+    let out = out.to_str().unwrap();
+    let r = memplan(&[
+        "plan",
+        &g,
+        "--strategy",
+        "heuristic",
+        "--rewrite",
+        "fuse",
+        "-o",
+        out,
+    ]);
+    ok(&r, "plan");
+    let cli = Plan::parse(&std::fs::read_to_string(out).unwrap()).unwrap();
+    let graph = Graph::parse(&std::fs::read_to_string(&g).unwrap()).unwrap();
+    let opts = PipelineOptions {
+        strategy: Strategy::Heuristic,
+        rewrite: vec![Rewrite::Fuse],
+        ..PipelineOptions::default()
+    };
+    let lib = pipeline::run(&graph, &opts, &pipeline::Control::default()).unwrap();
+    assert_eq!(without_timing(&cli), without_timing(&lib.plan));
+}
+
+#[test]
+fn options_that_cannot_be_combined_get_the_pipeline_error() {
+    let r = memplan(&["plan", "sample", "--tiers", "--budget", "80%"]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("tiers and budget cannot be combined"), "{err}");
+    let r = memplan(&["plan", "sample", "--rewrite", "fusion"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("unknown rewrite \"fusion\""));
+}

@@ -1,0 +1,689 @@
+//! The one planning pipeline behind every front end (CLI, HTTP service, zoo batch,
+//! benchmarks): one options type, [`PipelineOptions`], with one [`Default`], and one entry
+//! point, [`run`].
+//!
+//! Stages, in this order, each under the same limits and cancel token:
+//! 1. **graph rewrites**, opt-in ([`PipelineOptions::rewrite`]): spatial tiling, operator
+//!    fusion, conv algorithm choice. By default the graph is planned **as given**;
+//! 2. **planning**: order, placement ([`crate::planner`]), or a tiered plan
+//!    ([`crate::tiers`]), or a plan under a memory budget with spills and recomputes
+//!    ([`crate::budget`]);
+//! 3. **status**: one typed [`PlanStatus`] for the whole run.
+//!
+//! When a rewrite changed the graph, the plan carries the graph it refers to
+//! ([`Plan::rewritten_graph`]), so a plan can always be checked and run against the graph the
+//! user gave: [`graph_for_plan`] takes the original graph and the plan and returns the graph to
+//! replay, after proving that the carried graph was derived from the original (same inputs,
+//! weights and outputs).
+//!
+//! **Determinism.** Effort is counted in work units ([`PipelineOptions::effort`]: search
+//! nodes, iterations, HiGHS branch-and-bound nodes); the wall-clock limit
+//! ([`PipelineOptions::time_limit_s`]) is only a cap on top. The same graph and options give
+//! the same plan (timing fields aside) unless the cap binds, and then the plan's status says
+//! [`PlanStatus::TimeLimit`].
+
+use crate::budget::{self, BudgetError, BudgetOptions, BudgetSpec};
+use crate::conv_algo::{self as ca, ConvAlgoError, ConvAlgoMode};
+use crate::cost::{CostError, DeviceProfile};
+use crate::graph::{Graph, GraphError, TensorKind};
+use crate::passes::{self, Pass, PassError, PassReport};
+use crate::plan::{Plan, PlanStatus};
+use crate::planner::{OrderMode, PlanError, PlanOptions, ProgressSink, Strategy};
+use crate::tiers::{TierAlignment, TierError};
+use memplan_solver::{CancelToken, Deadline};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// A graph rewrite that the pipeline can run before planning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rewrite {
+    /// Spatial tiling into H-strips ([`crate::passes::tile`]); strips per
+    /// [`PipelineOptions::tile`].
+    Tile,
+    /// Operator fusion ([`crate::passes::fuse`]).
+    Fuse,
+    /// Conv algorithm choice ([`crate::conv_algo`]), per [`PipelineOptions::conv_algos`].
+    ConvAlgos,
+}
+
+impl Rewrite {
+    /// Every rewrite, in the order the pipeline runs them.
+    pub const ALL: [Rewrite; 3] = [Rewrite::Tile, Rewrite::Fuse, Rewrite::ConvAlgos];
+
+    /// Stable name (CLI `--rewrite`, HTTP `rewrite`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Rewrite::Tile => "tile",
+            Rewrite::Fuse => "fuse",
+            Rewrite::ConvAlgos => "conv-algos",
+        }
+    }
+
+    /// The rewrite called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Rewrite> {
+        Rewrite::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Parses a comma-separated list: rewrite names, `all` or `none` (empty: none).
+    pub fn parse_list(text: &str) -> Result<Vec<Rewrite>, PipelineError> {
+        let mut out = Vec::new();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match item {
+                "all" => out.extend(Rewrite::ALL),
+                "none" => {}
+                name => out.push(Rewrite::from_name(name).ok_or_else(|| {
+                    PipelineError::Options(format!(
+                        "rewrite: unknown rewrite {name:?} (known: {}, all, none)",
+                        Rewrite::ALL.map(Rewrite::name).join(", ")
+                    ))
+                })?),
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+}
+
+/// Default wall-clock cap of a pipeline run (seconds).
+pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
+
+/// Default effort (work units, see [`PipelineOptions::effort`]).
+pub const DEFAULT_EFFORT: u64 = 1;
+
+/// Everything that decides a plan: the graph rewrites, the planner, limits, budget, tiers and
+/// the device. Serialised as the HTTP body's `options` (and as query parameters of
+/// `POST /plan`); the CLI flags and the zoo batch fill the same type. Unknown fields are
+/// refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineOptions {
+    /// Graph rewrites to run before planning (default none: the graph is planned as given).
+    pub rewrite: Vec<Rewrite>,
+    /// With the `conv-algos` rewrite: `auto`, `fastest` or `min-memory`.
+    pub conv_algos: ConvAlgoMode,
+    /// With the `tile` rewrite: `auto` or a strip count >= 2.
+    pub tile: String,
+    /// With the `tile` rewrite: the largest modelled overhead tiling may add (percent of the
+    /// untiled graph's modelled time).
+    pub tile_overhead_pct: f64,
+    /// Which op orders to consider.
+    pub order: OrderMode,
+    /// Which solvers to run.
+    pub strategy: Strategy,
+    /// Effort in deterministic work units: a multiplier of every solver's default work caps
+    /// (search nodes, local-search iterations, HiGHS branch-and-bound nodes). `0`: the
+    /// heuristics' own caps only. Plans are byte-identical for the same graph and options
+    /// unless the time cap binds.
+    pub effort: u64,
+    /// Wall-clock cap of the whole run in seconds (a cap on top of `effort`: when it binds,
+    /// the status says `time_limit`).
+    pub time_limit_s: f64,
+    /// Honour the graph's in-place hints (`inplace_of` alloc extension). Not with a budget.
+    pub inplace: bool,
+    /// Arena budget: bytes (a number, or a string of digits) or a percentage of the
+    /// unconstrained plan's peak (`"60%"`). The plan then spills and recomputes.
+    pub budget: Option<BudgetSpec>,
+    /// With a budget: `best`, `sweep`, `ilp`, `chen` or `spill-all`.
+    pub spill_strategy: String,
+    /// Memory tiers: activations and temporaries (workspaces) in regions of their own.
+    pub tiers: bool,
+    /// With tiers: alignment floors, `persistent=256,activations=256,temporaries=512` or one
+    /// number for all.
+    pub tier_alignment: Option<String>,
+    /// Device figures for the cost model (conv algorithm times, tiling overhead, spills);
+    /// default the H200's.
+    pub device_profile: Option<DeviceProfile>,
+    /// Host link bandwidth per direction in GB/s (overrides the profile's).
+    pub link_gbps: Option<f64>,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            rewrite: Vec::new(),
+            conv_algos: ConvAlgoMode::Auto,
+            tile: "auto".to_string(),
+            tile_overhead_pct: passes::tile::DEFAULT_MAX_OVERHEAD * 100.0,
+            order: OrderMode::Auto,
+            strategy: Strategy::Auto,
+            effort: DEFAULT_EFFORT,
+            time_limit_s: DEFAULT_TIME_LIMIT_S,
+            inplace: false,
+            budget: None,
+            spill_strategy: budget::BEST.to_string(),
+            tiers: false,
+            tier_alignment: None,
+            device_profile: None,
+            link_gbps: None,
+        }
+    }
+}
+
+/// What a run can be told while it runs: stop, and report progress.
+#[derive(Debug, Clone, Default)]
+pub struct Control {
+    /// Raised by another thread (HTTP `DELETE`, Ctrl-C): every stage stops at its next check
+    /// and the best plan so far is returned with status `cancelled`.
+    pub cancel: Option<CancelToken>,
+    /// Called after each planner stage.
+    pub progress: Option<ProgressSink>,
+}
+
+/// Why the pipeline could not give a plan.
+#[derive(Debug, Error)]
+pub enum PipelineError {
+    /// An option is out of range, unknown, or cannot be combined with another (bad input).
+    #[error("{0}")]
+    Options(String),
+    /// The graph is malformed (bad input).
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A rewrite failed.
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    /// Planning failed (internal).
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// No plan fits the budget, or planning under it failed.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// Tiered planning failed.
+    #[error(transparent)]
+    Tiers(#[from] TierError),
+    /// Conv algorithm choice failed.
+    #[error(transparent)]
+    ConvAlgo(#[from] ConvAlgoError),
+}
+
+impl PipelineError {
+    /// Whether the error is the caller's (options, graph, an unreachable budget) rather than
+    /// an internal failure: the CLI exits 2, the HTTP service answers 4xx.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            PipelineError::Options(_) | PipelineError::Graph(_) => true,
+            PipelineError::Pass(PassError::Unsupported { .. }) => true,
+            PipelineError::Plan(PlanError::Graph(_)) => true,
+            PipelineError::Budget(
+                BudgetError::Infeasible { .. }
+                | BudgetError::Zero
+                | BudgetError::Parse(_)
+                | BudgetError::UnknownStrategy(..)
+                | BudgetError::Plan(PlanError::Graph(_)),
+            ) => true,
+            PipelineError::Tiers(TierError::Plan(_)) => false,
+            PipelineError::Tiers(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// What conv algorithm choice did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConvAlgoReport {
+    /// The mode.
+    pub mode: ConvAlgoMode,
+    /// Convs per algorithm in the planned graph.
+    pub mix: BTreeMap<String, usize>,
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct PipelineResult {
+    /// The plan; `stats.status` is set, and `rewritten_graph` carries [`Self::graph`] when a
+    /// rewrite changed it.
+    pub plan: Plan,
+    /// The graph the plan refers to (the input graph when no rewrite changed it).
+    pub graph: Graph,
+    /// Whether the rewrites changed the graph.
+    pub rewritten: bool,
+    /// One report per graph pass run (tiling, fusion).
+    pub passes: Vec<PassReport>,
+    /// Conv algorithm choice, when that rewrite ran.
+    pub conv_algos: Option<ConvAlgoReport>,
+}
+
+impl PipelineOptions {
+    /// Checks every option and every combination; the one error every front end shows.
+    pub fn check(&self) -> Result<(), PipelineError> {
+        let bad = |m: String| Err(PipelineError::Options(m));
+        if !(self.time_limit_s.is_finite() && self.time_limit_s >= 0.0) {
+            return bad(format!(
+                "time_limit_s {} is not a non-negative number of seconds",
+                self.time_limit_s
+            ));
+        }
+        if self.effort > MAX_EFFORT {
+            return bad(format!(
+                "effort {} is over the largest effort {MAX_EFFORT}",
+                self.effort
+            ));
+        }
+        if self.rewrite.contains(&Rewrite::ConvAlgos) && self.conv_algos == ConvAlgoMode::Off {
+            return bad(
+                "conv_algos: `off` is the absence of the conv-algos rewrite; choose auto, \
+                 fastest or min-memory, or leave conv-algos out of rewrite"
+                    .into(),
+            );
+        }
+        if self.rewrite.contains(&Rewrite::Tile) {
+            passes::tile::TileSpec::parse(&self.tile)
+                .map_err(PipelineError::Options)
+                .and_then(|s| {
+                    s.ok_or_else(|| {
+                        PipelineError::Options(
+                            "tile: `off` is the absence of the tile rewrite; choose auto or a \
+                             strip count >= 2"
+                                .into(),
+                        )
+                    })
+                })?;
+        }
+        if !(self.tile_overhead_pct.is_finite() && self.tile_overhead_pct >= 0.0) {
+            return bad(format!(
+                "tile_overhead_pct {} is not a non-negative percentage",
+                self.tile_overhead_pct
+            ));
+        }
+        if let Some(b) = self.budget {
+            match b {
+                BudgetSpec::Bytes(0) => {
+                    return bad("budget: the budget must be more than 0 bytes".into())
+                }
+                BudgetSpec::Percent(p) if !(p.is_finite() && p > 0.0) => {
+                    return bad(format!("budget: {p}% is not a positive percentage"))
+                }
+                _ => {}
+            }
+            if self.tiers {
+                return bad(
+                    "tiers and budget cannot be combined: a tiered plan keeps workspaces in a \
+                     region of their own, which the spill and recompute strategies do not model; \
+                     drop one of them"
+                        .into(),
+                );
+            }
+            if self.inplace {
+                return bad(
+                    "inplace and budget cannot be combined: plans under a budget do not share \
+                     bytes in place; drop one of them"
+                        .into(),
+                );
+            }
+        }
+        if !budget::strategy_names().contains(&self.spill_strategy.as_str()) {
+            return bad(format!(
+                "spill_strategy: unknown spill strategy {:?} (known: {})",
+                self.spill_strategy,
+                budget::strategy_names().join(", ")
+            ));
+        }
+        if self.spill_strategy != budget::BEST && self.budget.is_none() {
+            return bad(format!(
+                "spill_strategy {:?} needs a budget",
+                self.spill_strategy
+            ));
+        }
+        if let Some(spec) = &self.tier_alignment {
+            if !self.tiers {
+                return bad("tier_alignment needs tiers".into());
+            }
+            TierAlignment::parse(spec)
+                .map_err(|e| PipelineError::Options(format!("tier_alignment {spec:?}: {e}")))?;
+        }
+        self.profile()?;
+        Ok(())
+    }
+
+    /// The device profile: the given one (default H200) with `link_gbps` applied, checked.
+    pub fn profile(&self) -> Result<DeviceProfile, PipelineError> {
+        let mut p = self
+            .device_profile
+            .clone()
+            .unwrap_or_else(DeviceProfile::h200);
+        p.check()
+            .map_err(|e: CostError| PipelineError::Options(format!("device_profile: {e}")))?;
+        if let Some(gbps) = self.link_gbps {
+            p.h2d_bytes_per_s = gbps * 1e9;
+            p.d2h_bytes_per_s = gbps * 1e9;
+            p.check()
+                .map_err(|e| PipelineError::Options(format!("link_gbps {gbps}: {e}")))?;
+        }
+        Ok(p)
+    }
+
+    /// The options in canonical form (rewrites sorted, without repeats), as hashed by caches.
+    pub fn normalised(&self) -> PipelineOptions {
+        let mut o = self.clone();
+        o.rewrite.sort();
+        o.rewrite.dedup();
+        o
+    }
+
+    /// Canonical JSON of [`Self::normalised`] (fields in declaration order, no whitespace):
+    /// equal options give equal text.
+    pub fn canonical_json(&self) -> String {
+        serde_json::to_string(&self.normalised()).unwrap_or_default()
+    }
+
+    /// The conv algorithm mode that applies: `off` unless the conv-algos rewrite is asked.
+    pub fn conv_mode(&self) -> ConvAlgoMode {
+        if self.rewrite.contains(&Rewrite::ConvAlgos) {
+            self.conv_algos
+        } else {
+            ConvAlgoMode::Off
+        }
+    }
+
+    /// The planner options for these pipeline options: effort in work units and no time
+    /// limit of its own; the wall-clock cap reaches the planner as the `stop` token (a
+    /// [`Deadline`]'s).
+    pub fn plan_options(&self, stop: &CancelToken, progress: Option<ProgressSink>) -> PlanOptions {
+        PlanOptions {
+            order: self.order,
+            strategy: self.strategy,
+            time_limit: None,
+            effort: Some(self.effort),
+            inplace: self.inplace,
+            cancel: Some(stop.clone()),
+            progress,
+        }
+    }
+}
+
+/// The largest effort accepted.
+pub const MAX_EFFORT: u64 = 1000;
+
+/// Runs the pipeline on `graph` (module doc).
+pub fn run(
+    graph: &Graph,
+    options: &PipelineOptions,
+    control: &Control,
+) -> Result<PipelineResult, PipelineError> {
+    let started = Instant::now();
+    options.check()?;
+    let profile = options.profile()?;
+    let cancel = control.cancel.clone().unwrap_or_default();
+    // The wall-clock cap and the user's cancel, as one stop flag for every stage.
+    let deadline = Deadline::start(
+        Some(Duration::from_secs_f64(options.time_limit_s)),
+        Some(cancel.clone()),
+    );
+    let stop = deadline.token();
+    // 1. Graph passes: tiling, then fusion.
+    let mut list: Vec<Box<dyn Pass>> = Vec::new();
+    if options.rewrite.contains(&Rewrite::Tile) {
+        if let Some(spec) =
+            passes::tile::TileSpec::parse(&options.tile).map_err(PipelineError::Options)?
+        {
+            let mut t = passes::tile::Tile::new(spec);
+            t.max_overhead = options.tile_overhead_pct / 100.0;
+            t.profile = profile.clone();
+            list.push(Box::new(t));
+        }
+    }
+    if options.rewrite.contains(&Rewrite::Fuse) {
+        list.push(Box::new(passes::fuse::Fuse::default()));
+    }
+    let refs: Vec<&dyn Pass> = list.iter().map(|p| p.as_ref()).collect();
+    let (g, reports) = passes::run_pipeline(graph, &refs)?;
+    // 2. Planning, with conv algorithm choice where asked.
+    let mode = options.conv_mode();
+    let popts = options.plan_options(&stop, control.progress.clone());
+    let (planned, mut plan) = if let Some(spec) = options.budget {
+        // Under a budget the convs start at their fastest (min-memory: least workspace)
+        // algorithm; `auto` lets the budget strategies downgrade them.
+        let start = match mode {
+            ConvAlgoMode::Off => g.clone(),
+            _ => ca::with_choice(&g, &ca::pick(&profile, &g, mode != ConvAlgoMode::MinMemory)),
+        };
+        let params = budget::schedule::Params {
+            conv_downgrade: mode == ConvAlgoMode::Auto,
+            ..Default::default()
+        };
+        let bopts = BudgetOptions {
+            strategy: options.spill_strategy.clone(),
+            profile: profile.clone(),
+            params,
+            cancel: Some(stop.clone()),
+            effort: Some(options.effort),
+            ..BudgetOptions::default()
+        };
+        let plan = budget::plan_under_budget(&start, spec, &popts, &bopts)?;
+        let chosen = ca::graph_for_plan(&profile, &start, &plan)?;
+        (chosen, plan)
+    } else if options.tiers {
+        let align = match &options.tier_alignment {
+            Some(spec) => TierAlignment::parse(spec)
+                .map_err(|e| PipelineError::Options(format!("tier_alignment {spec:?}: {e}")))?,
+            None => TierAlignment::default(),
+        };
+        // Workspaces live in their own region, so the choice cannot use the activations'
+        // gaps: `auto` takes each conv's fastest algorithm whose workspace fits the
+        // min-memory choice's temporaries region.
+        let chosen = match mode {
+            ConvAlgoMode::Off => g.clone(),
+            _ => ca::with_choice(&g, &ca::pick_for_tiers(&profile, &g, mode)),
+        };
+        let plan = crate::tiers::plan_tiered(&chosen, &popts, &align)?;
+        (chosen, plan)
+    } else {
+        let choice = ca::choose_and_plan(&g, mode, &profile, &popts)?;
+        (choice.graph, choice.plan)
+    };
+    // 3. One status for the whole run.
+    plan.stats.status = Some(final_status(&plan, options, &cancel, deadline.hit()));
+    plan.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    let rewritten = planned != *graph;
+    if rewritten {
+        plan.rewritten_graph = Some(planned.to_value());
+    }
+    let conv_algos = (mode != ConvAlgoMode::Off).then(|| ConvAlgoReport {
+        mode,
+        mix: ca::algo_mix(&planned),
+    });
+    Ok(PipelineResult {
+        plan,
+        graph: planned,
+        rewritten,
+        passes: reports,
+        conv_algos,
+    })
+}
+
+/// The status of a finished run: `cancelled` when the token was raised, `time_limit` when the
+/// wall-clock cap bound (here or in a stage), `optimal` when the peak meets the proven bound,
+/// `heuristic_only` for the heuristic strategy, else `feasible` (the work limit was reached
+/// with the gap the stats report).
+fn final_status(
+    plan: &Plan,
+    options: &PipelineOptions,
+    cancel: &CancelToken,
+    cap_bound: bool,
+) -> PlanStatus {
+    if cancel.is_cancelled() {
+        PlanStatus::Cancelled
+    } else if cap_bound {
+        PlanStatus::TimeLimit
+    } else if plan.stats.peak_bytes <= plan.stats.lower_bound_bytes {
+        PlanStatus::Optimal
+    } else if options.strategy == Strategy::Heuristic {
+        PlanStatus::HeuristicOnly
+    } else {
+        PlanStatus::Feasible
+    }
+}
+
+/// Why a plan cannot be checked or run against a graph.
+#[derive(Debug, Error)]
+pub enum PlanGraphError {
+    /// The plan's carried graph is not a valid memplan-graph/1 document.
+    #[error("the plan's rewritten_graph is invalid: {0}")]
+    Carried(GraphError),
+    /// The carried graph was not derived from the given graph.
+    #[error("the plan's rewritten_graph was not derived from graph {graph:?}: {why}")]
+    NotDerived {
+        /// The given graph's name.
+        graph: String,
+        /// The first difference.
+        why: String,
+    },
+    /// The plan names conv algorithms the graph cannot take.
+    #[error(transparent)]
+    ConvAlgo(#[from] ConvAlgoError),
+}
+
+/// The graph to replay `plan` against, given the graph the user planned (`original`): the
+/// plan's carried `rewritten_graph` when it has one (after proving it was derived from
+/// `original`: the same graph inputs, weights and outputs, by name and size), else `original`
+/// with the conv algorithms the plan names written in.
+pub fn graph_for_plan(original: Graph, plan: &Plan) -> Result<Graph, PlanGraphError> {
+    if let Some(doc) = &plan.rewritten_graph {
+        let carried = Graph::parse(&doc.to_string()).map_err(PlanGraphError::Carried)?;
+        // A plan checked against its own rewritten graph needs no derivation proof.
+        if carried != original {
+            derived_from(&original, &carried).map_err(|why| PlanGraphError::NotDerived {
+                graph: original.name.clone(),
+                why,
+            })?;
+        }
+        return Ok(carried);
+    }
+    let names_algos = plan
+        .instructions
+        .iter()
+        .any(|i| matches!(i, crate::Instruction::Exec { algo: Some(_), .. }));
+    if !names_algos {
+        return Ok(original);
+    }
+    Ok(ca::graph_for_plan(&DeviceProfile::h200(), &original, plan)?)
+}
+
+/// Whether `rewritten` keeps `original`'s interface: the same graph inputs, weights and
+/// outputs (names, sizes). The first difference otherwise.
+pub fn derived_from(original: &Graph, rewritten: &Graph) -> Result<(), String> {
+    let interface = |g: &Graph, kind: TensorKind| -> BTreeMap<String, u64> {
+        g.tensors
+            .iter()
+            .filter(|t| t.kind == kind)
+            .map(|t| (t.name.clone(), t.size))
+            .collect()
+    };
+    for (kind, what) in [
+        (TensorKind::Input, "inputs"),
+        (TensorKind::Weight, "weights"),
+        (TensorKind::Output, "outputs"),
+    ] {
+        let (a, b) = (interface(original, kind), interface(rewritten, kind));
+        if a == b {
+            continue;
+        }
+        if let Some((n, s)) = a.iter().find(|(n, s)| b.get(*n) != Some(s)) {
+            return Err(match b.get(n) {
+                None => format!("graph {what}: {n:?} ({s} bytes) is missing"),
+                Some(t) => format!("graph {what}: {n:?} has {t} bytes, not {s}"),
+            });
+        }
+        if let Some((n, _)) = b.iter().find(|(n, _)| !a.contains_key(*n)) {
+            return Err(format!("graph {what}: {n:?} is not in the original graph"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Graph {
+        Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap()
+    }
+
+    #[test]
+    fn default_options_plan_the_graph_as_given() {
+        let g = sample();
+        let r = run(&g, &PipelineOptions::default(), &Control::default()).unwrap();
+        assert!(!r.rewritten);
+        assert_eq!(r.graph, g);
+        assert!(r.plan.rewritten_graph.is_none());
+        crate::validate::validate(&g, &r.plan, None).unwrap();
+    }
+
+    #[test]
+    fn a_rewritten_plan_carries_its_graph_and_checks_against_the_original() {
+        let g = sample();
+        let opts = PipelineOptions {
+            rewrite: vec![Rewrite::Fuse, Rewrite::ConvAlgos],
+            ..PipelineOptions::default()
+        };
+        let r = run(&g, &opts, &Control::default()).unwrap();
+        assert!(r.rewritten);
+        let text = r.plan.to_json();
+        let back = Plan::parse(&text).unwrap();
+        let replay = graph_for_plan(g.clone(), &back).unwrap();
+        assert_eq!(replay, r.graph);
+        crate::validate::validate(&replay, &back, None).unwrap();
+    }
+
+    #[test]
+    fn a_carried_graph_with_another_interface_is_refused() {
+        let g = sample();
+        let opts = PipelineOptions {
+            rewrite: vec![Rewrite::Fuse],
+            ..PipelineOptions::default()
+        };
+        let r = run(&g, &opts, &Control::default()).unwrap();
+        let mut other = g.clone();
+        let i = other
+            .tensors
+            .iter()
+            .position(|t| t.kind == TensorKind::Output)
+            .unwrap();
+        other.tensors[i].size += 256;
+        let err = graph_for_plan(other, &r.plan).unwrap_err();
+        assert!(err.to_string().contains("outputs"), "{err}");
+    }
+
+    #[test]
+    fn tiers_with_a_budget_is_one_clear_error() {
+        let opts = PipelineOptions {
+            tiers: true,
+            budget: Some(BudgetSpec::Percent(60.0)),
+            ..PipelineOptions::default()
+        };
+        let err = run(&sample(), &opts, &Control::default()).unwrap_err();
+        assert!(err.is_bad_input());
+        assert!(err.to_string().contains("tiers and budget"), "{err}");
+    }
+
+    #[test]
+    fn rewrite_lists_parse_names_all_and_none() {
+        assert_eq!(Rewrite::parse_list("all").unwrap(), Rewrite::ALL.to_vec());
+        assert_eq!(Rewrite::parse_list("none").unwrap(), vec![]);
+        assert_eq!(
+            Rewrite::parse_list("fuse,tile,fuse").unwrap(),
+            vec![Rewrite::Tile, Rewrite::Fuse]
+        );
+        assert!(Rewrite::parse_list("fusion").is_err());
+    }
+
+    #[test]
+    fn options_survive_a_json_round_trip_and_unknown_fields_are_refused() {
+        let o = PipelineOptions {
+            rewrite: vec![Rewrite::ConvAlgos],
+            budget: Some(BudgetSpec::Percent(60.0)),
+            ..PipelineOptions::default()
+        };
+        let text = serde_json::to_string(&o).unwrap();
+        let back: PipelineOptions = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, o);
+        assert!(serde_json::from_str::<PipelineOptions>(r#"{"fuse": true}"#).is_err());
+        let b: PipelineOptions = serde_json::from_str(r#"{"budget": 4096}"#).unwrap();
+        assert_eq!(b.budget, Some(BudgetSpec::Bytes(4096)));
+        let b: PipelineOptions = serde_json::from_str(r#"{"budget": "60%"}"#).unwrap();
+        assert_eq!(b.budget, Some(BudgetSpec::Percent(60.0)));
+    }
+}
