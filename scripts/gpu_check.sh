@@ -18,11 +18,11 @@ TESTS_RC=$?
 runs=()
 for g in resnet18.1.inference mobilenet_v2.1.inference alexnet.64.train; do
   [ -f "$ZOO/$g.json" ] || { log "missing $g"; continue; }
-  "$BIN" plan "$ZOO/$g.json" --no-fuse --strategy heuristic -o "$OUT/$g.plan.json" 2>> "$OUT/log.txt"
+  "$BIN" plan "$ZOO/$g.json" --strategy heuristic -o "$OUT/$g.plan.json" 2>> "$OUT/log.txt"
   plan="$OUT/$g.plan.json"
   if [ "$g" = alexnet.64.train ]; then
     if "$BIN" plan --help | grep -q -- --budget; then
-      "$BIN" plan "$ZOO/$g.json" --no-fuse --budget 60% -o "$OUT/$g.budget.plan.json" 2>> "$OUT/log.txt" && plan="$OUT/$g.budget.plan.json"
+      "$BIN" plan "$ZOO/$g.json" --budget 60% -o "$OUT/$g.budget.plan.json" 2>> "$OUT/log.txt" && plan="$OUT/$g.budget.plan.json"
     fi
   fi
   for k in mix real; do

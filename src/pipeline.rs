@@ -648,6 +648,48 @@ mod tests {
     }
 
     #[test]
+    fn a_cancelled_run_returns_a_valid_plan_whose_status_says_cancelled() {
+        let g = sample();
+        let token = CancelToken::new();
+        token.cancel();
+        let control = Control {
+            cancel: Some(token),
+            progress: None,
+        };
+        let r = run(&g, &PipelineOptions::default(), &control).unwrap();
+        assert_eq!(r.plan.stats.status, Some(PlanStatus::Cancelled));
+        crate::validate::validate(&g, &r.plan, None).unwrap();
+    }
+
+    #[test]
+    fn a_binding_time_cap_is_reported_as_time_limit() {
+        let g = sample();
+        let opts = PipelineOptions {
+            time_limit_s: 0.0,
+            ..PipelineOptions::default()
+        };
+        let r = run(&g, &opts, &Control::default()).unwrap();
+        assert_eq!(r.plan.stats.status, Some(PlanStatus::TimeLimit));
+        crate::validate::validate(&g, &r.plan, None).unwrap();
+    }
+
+    #[test]
+    fn the_same_graph_and_options_give_the_same_plan() {
+        let g = sample();
+        let opts = PipelineOptions {
+            rewrite: Rewrite::ALL.to_vec(),
+            ..PipelineOptions::default()
+        };
+        let a = run(&g, &opts, &Control::default()).unwrap().plan;
+        let b = run(&g, &opts, &Control::default()).unwrap().plan;
+        assert_ne!(a.stats.status, Some(PlanStatus::TimeLimit));
+        assert_eq!(a.instructions, b.instructions);
+        assert_eq!(a.rewritten_graph, b.rewritten_graph);
+        assert_eq!(a.stats.peak_bytes, b.stats.peak_bytes);
+        assert_eq!(a.stats.lower_bound_bytes, b.stats.lower_bound_bytes);
+    }
+
+    #[test]
     fn tiers_with_a_budget_is_one_clear_error() {
         let opts = PipelineOptions {
             tiers: true,

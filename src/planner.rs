@@ -458,7 +458,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     plan.stats.placement_status = Some(s.stats.status.as_str().to_string());
     if let Some(e) = &s.exact {
         plan.stats.exact = Some(crate::plan::ExactStat {
-            status: format!("{:?}", e.status).to_lowercase(),
+            status: e.status.as_str().to_string(),
             nodes: e.nodes,
             ms: ms(e.elapsed),
         });

@@ -13,7 +13,8 @@ pub const DEFAULT_MAX_TENSORS: usize = 400_000;
 pub const DEFAULT_MAX_BUFFERS: usize = 1_000_000;
 /// Default number of requests and jobs that may wait for a solver slot.
 pub const DEFAULT_QUEUE: usize = 256;
-/// Default time limit of a plan or placement when the request gives none (seconds).
+/// Default time limit of a placement when the request gives none (seconds; a plan's default
+/// cap is the pipeline's, [`memplan::pipeline::DEFAULT_TIME_LIMIT_S`]).
 pub const DEFAULT_TIME_LIMIT_S: f64 = 1.0;
 /// Default cap on the time limit of a synchronous request (seconds).
 pub const DEFAULT_SYNC_TIME_LIMIT_CAP_S: f64 = 10.0;
@@ -42,7 +43,7 @@ pub struct Config {
     /// Requests and jobs that may wait for a solver beyond the running ones; when all places
     /// are taken new work is answered 503 with Retry-After.
     pub queue: usize,
-    /// Time limit used when a request gives none.
+    /// Time limit of a placement when the request gives none (plans: the pipeline's cap).
     pub default_time_limit: Duration,
     /// Largest time limit of `POST /v1/plan` and `POST /v1/place` (longer work goes to jobs).
     pub sync_time_limit_cap: Duration,

@@ -1,6 +1,11 @@
 //! The memplan HTTP service: plans, persistent jobs, checks and placements over HTTP/JSON, with
 //! an OpenAPI document, limits and Prometheus metrics.
 //!
+//! Routes: `POST /v1/plan` and `POST /v1/jobs` take `{graph, options}`; `POST /plan` and
+//! `POST /jobs` take the bare graph with the options as query parameters. Either way the
+//! options are the planning pipeline's ([`memplan::PipelineOptions`], plus `cache`) and the
+//! plan comes from [`memplan::pipeline::run`].
+//!
 //! [`app`] builds the axum [`Router`] over a [`Service`] (the state: settings, the SQLite
 //! [`store`], admission and solver slots, live jobs, metrics); [`serve`] runs it on a listener
 //! with graceful shutdown. The handlers ([`routes`]) and the schemas ([`model`]) are collected
@@ -48,7 +53,10 @@ use utoipa_swagger_ui::SwaggerUi;
         title = "memplan",
         description = "Memory plans for deep-learning computation graphs: op order, arena offsets \
             and validation (memplan-graph/1 in, memplan-plan/1 out). Synchronous plans, persistent \
-            jobs with progress events, plan checks and buffer placement. Errors are RFC 9457 \
+            jobs with progress events, plan checks and buffer placement. Plans come from the one \
+            planning pipeline (the CLI's), whose options are `PlanOptionsBody`: in the body's \
+            `options` of `POST /v1/plan` and `POST /v1/jobs`, or as query parameters of \
+            `POST /plan` and `POST /jobs`, whose body is the bare graph. Errors are RFC 9457 \
             problem documents (`application/problem+json`). Swagger UI: `/docs`.",
         license(name = "MIT OR Apache-2.0")
     ),
@@ -65,7 +73,9 @@ struct ApiDoc;
 fn router_parts() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(routes::post_plan))
+        .routes(routes!(routes::post_plan_bare))
         .routes(routes!(routes::post_job))
+        .routes(routes!(routes::post_job_bare))
         .routes(routes!(routes::get_job, routes::delete_job))
         .routes(routes!(routes::job_events))
         .routes(routes!(routes::job_plan))

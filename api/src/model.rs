@@ -2,14 +2,20 @@
 //!
 //! The graph and plan documents are parsed by the `memplan` library itself ([`memplan::Graph`],
 //! [`memplan::Plan`]); [`GraphDoc`] and [`PlanDoc`] only describe them for the OpenAPI document
-//! (a test checks that they name every field the library reads and writes). Strategy and order
-//! names come from the library's registries ([`memplan::Strategy::ALL`],
-//! [`memplan::OrderMode::ALL`]).
+//! (a test checks that they name every field the library reads and writes). Strategy, order,
+//! rewrite, conv algorithm, spill strategy and plan status names come from the library's
+//! registries ([`memplan::Strategy::ALL`], [`memplan::OrderMode::ALL`], [`memplan::Rewrite::ALL`],
+//! [`memplan::conv_algo::ConvAlgoMode::ALL`], [`memplan::budget::registry`],
+//! [`memplan::PlanStatus::ALL`]).
+//!
+//! The planning options are the pipeline's ([`memplan::PipelineOptions`]): [`PlanOptionsBody`]
+//! documents them (with the service's `cache`), [`ResolvedOptions`] holds them resolved.
 
-use memplan::{OrderMode, Strategy};
+use memplan::conv_algo::ConvAlgoMode;
+use memplan::{OrderMode, PipelineOptions, PlanStatus, Rewrite, Strategy};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
@@ -68,14 +74,15 @@ fn example_job() -> Value {
         "id": "5f0c1f8e-3c1a-4d7e-9a53-0e6f5b1e2c44",
         "status": "running",
         "graph": "resnet50.32.train",
-        "options": {"order": "auto", "strategy": "auto", "time_limit_s": 60.0, "inplace": false, "cache": true},
+        "options": example_resolved_options(),
         "created_unix_ms": 1_767_225_600_000u64,
         "started_unix_ms": 1_767_225_600_120u64,
         "finished_unix_ms": null,
         "attempts": 1,
         "cached": false,
         "progress": {"stage": "heuristics", "best_peak_bytes": 2_775_134_976u64,
-                     "lower_bound_bytes": 2_774_744_580u64, "gap": 0.00014, "elapsed_s": 0.13},
+                     "lower_bound_bytes": 2_774_744_580u64, "gap": 0.00014, "elapsed_s": 0.13,
+                     "status": null},
         "error": null,
         "links": {"self": "/v1/jobs/5f0c1f8e-3c1a-4d7e-9a53-0e6f5b1e2c44",
                   "events": "/v1/jobs/5f0c1f8e-3c1a-4d7e-9a53-0e6f5b1e2c44/events",
@@ -130,49 +137,387 @@ impl PartialSchema for OrderName {
 }
 impl ToSchema for OrderName {}
 
-/// Options of `POST /v1/plan` and `POST /v1/jobs`; every field is optional.
+/// What a plan status means (one line, for the documentation).
+fn plan_status_about(s: PlanStatus) -> &'static str {
+    match s {
+        PlanStatus::Optimal => "the peak meets a proven lower bound",
+        PlanStatus::Feasible => {
+            "the solvers used their whole work budget (`effort`); the gap to the proven bound \
+             is in `gap`"
+        }
+        PlanStatus::TimeLimit => {
+            "the wall-clock cap (`time_limit_s`) stopped a stage before its work budget was spent"
+        }
+        PlanStatus::Cancelled => "the run was cancelled; the best plan found so far",
+        PlanStatus::HeuristicOnly => "only the heuristics ran (strategy `heuristic`)",
+    }
+}
+
+/// A plan status name (`memplan::PlanStatus`): the one status vocabulary of plans, the same
+/// in plan stats, job progress, the CLI and the zoo report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PlanStatusName(pub String);
+
+impl PartialSchema for PlanStatusName {
+    fn schema() -> RefOr<Schema> {
+        name_schema(
+            PlanStatus::ALL.map(|s| (s.as_str(), plan_status_about(s))),
+            "How good a plan is and why planning stopped",
+            "optimal",
+        )
+    }
+}
+impl ToSchema for PlanStatusName {}
+
+/// A graph rewrite name (`memplan::Rewrite`), or `all` / `none`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RewriteName(pub String);
+
+/// What a rewrite does (one line, for the documentation).
+fn rewrite_about(r: Rewrite) -> &'static str {
+    match r {
+        Rewrite::Tile => "spatial tiling into H-strips (strips per `tile`)",
+        Rewrite::Fuse => {
+            "operator fusion (conv → batch_norm → activation, element-wise chains, pad folding)"
+        }
+        Rewrite::ConvAlgos => "conv algorithm choice (per `conv_algos`)",
+    }
+}
+
+impl PartialSchema for RewriteName {
+    fn schema() -> RefOr<Schema> {
+        let names = Rewrite::ALL
+            .map(|r| (r.name(), rewrite_about(r)))
+            .into_iter()
+            .chain([("all", "every rewrite"), ("none", "no rewrite")]);
+        name_schema(
+            names,
+            "A graph rewrite run before planning (default none: the graph is planned as given)",
+            "fuse",
+        )
+    }
+}
+impl ToSchema for RewriteName {}
+
+/// A conv algorithm mode name (`memplan::conv_algo::ConvAlgoMode`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConvAlgoName(pub String);
+
+/// What a conv algorithm mode does (one line, for the documentation).
+fn conv_algo_about(m: ConvAlgoMode) -> &'static str {
+    match m {
+        ConvAlgoMode::Auto => {
+            "the fastest algorithm per conv that keeps the planned peak at the min-memory plan's"
+        }
+        ConvAlgoMode::Fastest => "the fastest algorithm per conv",
+        ConvAlgoMode::MinMemory => "the least workspace per conv",
+        ConvAlgoMode::Off => {
+            "no choice (refused with the `conv-algos` rewrite: leave the rewrite out instead)"
+        }
+    }
+}
+
+impl PartialSchema for ConvAlgoName {
+    fn schema() -> RefOr<Schema> {
+        name_schema(
+            ConvAlgoMode::ALL.map(|m| (m.name(), conv_algo_about(m))),
+            "How the `conv-algos` rewrite picks each conv's algorithm (default `auto`)",
+            "auto",
+        )
+    }
+}
+impl ToSchema for ConvAlgoName {}
+
+/// A spill strategy name (`memplan::budget`): how a plan is brought under a budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SpillStrategyName(pub String);
+
+impl PartialSchema for SpillStrategyName {
+    fn schema() -> RefOr<Schema> {
+        let registry = memplan::budget::registry();
+        let names = std::iter::once((
+            memplan::budget::BEST,
+            "every strategy; the best fitting plan wins",
+        ))
+        .chain(registry.iter().map(|s| (s.name(), s.about())));
+        name_schema(
+            names,
+            "How a plan is brought under `budget` (default `best`; other values need a budget)",
+            "best",
+        )
+    }
+}
+impl ToSchema for SpillStrategyName {}
+
+/// An arena budget: bytes (an integer, or a string of digits) or a percentage of the
+/// unconstrained plan's peak (`"60%"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum BudgetValue {
+    /// Bytes.
+    Bytes(u64),
+    /// `BYTES` or `PCT%`.
+    Text(String),
+}
+
+impl PartialSchema for BudgetValue {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1))
+                    .description(Some("Bytes")),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(r"^\s*([0-9]+|[0-9]*\.?[0-9]+\s*%)\s*$"))
+                    .description(Some(
+                        "Bytes as digits, or a percentage of the unconstrained plan's peak (`60%`)",
+                    )),
+            )
+            .description(Some(
+                "Arena budget the plan must fit, by spilling to host memory and recomputing: \
+                 bytes, or a percentage of the unconstrained plan's peak (`\"60%\"`). A budget \
+                 below what any plan can reach is refused with 422 naming the smallest peak \
+                 reached.",
+            ))
+            .examples([json!("60%"), json!(1_073_741_824u64)])
+            .into()
+    }
+}
+impl ToSchema for BudgetValue {}
+
+/// Device figures of the cost model (`memplan::cost::DeviceProfile`); every field is optional
+/// (missing ones keep the H200's), unknown fields are refused.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(examples(json!({"strategy": "auto", "order": "auto", "time_limit_s": 5.0})))]
+#[schema(examples(json!({"name": "h100", "half_flops_per_s": 989e12, "fp32_flops_per_s": 67e12,
+    "memory_bytes_per_s": 3.35e12, "h2d_bytes_per_s": 55e9, "d2h_bytes_per_s": 55e9})))]
+pub struct DeviceProfileDoc {
+    /// Name shown in the stats.
+    pub name: Option<String>,
+    /// Dense 16-bit (bf16/fp16) throughput (FLOP/s).
+    #[schema(exclusive_minimum = 0.0)]
+    pub half_flops_per_s: Option<f64>,
+    /// Dense fp32 throughput (FLOP/s).
+    #[schema(exclusive_minimum = 0.0)]
+    pub fp32_flops_per_s: Option<f64>,
+    /// Device memory bandwidth (bytes/s).
+    #[schema(exclusive_minimum = 0.0)]
+    pub memory_bytes_per_s: Option<f64>,
+    /// Host→device link bandwidth, for spill-ins (bytes/s).
+    #[schema(exclusive_minimum = 0.0)]
+    pub h2d_bytes_per_s: Option<f64>,
+    /// Device→host link bandwidth, for spill-outs (bytes/s).
+    #[schema(exclusive_minimum = 0.0)]
+    pub d2h_bytes_per_s: Option<f64>,
+}
+
+/// Options of `POST /v1/plan` and `POST /v1/jobs` (the body's `options`), and the query
+/// parameters of `POST /plan` and `POST /jobs`: every field of the planning pipeline's
+/// options (`memplan::PipelineOptions`, the same as the CLI's flags) plus the service's
+/// `cache`. Every field is optional; unknown fields are refused (422). Options that cannot be
+/// combined are refused with the pipeline's own message (the CLI's).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({"strategy": "auto", "order": "auto", "time_limit_s": 5.0,
+    "rewrite": ["fuse", "conv-algos"], "budget": "60%", "spill_strategy": "best"})))]
 pub struct PlanOptionsBody {
-    /// Device memory budget in bytes that the plan's arena must fit, by spilling to host
-    /// memory and recomputing (the `best` spill strategy, H200 cost model). A budget below
-    /// what any plan can reach is refused with 422 naming the smallest peak reached.
-    #[schema(minimum = 1)]
-    pub budget: Option<u64>,
-    /// Time limit of the whole planning in seconds (default 1; at most the service's cap:
-    /// `sync_time_limit_cap` for `POST /v1/plan`, `max_time_limit` for jobs).
+    /// Graph rewrites to run before planning, in the pipeline's order (tile, fuse,
+    /// conv-algos): a list of names, or one comma-separated string; `all` for every rewrite.
+    /// Default none: the graph is planned as given. When a rewrite changed the graph, the plan
+    /// carries the graph it refers to (`rewritten_graph`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<Vec<RewriteName>>,
+    /// With the `conv-algos` rewrite: how each conv's algorithm is chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conv_algos: Option<ConvAlgoName>,
+    /// With the `tile` rewrite: `auto` or a strip count >= 2 (default `auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(examples("auto", "4"))]
+    pub tile: Option<String>,
+    /// With the `tile` rewrite: the largest modelled run-time overhead tiling may add
+    /// (percent of the untiled graph's modelled time; default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0)]
+    pub tile_overhead_pct: Option<f64>,
+    /// Which op orders are considered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<OrderName>,
+    /// Which solvers run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<StrategyName>,
+    /// Effort in deterministic work units (a multiplier of every solver's work caps: search
+    /// nodes, iterations, HiGHS nodes; default 1, `0` for the heuristics' own caps only). The
+    /// same graph and options give the same plan unless the time limit binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 1000)]
+    pub effort: Option<u64>,
+    /// Wall-clock cap of the whole planning in seconds, on top of `effort` (default: the
+    /// pipeline's 10 s, as in the CLI, lowered to the service's cap; at most
+    /// `sync_time_limit_cap` for `POST /v1/plan` and `POST /plan`, `max_time_limit` for jobs). When it binds, the plan's status says
+    /// `time_limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0.0)]
     pub time_limit_s: Option<f64>,
-    /// Which solvers run.
-    pub strategy: Option<StrategyName>,
-    /// Which op orders are considered.
-    pub order: Option<OrderName>,
     /// Honour the graph's in-place hints (plans then use the `inplace_of` alloc extension;
-    /// default false).
+    /// default false). Not with a budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inplace: Option<bool>,
+    /// Arena budget the plan must fit by spilling and recomputing (bytes, or `"60%"` of the
+    /// unconstrained peak). Not with tiers or in-place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetValue>,
+    /// With a budget: how the plan is brought under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_strategy: Option<SpillStrategyName>,
+    /// Memory tiers: activations and temporaries (workspaces) in regions of their own
+    /// (default false). Not with a budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<bool>,
+    /// With tiers: alignment floors in bytes, `persistent=256,activations=256,temporaries=512`
+    /// or one number for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(examples("persistent=256,activations=256,temporaries=512", "512"))]
+    pub tier_alignment: Option<String>,
+    /// Device figures for the cost model (conv algorithm times, tiling overhead, spills);
+    /// default the H200's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_profile: Option<DeviceProfileDoc>,
+    /// Host link bandwidth per direction in GB/s (overrides the device profile's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0.0)]
+    pub link_gbps: Option<f64>,
     /// Answer with the stored plan of an identical earlier request (same graph and options)
     /// without solving again (default true). `false` solves again and stores the new plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<bool>,
 }
 
-/// The options a job or plan ran with, defaults filled in.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[schema(examples(json!({"order": "auto", "strategy": "auto", "time_limit_s": 1.0, "inplace": false, "cache": true})))]
+/// Query parameters of `POST /plan` and `POST /jobs`: the fields of [`PlanOptionsBody`], one
+/// parameter each (documentation only; the service parses the query string into a JSON
+/// object, then reads it as the body's options, so the rules and messages are the same).
+/// Numbers and booleans (`true`/`false`, `1`/`0`, or the bare name for true) are read as
+/// such; `rewrite` is a comma-separated list (or repeated); `device_profile` is a
+/// JSON-encoded object (URL-encoded). Unknown parameters are refused (422).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PlanQuery {
+    /// Graph rewrites: comma-separated names (`tile`, `fuse`, `conv-algos`), `all` or `none`
+    /// (default none: the graph is planned as given).
+    #[param(example = "fuse,conv-algos")]
+    pub rewrite: Option<String>,
+    /// With the `conv-algos` rewrite: `auto`, `fastest` or `min-memory` (default `auto`).
+    #[param(value_type = Option<ConvAlgoName>)]
+    pub conv_algos: Option<String>,
+    /// With the `tile` rewrite: `auto` or a strip count >= 2 (default `auto`).
+    #[param(example = "auto")]
+    pub tile: Option<String>,
+    /// With the `tile` rewrite: the largest modelled overhead tiling may add (percent).
+    #[param(minimum = 0.0)]
+    pub tile_overhead_pct: Option<f64>,
+    /// Which op orders are considered (default `auto`).
+    #[param(value_type = Option<OrderName>)]
+    pub order: Option<String>,
+    /// Which solvers run (default `auto`).
+    #[param(value_type = Option<StrategyName>)]
+    pub strategy: Option<String>,
+    /// Effort in deterministic work units (default 1).
+    #[param(minimum = 0, maximum = 1000)]
+    pub effort: Option<u64>,
+    /// Wall-clock cap in seconds (default the pipeline's 10 s, as in the CLI, lowered to the
+    /// service's cap; at most `sync_time_limit_cap` for `POST /plan`, `max_time_limit` for
+    /// `POST /jobs`).
+    #[param(minimum = 0.0)]
+    pub time_limit_s: Option<f64>,
+    /// Honour the graph's in-place hints (default false).
+    pub inplace: Option<bool>,
+    /// Arena budget: bytes, or a percentage of the unconstrained peak (`60%`, URL-encoded
+    /// `60%25`).
+    #[param(example = "60%")]
+    pub budget: Option<String>,
+    /// With a budget: the spill strategy (default `best`).
+    #[param(value_type = Option<SpillStrategyName>)]
+    pub spill_strategy: Option<String>,
+    /// Memory tiers (default false).
+    pub tiers: Option<bool>,
+    /// With tiers: alignment floors, `persistent=256,activations=256,temporaries=512` or one
+    /// number.
+    pub tier_alignment: Option<String>,
+    /// Device figures as a JSON-encoded object (the body's `device_profile`, URL-encoded),
+    /// e.g. `{"h2d_bytes_per_s":25e9}`.
+    #[param(example = r#"{"h2d_bytes_per_s":25e9,"d2h_bytes_per_s":25e9}"#)]
+    pub device_profile: Option<String>,
+    /// Host link bandwidth per direction in GB/s.
+    pub link_gbps: Option<f64>,
+    /// Answer from a stored plan of an identical request (default true).
+    pub cache: Option<bool>,
+}
+
+/// Option fields that may be null once resolved (the others always have a value).
+pub const NULLABLE_OPTIONS: [&str; 4] = ["budget", "tier_alignment", "device_profile", "link_gbps"];
+
+/// The options a job or plan ran with, defaults filled in: the planning pipeline's options
+/// (`memplan::PipelineOptions`, serialised with all its fields) and the service's `cache`.
+///
+/// Stored jobs of earlier versions (fields `order`, `strategy`, `time_limit_s`, `inplace`,
+/// `cache`, `budget` in bytes) still read: missing fields take the pipeline's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedOptions {
-    /// Order mode name.
-    pub order: String,
-    /// Strategy name.
-    pub strategy: String,
-    /// Time limit in seconds.
-    pub time_limit_s: f64,
-    /// In-place hints honoured.
-    pub inplace: bool,
+    /// The pipeline options, normalised (`PipelineOptions::normalised`).
+    #[serde(flatten)]
+    pub pipeline: PipelineOptions,
     /// Stored plans reused.
+    #[serde(default = "yes")]
     pub cache: bool,
-    /// Arena budget in bytes, when the plan must fit one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl PartialSchema for ResolvedOptions {
+    fn schema() -> RefOr<Schema> {
+        let mut s = PlanOptionsBody::schema();
+        if let RefOr::T(Schema::Object(o)) = &mut s {
+            o.required = o.properties.keys().cloned().collect();
+            o.description = Some(
+                "The options a plan or job ran with, defaults filled in (every field of \
+                 `PlanOptionsBody`; `budget`, `tier_alignment`, `device_profile` and \
+                 `link_gbps` are null when not set). `rewrite` is the list of rewrite names, \
+                 `budget` bytes or a percentage string."
+                    .to_string(),
+            );
+            o.examples = vec![example_resolved_options()];
+        }
+        s
+    }
+}
+
+impl ToSchema for ResolvedOptions {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        <PlanOptionsBody as ToSchema>::schemas(schemas);
+    }
+}
+
+/// The example resolved options of the OpenAPI document.
+fn example_resolved_options() -> Value {
+    let mut v = serde_json::to_value(ResolvedOptions {
+        pipeline: PipelineOptions {
+            time_limit_s: 60.0,
+            ..PipelineOptions::default()
+        },
+        cache: true,
+    })
+    .unwrap_or(Value::Null);
+    v["rewrite"] = json!(["fuse"]);
+    v
 }
 
 /// Body of `POST /v1/plan` and `POST /v1/jobs`.
@@ -301,6 +646,8 @@ pub struct InstructionDoc {
     pub node: Option<String>,
     /// Workspace arena offset (exec; null when the op has none).
     pub workspace_offset: Option<u64>,
+    /// Extension: the conv algorithm the op runs (exec, after the `conv-algos` rewrite).
+    pub algo: Option<String>,
     /// Host pool offset (spill_out).
     pub host_offset: Option<u64>,
 }
@@ -326,8 +673,8 @@ pub struct PlanStatsDoc {
     pub lower_bound_bytes: Option<u64>,
     /// Placement algorithm of the plan.
     pub method: Option<String>,
-    /// `optimal` when the peak meets the bound, else `heuristic`.
-    pub status: Option<String>,
+    /// How good the plan is and why planning stopped.
+    pub status: Option<PlanStatusName>,
     /// Relative gap `(peak - bound) / peak`.
     pub gap: Option<f64>,
     /// LOAD of the chosen order (bytes).
@@ -349,6 +696,17 @@ pub struct PlanStatsDoc {
     pub exact: Option<Value>,
     /// Whether in-place hints were honoured.
     pub inplace: Option<bool>,
+    /// What the HiGHS placement model did (`status`, `models`, `improved`, `ms`).
+    #[schema(value_type = Option<Object>)]
+    pub ilp: Option<Value>,
+    /// What the order integer program did (`status`, `whole`, `models`, `improved`,
+    /// `load_bytes`, `lower_bound_bytes`, `ms`).
+    #[schema(value_type = Option<Object>)]
+    pub order_ilp: Option<Value>,
+    /// Budget figures of a plan made under a memory budget (`budget_bytes`,
+    /// `unconstrained_peak_bytes`, spills, recomputes, modelled times, ...).
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<Value>,
     /// Planning time (milliseconds).
     pub elapsed_ms: Option<f64>,
     /// Seed 001 §4.1's fragmentation `1 − largest free block / total free` of the arena at
@@ -380,6 +738,11 @@ pub struct PlanDoc {
     pub instructions: Vec<InstructionDoc>,
     /// Statistics.
     pub stats: PlanStatsDoc,
+    /// Extension: the memplan-graph/1 graph the plan refers to, when graph rewrites (option
+    /// `rewrite`) changed the graph that was planned; absent when the plan refers to the
+    /// graph as given. `POST /v1/check` with the original graph replays the plan against it
+    /// after proving it was derived from the original (same inputs, weights and outputs).
+    pub rewritten_graph: Option<GraphDoc>,
 }
 
 /// Status of a job.
@@ -447,6 +810,11 @@ pub struct Progress {
     pub gap: Option<f64>,
     /// Seconds since the job started running (0 while queued).
     pub elapsed_s: f64,
+    /// The plan's status once the job has one (the plan's `stats.status`; `cancelled` for a
+    /// cancelled job), null while it runs.
+    #[serde(default)]
+    #[schema(value_type = Option<PlanStatusName>)]
+    pub status: Option<PlanStatus>,
 }
 
 /// Links of a job.
@@ -661,4 +1029,91 @@ pub struct Health {
     pub queue_depth: usize,
     /// Jobs running.
     pub running_jobs: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn properties(schema: RefOr<Schema>) -> BTreeSet<String> {
+        match schema {
+            RefOr::T(Schema::Object(o)) => o.properties.keys().cloned().collect(),
+            _ => panic!("not an object schema"),
+        }
+    }
+
+    fn keys(v: Value) -> BTreeSet<String> {
+        v.as_object().expect("an object").keys().cloned().collect()
+    }
+
+    #[test]
+    fn the_documented_options_name_every_pipeline_option_and_cache() {
+        let mut expected = keys(serde_json::to_value(PipelineOptions::default()).unwrap());
+        expected.insert("cache".into());
+        assert_eq!(properties(PlanOptionsBody::schema()), expected);
+        assert_eq!(properties(ResolvedOptions::schema()), expected);
+        // What the service reports is what it documents.
+        let resolved = ResolvedOptions {
+            pipeline: PipelineOptions::default(),
+            cache: true,
+        };
+        assert_eq!(keys(serde_json::to_value(&resolved).unwrap()), expected);
+        let documented: BTreeSet<String> = PlanQuery::into_params(|| None)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(documented, expected);
+    }
+
+    #[test]
+    fn the_documented_device_profile_names_every_field() {
+        let expected = keys(serde_json::to_value(memplan::cost::DeviceProfile::h200()).unwrap());
+        assert_eq!(properties(DeviceProfileDoc::schema()), expected);
+    }
+
+    #[test]
+    fn resolved_options_of_an_earlier_version_still_read() {
+        let old: ResolvedOptions = serde_json::from_str(
+            r#"{"order": "given", "strategy": "heuristic", "time_limit_s": 0.5,
+                "inplace": true, "cache": false, "budget": 4096}"#,
+        )
+        .unwrap();
+        assert_eq!(old.pipeline.order, OrderMode::Given);
+        assert_eq!(old.pipeline.strategy, Strategy::Heuristic);
+        assert_eq!(old.pipeline.time_limit_s, 0.5);
+        assert!(old.pipeline.inplace && !old.cache);
+        assert_eq!(
+            old.pipeline.budget,
+            Some(memplan::budget::BudgetSpec::Bytes(4096))
+        );
+        assert!(
+            old.pipeline.rewrite.is_empty(),
+            "old jobs planned the graph as given"
+        );
+        // And the current form survives a round trip.
+        let now = ResolvedOptions {
+            pipeline: PipelineOptions {
+                rewrite: vec![Rewrite::Fuse],
+                budget: Some(memplan::budget::BudgetSpec::Percent(60.0)),
+                ..PipelineOptions::default()
+            },
+            cache: true,
+        };
+        let back: ResolvedOptions =
+            serde_json::from_str(&serde_json::to_string(&now).unwrap()).unwrap();
+        assert_eq!(back, now);
+    }
+
+    #[test]
+    fn every_plan_status_is_documented_by_its_json_name() {
+        let names: Vec<Value> = PlanStatus::ALL
+            .iter()
+            .map(|s| serde_json::to_value(s).unwrap())
+            .collect();
+        match PlanStatusName::schema() {
+            RefOr::T(Schema::Object(o)) => assert_eq!(o.enum_values, Some(names)),
+            _ => panic!("not an object schema"),
+        }
+    }
 }

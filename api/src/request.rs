@@ -1,18 +1,26 @@
-//! Turning request bodies into checked inputs: the JSON envelope, the graph (parsed by the
-//! library, with JSON error positions translated to the request body), the options with their
-//! defaults and caps, the size limits, and the content hash that keys stored plans.
+//! Turning requests into checked inputs: the JSON envelope or the bare graph, the graph
+//! (parsed by the library, with JSON error positions translated to the request body), the
+//! options (the body's `options` object or the query string, both read as
+//! [`memplan::PipelineOptions`] with the service's time-limit default and caps), the size
+//! limits, and the content hash that keys stored plans.
 //!
-//! The hash is SHA-256 over a canonical JSON text (object keys sorted at every level, no
-//! whitespace) of the graph, the options that change the result, and the planner version, so
-//! whitespace, key order and `1` vs `1.0` in a time limit do not defeat the cache.
+//! Options from the query string become a JSON object first ([`query_object`]: numbers,
+//! booleans, comma lists and JSON-encoded values by field), so both forms share one reader
+//! ([`resolve`]) and give the same errors and the same cache key.
+//!
+//! The hash is SHA-256 over the planner version, the options' canonical JSON
+//! ([`memplan::PipelineOptions::canonical_json`]) and a canonical JSON text of the graph
+//! (object keys sorted at every level, no whitespace), so whitespace, key order, `1` vs `1.0`
+//! and query vs body options do not defeat the cache.
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::model::{PlanOptionsBody, ResolvedOptions};
-use memplan::{Graph, GraphError, OrderMode, PlanOptions, Strategy};
+use crate::model::ResolvedOptions;
+use memplan::pipeline::{PipelineError, PlanGraphError};
+use memplan::{Graph, GraphError, PipelineOptions, Rewrite};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -20,10 +28,91 @@ use std::time::Duration;
 /// Which cap applies to the time limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// `POST /v1/plan`, `POST /v1/place`: `sync_time_limit_cap`.
+    /// `POST /v1/plan`, `POST /plan`, `POST /v1/place`: `sync_time_limit_cap`.
     Sync,
-    /// `POST /v1/jobs`: `max_time_limit`.
+    /// `POST /v1/jobs`, `POST /jobs`: `max_time_limit`.
     Job,
+}
+
+/// A plan request as received.
+#[derive(Debug, Clone)]
+pub enum PlanInput {
+    /// `POST /v1/plan`, `POST /v1/jobs`: `{graph, options}` JSON.
+    Wrapped(axum::body::Bytes),
+    /// `POST /plan`, `POST /jobs`: the bare graph JSON, options in the query string.
+    Bare {
+        /// The raw query string (without `?`), if any.
+        query: Option<String>,
+        /// The graph JSON.
+        body: axum::body::Bytes,
+    },
+}
+
+/// Where options come from (for messages naming the field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The body's `options` object.
+    Body,
+    /// The query string.
+    Query,
+}
+
+impl Source {
+    /// How a field is named in messages.
+    pub fn field(self, key: &str) -> String {
+        match self {
+            Source::Body => format!("options.{key}"),
+            Source::Query => format!("query parameter {key}"),
+        }
+    }
+}
+
+/// How a query parameter's text becomes a JSON value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryKind {
+    /// Kept as a string.
+    Text,
+    /// A number when it reads as one (else kept as a string, which the options refuse
+    /// naming the field).
+    Number,
+    /// `true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`; the bare name (`?inplace`) is true.
+    Bool,
+    /// A comma-separated list; repeated parameters are joined.
+    List,
+    /// A JSON-encoded value.
+    Json,
+}
+
+/// Every option field a request may give: the pipeline's
+/// ([`memplan::PipelineOptions`]), then the service's `cache`, with how each reads from a query
+/// string. A test checks that it names every field of `PipelineOptions`.
+pub const OPTION_FIELDS: [(&str, QueryKind); 16] = [
+    ("rewrite", QueryKind::List),
+    ("conv_algos", QueryKind::Text),
+    ("tile", QueryKind::Text),
+    ("tile_overhead_pct", QueryKind::Number),
+    ("order", QueryKind::Text),
+    ("strategy", QueryKind::Text),
+    ("effort", QueryKind::Number),
+    ("time_limit_s", QueryKind::Number),
+    ("inplace", QueryKind::Bool),
+    ("budget", QueryKind::Text),
+    ("spill_strategy", QueryKind::Text),
+    ("tiers", QueryKind::Bool),
+    ("tier_alignment", QueryKind::Text),
+    ("device_profile", QueryKind::Json),
+    ("link_gbps", QueryKind::Number),
+    ("cache", QueryKind::Bool),
+];
+
+/// The service's own option (not a pipeline option).
+pub const CACHE_FIELD: &str = "cache";
+
+fn option_kind(key: &str) -> Option<QueryKind> {
+    OPTION_FIELDS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, kind)| *kind)
 }
 
 /// A checked plan request.
@@ -45,7 +134,7 @@ struct RawPlanRequest<'a> {
     #[serde(borrow)]
     graph: &'a RawValue,
     #[serde(default)]
-    options: Option<PlanOptionsBody>,
+    options: Option<Map<String, Value>>,
 }
 
 #[derive(Deserialize)]
@@ -119,13 +208,19 @@ fn shift(body: &str, sub: &str, line: usize, column: usize) -> (usize, usize) {
 
 /// Parses the graph sub-document `raw` of `body`.
 pub fn graph(body: &str, raw: &RawValue, config: &Config) -> Result<Graph, ApiError> {
-    let g = Graph::parse(raw.get()).map_err(|e| match e {
+    graph_text(body, raw.get(), config)
+}
+
+/// Parses the graph text `sub` (a sub-slice of `body`, or `body` itself), with JSON error
+/// positions given in `body`, and checks the size limits.
+pub fn graph_text(body: &str, sub: &str, config: &Config) -> Result<Graph, ApiError> {
+    let g = Graph::parse(sub).map_err(|e| match e {
         GraphError::Json {
             line,
             column,
             message,
         } => {
-            let (line, column) = shift(body, raw.get(), line, column);
+            let (line, column) = shift(body, sub, line, column);
             ApiError::graph(
                 GraphError::Json {
                     line,
@@ -168,6 +263,17 @@ pub fn check_size(g: &Graph, config: &Config) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The wall-clock cap of a plan whose request gives none: the pipeline's default (the same
+/// as the CLI's, so both front ends give the same plan), lowered to the service's cap of
+/// `mode` when that is smaller.
+pub fn plan_time_limit(config: &Config, mode: Mode) -> Duration {
+    let cap = match mode {
+        Mode::Sync => config.sync_time_limit_cap,
+        Mode::Job => config.max_time_limit,
+    };
+    Duration::from_secs_f64(memplan::pipeline::DEFAULT_TIME_LIMIT_S).min(cap)
+}
+
 /// A time limit in seconds, checked against the cap of `mode`.
 pub fn time_limit(
     secs: Option<f64>,
@@ -187,7 +293,7 @@ pub fn time_limit(
         Mode::Sync => (
             config.sync_time_limit_cap,
             "sync_time_limit_cap",
-            "; submit longer work to POST /v1/jobs",
+            "; submit longer work to POST /v1/jobs (or POST /jobs)",
         ),
         Mode::Job => (config.max_time_limit, "max_time_limit", ""),
     };
@@ -204,96 +310,202 @@ pub fn time_limit(
     Ok(limit)
 }
 
-/// Fills in defaults and checks every option.
+/// Reads a query string into an options object ([`OPTION_FIELDS`] says how each parameter
+/// reads). Unknown parameters are refused (422) naming every one of them.
+pub fn query_object(query: Option<&str>) -> Result<Map<String, Value>, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+        .map_err(|e| ApiError::BadRequest(format!("query string: {e}")))?;
+    let mut obj = Map::new();
+    let mut unknown: Vec<String> = Vec::new();
+    for (key, text) in pairs {
+        let Some(kind) = option_kind(&key) else {
+            if !unknown.contains(&key) {
+                unknown.push(key);
+            }
+            continue;
+        };
+        let field = Source::Query.field(&key);
+        if let Some(prev) = obj.get_mut(&key) {
+            match (kind, prev) {
+                (QueryKind::List, Value::String(list)) => {
+                    list.push(',');
+                    list.push_str(&text);
+                    continue;
+                }
+                _ => return Err(ApiError::options(format!("{field} is given twice"))),
+            }
+        }
+        let value = match kind {
+            QueryKind::Text | QueryKind::List => Value::String(text),
+            QueryKind::Number => number(&text).unwrap_or(Value::String(text)),
+            QueryKind::Bool => match text.trim() {
+                "" | "true" | "1" | "yes" | "on" => Value::Bool(true),
+                "false" | "0" | "no" | "off" => Value::Bool(false),
+                other => {
+                    return Err(ApiError::options(format!(
+                        "{field}: {other:?} is not a boolean (true or false)"
+                    )))
+                }
+            },
+            QueryKind::Json => serde_json::from_str(&text).map_err(|e| {
+                ApiError::options(format!("{field}: not a JSON-encoded value: {e}"))
+            })?,
+        };
+        obj.insert(key, value);
+    }
+    if !unknown.is_empty() {
+        let names: Vec<String> = unknown.iter().map(|k| format!("`{k}`")).collect();
+        return Err(ApiError::options(format!(
+            "unknown query parameter{} {} (known: {})",
+            if unknown.len() > 1 { "s" } else { "" },
+            names.join(", "),
+            OPTION_FIELDS.map(|(k, _)| k).join(", ")
+        )));
+    }
+    Ok(obj)
+}
+
+/// `text` as a JSON number: an integer when it reads as one, else a finite float.
+fn number(text: &str) -> Option<Value> {
+    let t = text.trim();
+    if let Ok(n) = t.parse::<u64>() {
+        return Some(Value::from(n));
+    }
+    if let Ok(n) = t.parse::<i64>() {
+        return Some(Value::from(n));
+    }
+    t.parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map(Value::Number)
+}
+
+/// The error of reading `obj` as pipeline options, naming the first field at fault (serde's
+/// messages do not name it for a wrong value).
+fn field_error(obj: &Map<String, Value>, whole: &serde_json::Error, source: Source) -> ApiError {
+    for (key, value) in obj {
+        let one = Value::Object(Map::from_iter([(key.clone(), value.clone())]));
+        if let Err(e) = serde_json::from_value::<PipelineOptions>(one) {
+            let msg = e.to_string();
+            // Some messages already start with the field's name (`budget: ...`).
+            let msg = msg
+                .strip_prefix(&format!("{key}: "))
+                .map_or(msg.clone(), str::to_string);
+            return ApiError::options(format!("{}: {msg}", source.field(key)));
+        }
+    }
+    let what = match source {
+        Source::Body => "options",
+        Source::Query => "query parameters",
+    };
+    ApiError::options(format!("{what}: {whole}"))
+}
+
+/// Reads an options object (the body's `options` or [`query_object`]) as pipeline options:
+/// the service's `cache` taken out, `rewrite` read as names or a comma list (`all`, `none`),
+/// a numeric `tile` taken as its text, nulls as absent, the service's default time limit
+/// when none is given; then every option checked by
+/// [`memplan::PipelineOptions::check`] (its message as is) and the time limit against the
+/// cap of `mode`. Errors are 422 naming the field.
 pub fn resolve(
-    opts: Option<PlanOptionsBody>,
+    mut obj: Map<String, Value>,
+    source: Source,
     config: &Config,
     mode: Mode,
 ) -> Result<ResolvedOptions, ApiError> {
-    let o = opts.unwrap_or_default();
-    if o.budget == Some(0) {
-        return Err(ApiError::options(
-            "options.budget: the budget must be more than 0 bytes",
-        ));
-    }
-    let strategy = match &o.strategy {
-        None => Strategy::default(),
-        Some(s) => Strategy::from_name(&s.0).ok_or_else(|| {
-            ApiError::options(format!(
-                "options.strategy: unknown strategy {:?} (known: {})",
-                s.0,
-                Strategy::ALL.map(Strategy::name).join(", ")
-            ))
-        })?,
+    obj.retain(|_, v| !v.is_null());
+    let cache = match obj.remove(CACHE_FIELD) {
+        None => true,
+        Some(Value::Bool(b)) => b,
+        Some(other) => {
+            return Err(ApiError::options(format!(
+                "{}: expected true or false, not {other}",
+                source.field(CACHE_FIELD)
+            )))
+        }
     };
-    let order = match &o.order {
-        None => OrderMode::default(),
-        Some(s) => OrderMode::from_name(&s.0).ok_or_else(|| {
-            ApiError::options(format!(
-                "options.order: unknown order {:?} (known: {})",
-                s.0,
-                OrderMode::ALL.map(OrderMode::name).join(", ")
-            ))
-        })?,
-    };
-    let limit = time_limit(o.time_limit_s, config, mode, "options.time_limit_s")?;
-    Ok(ResolvedOptions {
-        order: order.name().to_string(),
-        strategy: strategy.name().to_string(),
-        time_limit_s: limit.as_secs_f64(),
-        inplace: o.inplace.unwrap_or(false),
-        cache: o.cache.unwrap_or(true),
-        budget: o.budget,
-    })
-}
-
-/// Plans `graph` with `opts`, under `budget` (bytes) when one is given: the library's
-/// [`memplan::plan`] or [`memplan::budget::plan_under_budget`]. An unreachable budget is an
-/// options error (422) naming the smallest peak reached.
-pub fn run_plan(
-    graph: &memplan::Graph,
-    opts: &PlanOptions,
-    budget: Option<u64>,
-) -> Result<memplan::Plan, ApiError> {
-    use memplan::budget::{BudgetError, BudgetOptions, BudgetSpec};
-    match budget {
-        None => memplan::plan(graph, opts).map_err(|e| match e {
-            memplan::PlanError::Graph(g) => ApiError::graph(g.to_string()),
-            other => ApiError::Internal(other.to_string()),
-        }),
-        Some(b) => {
-            let r = memplan::budget::plan_under_budget(
-                graph,
-                BudgetSpec::Bytes(b),
-                opts,
-                &BudgetOptions::default(),
+    if let Some(v) = obj.get_mut("rewrite") {
+        let list = match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Array(items) if items.iter().all(Value::is_string) => Some(
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            // Anything else: the options' reader names the type.
+            _ => None,
+        };
+        if let Some(list) = list {
+            let rewrites = Rewrite::parse_list(&list).map_err(|e| {
+                let msg = e.to_string();
+                let msg = msg.strip_prefix("rewrite: ").unwrap_or(&msg).to_string();
+                ApiError::options(format!("{}: {msg}", source.field("rewrite")))
+            })?;
+            *v = Value::Array(
+                rewrites
+                    .into_iter()
+                    .map(|r| Value::String(r.name().to_string()))
+                    .collect(),
             );
-            r.map_err(|e| match e {
-                e @ (BudgetError::Infeasible { .. } | BudgetError::Zero) => {
-                    ApiError::options(format!("options.budget: {e}"))
-                }
-                BudgetError::Plan(memplan::PlanError::Graph(g)) => ApiError::graph(g.to_string()),
-                other => ApiError::Internal(other.to_string()),
-            })
         }
     }
+    if let Some(v) = obj.get_mut("tile") {
+        if let Value::Number(n) = v {
+            *v = Value::String(n.to_string());
+        }
+    }
+    if !obj.contains_key("time_limit_s") {
+        obj.insert(
+            "time_limit_s".into(),
+            Value::from(plan_time_limit(config, mode).as_secs_f64()),
+        );
+    }
+    let value = Value::Object(obj);
+    let pipeline: PipelineOptions = match serde_json::from_value(value.clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            let obj = match value {
+                Value::Object(o) => o,
+                _ => Map::new(),
+            };
+            return Err(field_error(&obj, &e, source));
+        }
+    };
+    pipeline
+        .check()
+        .map_err(|e| ApiError::options(e.to_string()))?;
+    time_limit(
+        Some(pipeline.time_limit_s),
+        config,
+        mode,
+        &source.field("time_limit_s"),
+    )?;
+    Ok(ResolvedOptions {
+        pipeline: pipeline.normalised(),
+        cache,
+    })
 }
 
-/// The library options of resolved options (names are checked again: stored jobs may come
-/// from another version).
-pub fn plan_options(o: &ResolvedOptions) -> Result<PlanOptions, String> {
-    Ok(PlanOptions {
-        order: OrderMode::from_name(&o.order)
-            .ok_or_else(|| format!("unknown order {:?}", o.order))?,
-        strategy: Strategy::from_name(&o.strategy)
-            .ok_or_else(|| format!("unknown strategy {:?}", o.strategy))?,
-        time_limit: Some(
-            Duration::try_from_secs_f64(o.time_limit_s)
-                .map_err(|_| format!("bad time limit {}", o.time_limit_s))?,
-        ),
-        inplace: o.inplace,
-        ..PlanOptions::default()
-    })
+/// The service error of a pipeline error: bad input (the options, the graph, an unreachable
+/// budget) is 422 with the pipeline's message, anything else 500.
+pub fn pipeline_error(e: PipelineError) -> ApiError {
+    use memplan::budget::BudgetError;
+    use memplan::PlanError;
+    if !e.is_bad_input() {
+        return ApiError::Internal(e.to_string());
+    }
+    match &e {
+        PipelineError::Graph(_)
+        | PipelineError::Plan(PlanError::Graph(_))
+        | PipelineError::Budget(BudgetError::Plan(PlanError::Graph(_))) => {
+            ApiError::graph(e.to_string())
+        }
+        PipelineError::Pass(_) => ApiError::Unsupported(e.to_string()),
+        PipelineError::Budget(_) => ApiError::options(format!("budget: {e}")),
+        _ => ApiError::options(e.to_string()),
+    }
 }
 
 /// Writes `v` as canonical JSON (keys sorted, no whitespace).
@@ -327,23 +539,14 @@ pub fn canonical(v: &Value, out: &mut String) {
     }
 }
 
-/// Content hash of a canonical graph and resolved options.
-pub fn cache_key(graph_json: &str, o: &ResolvedOptions) -> String {
+/// Content hash of a canonical graph and pipeline options: SHA-256 over the planner version,
+/// [`memplan::PipelineOptions::canonical_json`] and the graph's canonical JSON. The service's
+/// `cache` flag is not part of it.
+pub fn cache_key(graph_json: &str, o: &PipelineOptions) -> String {
     let mut h = Sha256::new();
-    // Everything that changes the result, and the planner that computed it.
-    let mut opts = format!(
-        "memplan {}\norder={}\nstrategy={}\ntime_limit_s={}\ninplace={}\n",
-        env!("CARGO_PKG_VERSION"),
-        o.order,
-        o.strategy,
-        o.time_limit_s,
-        o.inplace
-    );
-    // Only when set, so keys of plans without a budget stay what they were.
-    if let Some(b) = o.budget {
-        let _ = writeln!(opts, "budget={b}");
-    }
-    h.update(opts.as_bytes());
+    h.update(format!("memplan {}\n", env!("CARGO_PKG_VERSION")).as_bytes());
+    h.update(o.canonical_json().as_bytes());
+    h.update(b"\n");
     h.update(graph_json.as_bytes());
     let mut hex = String::with_capacity(64);
     for b in h.finalize() {
@@ -352,23 +555,106 @@ pub fn cache_key(graph_json: &str, o: &ResolvedOptions) -> String {
     hex
 }
 
+/// Canonical JSON of a graph text (already parsed as a graph, so it is valid JSON).
+fn canonical_graph(text: &str) -> Result<String, ApiError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| ApiError::graph(format!("graph JSON error: {e}")))?;
+    let mut out = String::with_capacity(text.len());
+    canonical(&value, &mut out);
+    Ok(out)
+}
+
+/// Checks a plan request: `POST /v1/plan` and `POST /v1/jobs` (wrapped) or `POST /plan` and
+/// `POST /jobs` (bare graph, options in the query string).
+pub fn prepare(input: &PlanInput, config: &Config, mode: Mode) -> Result<PreparedPlan, ApiError> {
+    match input {
+        PlanInput::Wrapped(body) => prepare_plan(body, config, mode),
+        PlanInput::Bare { query, body } => prepare_bare(query.as_deref(), body, config, mode),
+    }
+}
+
 /// Checks a `POST /v1/plan` or `POST /v1/jobs` body.
 pub fn prepare_plan(body: &[u8], config: &Config, mode: Mode) -> Result<PreparedPlan, ApiError> {
     let text = text(body)?;
-    let req: RawPlanRequest<'_> = json(text)?;
-    let options = resolve(req.options, config, mode)?;
+    let req: RawPlanRequest<'_> = json(text).map_err(|e| with_bare_hint(e, text))?;
+    let options = resolve(req.options.unwrap_or_default(), Source::Body, config, mode)?;
     let graph = graph(text, req.graph, config)?;
-    let value: Value = serde_json::from_str(req.graph.get())
-        .map_err(|e| ApiError::graph(format!("graph JSON error: {e}")))?;
-    let mut graph_json = String::with_capacity(req.graph.get().len());
-    canonical(&value, &mut graph_json);
-    let key = cache_key(&graph_json, &options);
+    let graph_json = canonical_graph(req.graph.get())?;
+    let key = cache_key(&graph_json, &options.pipeline);
     Ok(PreparedPlan {
         graph,
         graph_json,
         options,
         key,
     })
+}
+
+/// Checks a `POST /plan` or `POST /jobs` request: the bare graph as the body, the options in
+/// the query string.
+pub fn prepare_bare(
+    query: Option<&str>,
+    body: &[u8],
+    config: &Config,
+    mode: Mode,
+) -> Result<PreparedPlan, ApiError> {
+    let options = resolve(query_object(query)?, Source::Query, config, mode)?;
+    let text = text(body)?;
+    let graph = graph_text(text, text, config).map_err(|e| with_wrapped_hint(e, text))?;
+    let graph_json = canonical_graph(text)?;
+    let key = cache_key(&graph_json, &options.pipeline);
+    Ok(PreparedPlan {
+        graph,
+        graph_json,
+        options,
+        key,
+    })
+}
+
+/// The top-level keys of a JSON object text (none when it is not one).
+fn top_keys(text: &str) -> Vec<String> {
+    match serde_json::from_str::<Map<String, Value>>(text) {
+        Ok(m) => m.keys().cloned().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A wrapped request body that failed: hints at `POST /plan` when it is a bare graph.
+fn with_bare_hint(e: ApiError, text: &str) -> ApiError {
+    match e {
+        ApiError::Invalid {
+            slug,
+            title,
+            detail,
+        } if top_keys(text).iter().any(|k| k == "format") => ApiError::Invalid {
+            slug,
+            title,
+            detail: format!(
+                "{detail}; this body looks like a bare graph: send it to POST /plan (or \
+                     POST /jobs) with the options as query parameters, or wrap it as \
+                     {{\"graph\": ..., \"options\": {{...}}}}"
+            ),
+        },
+        e => e,
+    }
+}
+
+/// A bare graph body that failed: hints at `POST /v1/plan` when it is a wrapped request.
+fn with_wrapped_hint(e: ApiError, text: &str) -> ApiError {
+    match e {
+        ApiError::Invalid {
+            slug,
+            title,
+            detail,
+        } if top_keys(text).iter().any(|k| k == "graph") => ApiError::Invalid {
+            slug,
+            title,
+            detail: format!(
+                "{detail}; this body looks like a wrapped request {{graph, options}}: send \
+                     it to POST /v1/plan (or POST /v1/jobs), or send the bare graph here"
+            ),
+        },
+        e => e,
+    }
 }
 
 /// Checks a `POST /v1/check` body: (graph, plan, budget).
@@ -393,6 +679,25 @@ pub fn prepare_check(
     Ok((graph, plan, req.budget))
 }
 
+/// The graph to replay `plan` against, given the request's graph
+/// ([`memplan::pipeline::graph_for_plan`]): `Ok(Err(reason))` when the plan's carried graph
+/// was not derived from it (an invalid plan), `Err` when the carried graph or the plan's conv
+/// algorithms cannot be read (422).
+pub fn graph_for_check(
+    graph: Graph,
+    plan: &memplan::Plan,
+    config: &Config,
+) -> Result<Result<Graph, String>, ApiError> {
+    match memplan::pipeline::graph_for_plan(graph, plan) {
+        Ok(g) => {
+            check_size(&g, config)?;
+            Ok(Ok(g))
+        }
+        Err(e @ PlanGraphError::NotDerived { .. }) => Ok(Err(e.to_string())),
+        Err(e) => Err(ApiError::plan(e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,15 +718,20 @@ mod tests {
         assert_eq!(shift(body, sub, 2, 3), (3, 3));
     }
 
+    const GRAPH: &str = r#"{"format":"memplan-graph/1","name":"g","tensors":[{"name":"x","size":8,"kind":"input"},{"name":"y","size":8,"kind":"output"}],"ops":[{"name":"f","inputs":["x"],"outputs":["y"]}]}"#;
+
+    fn body(options: &str) -> Vec<u8> {
+        format!(r#"{{"graph": {GRAPH}, "options": {options}}}"#).into_bytes()
+    }
+
+    fn detail(e: ApiError) -> String {
+        e.problem().detail
+    }
+
     #[test]
     fn the_same_graph_and_options_written_differently_share_a_key() {
         let c = Config::default();
-        let a = prepare_plan(
-            br#"{"graph": {"format":"memplan-graph/1","name":"g","tensors":[{"name":"x","size":8,"kind":"input"},{"name":"y","size":8,"kind":"output"}],"ops":[{"name":"f","inputs":["x"],"outputs":["y"]}]}, "options": {"time_limit_s": 1}}"#,
-            &c,
-            Mode::Sync,
-        )
-        .unwrap();
+        let a = prepare_plan(&body(r#"{"time_limit_s": 1}"#), &c, Mode::Sync).unwrap();
         let b = prepare_plan(
             br#"{"options": {"time_limit_s": 1.0, "cache": false},
                  "graph": {"ops":[{"outputs":["y"],"inputs":["x"],"name":"f"}],"name":"g","format":"memplan-graph/1",
@@ -431,15 +741,135 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a.key, b.key);
-        let other = resolve(
-            Some(PlanOptionsBody {
-                strategy: Some(crate::model::StrategyName("heuristic".into())),
-                ..PlanOptionsBody::default()
-            }),
+        // No time limit: the pipeline's default cap, the same key as giving it.
+        let d = prepare_plan(&body("{}"), &c, Mode::Sync).unwrap();
+        assert_eq!(
+            d.options.pipeline.time_limit_s,
+            memplan::pipeline::DEFAULT_TIME_LIMIT_S
+        );
+        let e = prepare_plan(&body(r#"{"time_limit_s": 10}"#), &c, Mode::Sync).unwrap();
+        assert_eq!(d.key, e.key);
+        assert_ne!(d.key, a.key);
+        let other = prepare_plan(&body(r#"{"strategy": "heuristic"}"#), &c, Mode::Sync).unwrap();
+        assert_ne!(other.key, a.key);
+    }
+
+    #[test]
+    fn query_parameters_and_body_options_resolve_alike() {
+        let c = Config::default();
+        let q = prepare_bare(
+            Some("budget=60%25&strategy=heuristic&rewrite=fuse,conv-algos&time_limit_s=2&inplace=false&effort=3&cache=0"),
+            GRAPH.as_bytes(),
             &c,
             Mode::Sync,
         )
         .unwrap();
-        assert_ne!(cache_key(&a.graph_json, &other), a.key);
+        let b = prepare_plan(
+            &body(
+                r#"{"budget": "60%", "strategy": "heuristic", "rewrite": ["conv-algos", "fuse"],
+                    "time_limit_s": 2.0, "effort": 3, "cache": false}"#,
+            ),
+            &c,
+            Mode::Sync,
+        )
+        .unwrap();
+        assert_eq!(q.options, b.options);
+        assert_eq!(q.key, b.key);
+        assert!(!q.options.cache);
+        assert_eq!(
+            q.options.pipeline.budget,
+            Some(memplan::budget::BudgetSpec::Percent(60.0))
+        );
+        // Repeated list parameters join; `all` expands.
+        let r = query_object(Some("rewrite=fuse&rewrite=tile")).unwrap();
+        assert_eq!(r["rewrite"], "fuse,tile");
+        let all = resolve(
+            query_object(Some("rewrite=all")).unwrap(),
+            Source::Query,
+            &c,
+            Mode::Sync,
+        )
+        .unwrap();
+        assert_eq!(all.pipeline.rewrite, Rewrite::ALL.to_vec());
+        // A JSON-encoded device profile, a bare boolean.
+        let o = query_object(Some(
+            "device_profile=%7B%22h2d_bytes_per_s%22%3A2.5e10%7D&tiers&tier_alignment=512",
+        ))
+        .unwrap();
+        let r = resolve(o, Source::Query, &c, Mode::Sync).unwrap();
+        assert!(r.pipeline.tiers);
+        assert_eq!(
+            r.pipeline
+                .device_profile
+                .as_ref()
+                .map(|p| p.h2d_bytes_per_s),
+            Some(2.5e10)
+        );
+    }
+
+    #[test]
+    fn every_pipeline_option_is_a_known_field() {
+        let mut expected: Vec<String> =
+            match serde_json::to_value(PipelineOptions::default()).unwrap() {
+                Value::Object(m) => m.keys().cloned().collect(),
+                _ => panic!("options are an object"),
+            };
+        expected.push(CACHE_FIELD.to_string());
+        expected.sort();
+        let mut known: Vec<String> = OPTION_FIELDS.iter().map(|(k, _)| k.to_string()).collect();
+        known.sort();
+        assert_eq!(known, expected);
+    }
+
+    #[test]
+    fn bad_options_name_the_field_and_keep_the_pipelines_message() {
+        let c = Config::default();
+        let e = query_object(Some("speed=11&fuse=1&strategy=auto")).unwrap_err();
+        assert_eq!(e.status().as_u16(), 422);
+        assert!(
+            detail(e.clone()).contains("unknown query parameters `speed`, `fuse`"),
+            "{e}"
+        );
+        let e = prepare_plan(&body(r#"{"strategy": "fastest"}"#), &c, Mode::Sync).unwrap_err();
+        assert!(
+            detail(e.clone()).starts_with("options.strategy: unknown variant `fastest`"),
+            "{e}"
+        );
+        let e = prepare_plan(&body(r#"{"fuse": true}"#), &c, Mode::Sync).unwrap_err();
+        assert!(detail(e.clone()).contains("unknown field `fuse`"), "{e}");
+        let e =
+            prepare_bare(Some("time_limit_s=soon"), GRAPH.as_bytes(), &c, Mode::Sync).unwrap_err();
+        assert!(
+            detail(e.clone()).starts_with("query parameter time_limit_s: invalid type"),
+            "{e}"
+        );
+        let e = prepare_bare(Some("rewrite=fusion"), GRAPH.as_bytes(), &c, Mode::Sync).unwrap_err();
+        assert!(
+            detail(e.clone()).starts_with("query parameter rewrite: unknown rewrite"),
+            "{e}"
+        );
+        let e = prepare_plan(&body(r#"{"budget": 0}"#), &c, Mode::Sync).unwrap_err();
+        assert_eq!(
+            detail(e),
+            "options.budget: the budget must be more than 0 bytes"
+        );
+        // Combinations: the pipeline's own message, unchanged.
+        let combined = PipelineOptions {
+            tiers: true,
+            budget: Some(memplan::budget::BudgetSpec::Percent(60.0)),
+            ..PipelineOptions::default()
+        };
+        let expected = combined.check().unwrap_err().to_string();
+        let e =
+            prepare_plan(&body(r#"{"tiers": true, "budget": "60%"}"#), &c, Mode::Sync).unwrap_err();
+        assert_eq!(detail(e), expected);
+        let e = prepare_bare(
+            Some("tiers=true&budget=60%25"),
+            GRAPH.as_bytes(),
+            &c,
+            Mode::Job,
+        )
+        .unwrap_err();
+        assert_eq!(detail(e), expected);
     }
 }

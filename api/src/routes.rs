@@ -2,9 +2,10 @@
 
 use crate::error::{ApiError, Problem};
 use crate::model::{
-    CheckRequest, CheckResponse, Health, JobView, PlaceQuery, PlaceRequest, PlaceResponse, PlanDoc,
-    PlanRequest,
+    CheckRequest, CheckResponse, GraphDoc, Health, JobView, PlaceQuery, PlaceRequest,
+    PlaceResponse, PlanDoc, PlanQuery, PlanRequest,
 };
+use crate::request::PlanInput;
 use crate::service::{AppState, PlaceBody};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, RawQuery, Request, State};
@@ -79,11 +80,26 @@ fn respond(status: StatusCode, text: String, extra: &[(&'static str, String)]) -
     resp
 }
 
-/// Plan a graph now.
+/// The wrapped routes take their options in the body: a query string there is a mistake.
+fn no_query(query: Option<&str>, route: &str, bare: &str) -> Result<(), ApiError> {
+    match query {
+        Some(q) if !q.is_empty() => Err(ApiError::BadRequest(format!(
+            "{route} takes its options in the body's `options`; query parameters are for \
+             {bare} (the bare graph as the body)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Plan a graph now (`{graph, options}` body).
 ///
-/// Plans a memplan-graph/1 graph and answers the memplan-plan/1 plan. The time limit is capped
-/// by the service's `sync_time_limit_cap` (longer work goes to `POST /v1/jobs`). An identical
+/// Plans a memplan-graph/1 graph with the planning pipeline's options and answers the
+/// memplan-plan/1 plan. By default the graph is planned as given; with `rewrite` the plan
+/// carries the rewritten graph it refers to (`rewritten_graph`). The time limit is capped by
+/// the service's `sync_time_limit_cap` (longer work goes to `POST /v1/jobs`). An identical
 /// earlier request (same graph and options) is answered from the stored plan without solving.
+/// `POST /plan` is the same with the bare graph as the body and the options as query
+/// parameters.
 #[utoipa::path(
     post,
     path = "/v1/plan",
@@ -103,10 +119,15 @@ fn respond(status: StatusCode, text: String, extra: &[(&'static str, String)]) -
 pub async fn post_plan(
     State(svc): State<AppState>,
     headers: HeaderMap,
+    RawQuery(query): RawQuery,
     Body(body): Body,
 ) -> Result<Response, ApiError> {
     require_json(&headers)?;
-    let a = svc.plan(body).await?;
+    no_query(query.as_deref(), "POST /v1/plan", "POST /plan")?;
+    plan_response(svc.plan(PlanInput::Wrapped(body)).await?)
+}
+
+fn plan_response(a: crate::service::PlanAnswer) -> Result<Response, ApiError> {
     let cache = if a.cached { "hit" } else { "miss" };
     Ok(respond(
         StatusCode::OK,
@@ -115,11 +136,47 @@ pub async fn post_plan(
     ))
 }
 
-/// Submit a planning job.
+/// Plan a graph now (bare graph body, options as query parameters).
+///
+/// The design card's call: the body is the memplan-graph/1 graph itself, the options are query
+/// parameters (e.g. `/plan?budget=60%25&strategy=auto&rewrite=fuse,conv-algos&time_limit_s=2`),
+/// one per option of `PlanOptionsBody`, read with the same rules and messages as the wrapped
+/// form's `options`: numbers and booleans as such, `rewrite` as a comma list, `device_profile`
+/// as a JSON-encoded object. Unknown parameters are refused (422). Otherwise as
+/// `POST /v1/plan`: equal options give the same stored plan either way.
+#[utoipa::path(
+    post,
+    path = "/plan",
+    tag = "plans",
+    params(PlanQuery),
+    request_body(content = GraphDoc, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The plan", body = PlanDoc,
+         headers(("X-Memplan-Cache" = String, description = "`hit` when answered from a stored plan, else `miss`"))),
+        (status = 400, description = "The body is not well-formed JSON, or the query string is malformed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid graph, unknown query parameter or invalid option (an unreachable `budget` included), graph over a size limit, or time limit over the cap", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "All solver and queue places are taken (see Retry-After), or shutting down", body = Problem, content_type = "application/problem+json",
+         headers(("Retry-After" = u64, description = "Seconds to wait")))
+    )
+)]
+pub async fn post_plan_bare(
+    State(svc): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    Body(body): Body,
+) -> Result<Response, ApiError> {
+    require_json(&headers)?;
+    plan_response(svc.plan(PlanInput::Bare { query, body }).await?)
+}
+
+/// Submit a planning job (`{graph, options}` body).
 ///
 /// Stores the job durably and answers 202 with its `Location`; the job then waits for a solver
 /// slot. Follow it with `GET /v1/jobs/{id}` or its event stream. An identical earlier request
-/// makes the job `done` at once, answered from the stored plan.
+/// makes the job `done` at once, answered from the stored plan. `POST /jobs` is the same with
+/// the bare graph as the body and the options as query parameters.
 #[utoipa::path(
     post,
     path = "/v1/jobs",
@@ -139,10 +196,46 @@ pub async fn post_plan(
 pub async fn post_job(
     State(svc): State<AppState>,
     headers: HeaderMap,
+    RawQuery(query): RawQuery,
     Body(body): Body,
 ) -> Result<Response, ApiError> {
     require_json(&headers)?;
-    let view = svc.submit(body).await?;
+    no_query(query.as_deref(), "POST /v1/jobs", "POST /jobs")?;
+    job_response(svc.submit(PlanInput::Wrapped(body)).await?)
+}
+
+/// Submit a planning job (bare graph body, options as query parameters).
+///
+/// As `POST /v1/jobs`, with the memplan-graph/1 graph itself as the body and the options as
+/// query parameters (as `POST /plan`). The job's URLs are under `/v1/jobs/{id}`.
+#[utoipa::path(
+    post,
+    path = "/jobs",
+    tag = "jobs",
+    params(PlanQuery),
+    request_body(content = GraphDoc, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Accepted", body = JobView,
+         headers(("Location" = String, description = "The job's URL"))),
+        (status = 400, description = "The body is not well-formed JSON, or the query string is malformed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid graph, unknown query parameter or invalid option, graph over a size limit, or time limit over `max_time_limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The queue is full (see Retry-After), or shutting down", body = Problem, content_type = "application/problem+json",
+         headers(("Retry-After" = u64, description = "Seconds to wait")))
+    )
+)]
+pub async fn post_job_bare(
+    State(svc): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    Body(body): Body,
+) -> Result<Response, ApiError> {
+    require_json(&headers)?;
+    job_response(svc.submit(PlanInput::Bare { query, body }).await?)
+}
+
+fn job_response(view: JobView) -> Result<Response, ApiError> {
     let mut resp = (StatusCode::ACCEPTED, Json(&view)).into_response();
     if let Ok(v) = HeaderValue::from_str(&view.links.this) {
         resp.headers_mut().insert(header::LOCATION, v);
@@ -246,8 +339,11 @@ pub async fn job_plan(
 
 /// Check a plan against its graph.
 ///
-/// Replays the plan (as `memplan check`) and answers its figures, or the first violation. An
-/// invalid plan is a valid answer (200, `valid: false`); an unreadable one is 422.
+/// Replays the plan (as `memplan check`) and answers its figures, or the first violation. A plan
+/// carrying a rewritten graph (`rewritten_graph`) is replayed against it once it is proven
+/// derived from the given graph (same inputs, weights and outputs); one that is not is
+/// invalid, naming the first difference. An invalid plan is a valid answer (200,
+/// `valid: false`); an unreadable one (or an unreadable carried graph) is 422.
 #[utoipa::path(
     post,
     path = "/v1/check",

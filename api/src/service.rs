@@ -6,15 +6,19 @@
 //!   no ticket.
 //! - **Solving.** A ticket holder waits (FIFO) for one of `workers` semaphore permits, then
 //!   solves on a blocking thread (`spawn_blocking`) that owns the permit and the ticket, so a
-//!   client that goes away never frees a slot that is still busy. A watchdog raises the
-//!   solve's [`CancelToken`] once its time limit (plus a grace) has passed; the library then
-//!   returns its best plan at its next budget check.
+//!   client that goes away never frees a slot that is still busy. Plans are made by the one
+//!   planning pipeline ([`memplan::pipeline::run`]) with the request's
+//!   [`memplan::PipelineOptions`] and the solve's [`CancelToken`] in its
+//!   [`memplan::Control`]. A watchdog raises that token once the time limit (plus a grace) has
+//!   passed; the pipeline then returns its best plan at its next check (its status then says
+//!   `time_limit`, not `cancelled`: only a user's cancel is a cancel).
 //! - **Jobs** are written to SQLite (queued) before the 202 is sent. A runner task per job
 //!   waits for a slot, marks the job running (an attempt), re-reads its request from the
 //!   database, solves with a progress sink that updates a watch channel (read by
 //!   `GET /v1/jobs/{id}` and the event stream), and records the outcome in one transaction.
 //! - **Cancellation** flips the job's state under the watch channel's lock (so it races
-//!   neither the start nor the end of a run), persists it, and raises the job's token.
+//!   neither the start nor the end of a run), persists it, and raises the job's token, which
+//!   every pipeline stage checks. A cancelled job's plan and progress say `cancelled`.
 //! - **Recovery.** On start, queued jobs are queued again and running ones (interrupted by a
 //!   crash) start again; a job interrupted [`MAX_ATTEMPTS`] times is marked failed with the
 //!   reason instead, since it may be what stops the service.
@@ -29,12 +33,13 @@ use crate::model::{
     CheckResponse, Health, JobLinks, JobStatus, JobView, PlaceQuery, PlaceRequest, PlaceResponse,
     PlacedBuffer, Progress, ResolvedOptions, ViolationView,
 };
-use crate::request::{self, Mode};
+use crate::request::{self, Mode, PlanInput};
 use crate::store::{Finish, JobRow, NewJob, Store, StoreError};
 use axum::body::Bytes;
 use axum::response::sse::Event;
 use futures_util::Stream;
-use memplan::{CancelToken, Graph, ProgressSink};
+use memplan::pipeline::{self, Control};
+use memplan::{CancelToken, Graph, PlanStatus, ProgressSink};
 use memplan_solver::place::{self, PlaceOptions};
 use memplan_solver::{csv, Budget, PlacementProblem};
 use std::collections::BTreeMap;
@@ -202,6 +207,7 @@ fn progress_of(stats: &memplan::plan::PlanStats, stage: &str) -> Progress {
             (peak - lower) as f64 / peak as f64
         }),
         elapsed_s: stats.elapsed_ms / 1e3,
+        status: stats.status,
     }
 }
 
@@ -224,13 +230,11 @@ fn problem_json(e: &ApiError) -> String {
 
 /// A job's view from its stored row.
 fn view_of(row: &JobRow) -> JobView {
+    // Unreadable stored options (another version's) show as the defaults; running such a job
+    // fails naming the reason.
     let options = serde_json::from_str(&row.options).unwrap_or(ResolvedOptions {
-        order: "?".into(),
-        strategy: "?".into(),
-        time_limit_s: 0.0,
-        inplace: false,
+        pipeline: memplan::PipelineOptions::default(),
         cache: false,
-        budget: None,
     });
     JobView {
         id: row.id.clone(),
@@ -249,6 +253,11 @@ fn view_of(row: &JobRow) -> JobView {
             .and_then(|e| serde_json::from_str::<Problem>(e).ok()),
         links: links(&row.id),
     }
+}
+
+/// The wall-clock limit of a solve with `options` (for the watchdog).
+fn time_limit_of(options: &ResolvedOptions, config: &Config) -> Duration {
+    Duration::try_from_secs_f64(options.pipeline.time_limit_s).unwrap_or(config.default_time_limit)
 }
 
 /// The server-sent event for a job state.
@@ -444,12 +453,12 @@ impl Service {
         out.map_err(ApiError::from)
     }
 
-    /// `POST /v1/plan`: a plan now, from the store when an identical request was answered.
-    pub async fn plan(self: &Arc<Self>, body: Bytes) -> Result<PlanAnswer, ApiError> {
+    /// `POST /v1/plan` and `POST /plan`: a plan now, from the store when an identical request
+    /// was answered.
+    pub async fn plan(self: &Arc<Self>, input: PlanInput) -> Result<PlanAnswer, ApiError> {
         let config = self.config.clone();
-        let p =
-            tokio::task::spawn_blocking(move || request::prepare_plan(&body, &config, Mode::Sync))
-                .await??;
+        let p = tokio::task::spawn_blocking(move || request::prepare(&input, &config, Mode::Sync))
+            .await??;
         if p.options.cache {
             let key = p.key.clone();
             if let Some((_, plan)) = self.db(move |s| s.cached_plan(&key)).await? {
@@ -461,18 +470,28 @@ impl Service {
         let permit = self.slot().await?;
         let cancel = CancelToken::new();
         let mut guard = CancelOnDrop(Some(cancel.clone()));
-        let mut opts = request::plan_options(&p.options).map_err(ApiError::options)?;
-        opts.cancel = Some(cancel.clone());
-        let limit = opts.time_limit.unwrap_or(self.config.default_time_limit);
+        let limit = time_limit_of(&p.options, &self.config);
         let graph = p.graph;
-        let budget = p.options.budget;
+        let options = p.options.pipeline;
+        let control = Control {
+            cancel: Some(cancel.clone()),
+            progress: None,
+        };
         let result = self
             .solve("plan", permit, ticket, limit, cancel, move || {
-                request::run_plan(&graph, &opts, budget).map(|plan| serde_json::to_string(&plan))
+                let mut plan = pipeline::run(&graph, &options, &control)
+                    .map_err(request::pipeline_error)?
+                    .plan;
+                // While the answer is still wanted only the watchdog raises this token: the
+                // time limit stopped the run.
+                if plan.stats.status == Some(PlanStatus::Cancelled) {
+                    plan.stats.status = Some(PlanStatus::TimeLimit);
+                }
+                serde_json::to_string(&plan).map_err(|e| ApiError::Internal(e.to_string()))
             })
             .await?;
         guard.0 = None;
-        let plan = result?.map_err(|e| ApiError::Internal(e.to_string()))?;
+        let plan = result?;
         let (key, text) = (p.key, plan.clone());
         if let Err(e) = self.db(move |s| s.put_plan(&key, &text, now_ms())).await {
             // The answer is still right; only the next identical request will solve again.
@@ -484,13 +503,12 @@ impl Service {
         })
     }
 
-    /// `POST /v1/jobs`: accepts a job (durably) and starts its runner; a job answered from a
-    /// stored plan is done at once.
-    pub async fn submit(self: &Arc<Self>, body: Bytes) -> Result<JobView, ApiError> {
+    /// `POST /v1/jobs` and `POST /jobs`: accepts a job (durably) and starts its runner; a job
+    /// answered from a stored plan is done at once.
+    pub async fn submit(self: &Arc<Self>, input: PlanInput) -> Result<JobView, ApiError> {
         let config = self.config.clone();
-        let p =
-            tokio::task::spawn_blocking(move || request::prepare_plan(&body, &config, Mode::Job))
-                .await??;
+        let p = tokio::task::spawn_blocking(move || request::prepare(&input, &config, Mode::Job))
+            .await??;
         let id = uuid::Uuid::new_v4().to_string();
         let options =
             serde_json::to_string(&p.options).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -597,13 +615,11 @@ impl Service {
         live.solving.store(true, Ordering::SeqCst);
         let options: Result<ResolvedOptions, String> =
             serde_json::from_str(&options_text).map_err(|e| format!("stored options: {e}"));
-        let budget = options.as_ref().ok().and_then(|o| o.budget);
-        let plan_options = options.and_then(|o| request::plan_options(&o));
-        let limit = plan_options
+        let limit = options
             .as_ref()
-            .ok()
-            .and_then(|o| o.time_limit)
-            .unwrap_or(self.config.default_time_limit);
+            .map_or(self.config.default_time_limit, |o| {
+                time_limit_of(o, &self.config)
+            });
         let sink = {
             let live = live.clone();
             ProgressSink::new(move |p| {
@@ -619,6 +635,8 @@ impl Service {
                             (p.best_peak - lower) as f64 / p.best_peak as f64
                         }),
                         elapsed_s: p.elapsed.as_secs_f64(),
+                        // A cancelled job says so at once; a running one has no status yet.
+                        status: v.progress.status.filter(|s| *s == PlanStatus::Cancelled),
                     }
                 })
             })
@@ -626,19 +644,20 @@ impl Service {
         let cancel = live.cancel.clone();
         let work = {
             let cancel = cancel.clone();
-            move || -> Result<(String, Progress), ApiError> {
-                let mut opts = plan_options.map_err(|e| {
+            move || -> Result<memplan::Plan, ApiError> {
+                let options = options.map_err(|e| {
                     ApiError::Internal(format!("the stored job cannot be read: {e}"))
                 })?;
                 let graph = Graph::parse(&graph_text).map_err(|e| {
                     ApiError::Internal(format!("the stored graph cannot be read: {e}"))
                 })?;
-                opts.cancel = Some(cancel);
-                opts.progress = Some(sink);
-                let plan = request::run_plan(&graph, &opts, budget)?;
-                let text =
-                    serde_json::to_string(&plan).map_err(|e| ApiError::Internal(e.to_string()))?;
-                Ok((text, progress_of(&plan.stats, "done")))
+                let control = Control {
+                    cancel: Some(cancel),
+                    progress: Some(sink),
+                };
+                pipeline::run(&graph, &options.pipeline, &control)
+                    .map(|r| r.plan)
+                    .map_err(request::pipeline_error)
             }
         };
         let outcome = self
@@ -654,7 +673,28 @@ impl Service {
             return self.retire(&live);
         }
         let finished = now_ms();
-        let last = live.state.borrow().progress.clone();
+        let mut last = live.state.borrow().progress.clone();
+        if cancelled {
+            last.status = Some(PlanStatus::Cancelled);
+        }
+        // The plan's status: `cancelled` when the job was (whenever the cancel came), else
+        // what the pipeline said, the watchdog's stop being the time limit.
+        let outcome = match outcome {
+            Ok(mut plan) => {
+                plan.stats.status = match plan.stats.status {
+                    _ if cancelled => Some(PlanStatus::Cancelled),
+                    Some(PlanStatus::Cancelled) => Some(PlanStatus::TimeLimit),
+                    other => other,
+                };
+                let progress = progress_of(&plan.stats, "done");
+                tokio::task::spawn_blocking(move || serde_json::to_string(&plan))
+                    .await
+                    .map_err(ApiError::from)
+                    .and_then(|r| r.map_err(|e| ApiError::Internal(e.to_string())))
+                    .map(|text| (text, progress))
+            }
+            Err(e) => Err(e),
+        };
         let finish = match outcome {
             Ok((text, progress)) => Finish {
                 status: if cancelled {
@@ -729,6 +769,7 @@ impl Service {
                     was = Some(v.status);
                     v.status = JobStatus::Cancelled;
                     v.finished_unix_ms = Some(now);
+                    v.progress.status = Some(PlanStatus::Cancelled);
                     true
                 }
                 _ => false,
@@ -756,8 +797,9 @@ impl Service {
             ))),
             JobStatus::Queued | JobStatus::Running => {
                 // Known to the database only (the service is stopping): cancel it there.
-                self.persist_cancel(id, &row.progress, now).await?;
                 let mut view = view_of(&row);
+                view.progress.status = Some(PlanStatus::Cancelled);
+                self.persist_cancel(id, &view.progress, now).await?;
                 view.status = JobStatus::Cancelled;
                 view.finished_unix_ms = Some(now);
                 Ok(view)
@@ -878,6 +920,25 @@ impl Service {
         let config = self.config.clone();
         tokio::task::spawn_blocking(move || {
             let (graph, plan, budget) = request::prepare_check(&body, &config)?;
+            // A plan carrying a rewritten graph replays against it, once it is proven derived
+            // from the request's graph; a carried graph that is not is an invalid plan.
+            let graph = match request::graph_for_check(graph, &plan, &config)? {
+                Ok(g) => g,
+                Err(why) => {
+                    return Ok(CheckResponse {
+                        valid: false,
+                        peak_bytes: None,
+                        max_live_bytes: None,
+                        host_peak_bytes: None,
+                        execs: None,
+                        spills: None,
+                        violation: Some(ViolationView {
+                            instruction: None,
+                            message: why,
+                        }),
+                    })
+                }
+            };
             Ok(match memplan::validate(&graph, &plan, budget) {
                 Ok(r) => CheckResponse {
                     valid: true,

@@ -7,13 +7,15 @@
 //! supersedes the older ones, which are deleted unless a job still points at them.
 
 use crate::model::{JobStatus, Progress};
+use memplan::PlanStatus;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use thiserror::Error;
 
-/// Schema version stored in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 1;
+/// Schema version stored in `PRAGMA user_version` (2: `jobs.plan_status`, the typed plan
+/// status of a job's progress; version-1 files are upgraded in place).
+const SCHEMA_VERSION: i64 = 2;
 
 /// A database failure.
 #[derive(Debug, Error)]
@@ -114,7 +116,18 @@ fn to_u64(v: Option<i64>) -> Option<u64> {
 }
 
 const JOB_COLUMNS: &str = "id, key, status, graph_name, options, cached, attempts, created_ms, \
-     started_ms, finished_ms, stage, best_peak, lower_bound, elapsed_s, error, plan_id";
+     started_ms, finished_ms, stage, best_peak, lower_bound, elapsed_s, error, plan_id, plan_status";
+
+/// The stored name of a plan status.
+fn status_name(s: Option<PlanStatus>) -> Option<&'static str> {
+    s.map(PlanStatus::as_str)
+}
+
+/// A stored plan status name (unknown names, from another version, read as none).
+fn status_of(name: Option<String>) -> Option<PlanStatus> {
+    let name = name?;
+    PlanStatus::ALL.into_iter().find(|s| s.as_str() == name)
+}
 
 fn job_row(r: &Row<'_>) -> rusqlite::Result<(JobRow, String)> {
     let status: String = r.get(2)?;
@@ -145,6 +158,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<(JobRow, String)> {
                 lower_bound_bytes: lower,
                 gap,
                 elapsed_s: r.get::<_, Option<f64>>(13)?.unwrap_or(0.0),
+                status: status_of(r.get(16)?),
             },
             error: r.get(14)?,
             has_plan: plan_id.is_some(),
@@ -211,6 +225,14 @@ impl Store {
                  COMMIT;",
             )?;
         }
+        if version < 2 {
+            conn.execute_batch(
+                "BEGIN;
+                 ALTER TABLE jobs ADD COLUMN plan_status TEXT;
+                 PRAGMA user_version = 2;
+                 COMMIT;",
+            )?;
+        }
         Ok(Store {
             conn: Mutex::new(conn),
         })
@@ -236,8 +258,9 @@ impl Store {
         let finished = job.status.is_terminal().then_some(to_i64(job.created_ms));
         conn.execute(
             "INSERT INTO jobs (id, key, status, graph_name, graph, options, cached, created_ms,
-                               finished_ms, stage, best_peak, lower_bound, elapsed_s, plan_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                               finished_ms, stage, best_peak, lower_bound, elapsed_s, plan_id,
+                               plan_status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 job.id,
                 job.key,
@@ -253,6 +276,7 @@ impl Store {
                 progress.lower_bound_bytes.map(to_i64),
                 progress.elapsed_s,
                 plan_id,
+                status_name(progress.status),
             ],
         )?;
         Ok(())
@@ -291,7 +315,7 @@ impl Store {
         tx.execute(
             "UPDATE jobs SET status = ?2, finished_ms = ?3, stage = ?4, best_peak = ?5,
                  lower_bound = ?6, elapsed_s = ?7, error = ?8,
-                 plan_id = COALESCE(?9, plan_id)
+                 plan_id = COALESCE(?9, plan_id), plan_status = ?10
              WHERE id = ?1",
             params![
                 id,
@@ -303,6 +327,7 @@ impl Store {
                 f.progress.elapsed_s,
                 f.error,
                 plan_id,
+                status_name(f.progress.status),
             ],
         )?;
         if let Some((Some(key), _)) = &f.plan {
@@ -509,6 +534,50 @@ mod tests {
         let row = s.job("a").unwrap().unwrap();
         assert_eq!((row.status, row.attempts), (JobStatus::Queued, 0));
         assert_eq!(s.unfinished().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_version_1_database_is_upgraded_and_its_jobs_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite3");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE plans (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT,
+                     plan TEXT NOT NULL, created_ms INTEGER NOT NULL);
+                 CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+                     key TEXT NOT NULL, status TEXT NOT NULL, graph_name TEXT NOT NULL,
+                     graph TEXT NOT NULL, options TEXT NOT NULL, cached INTEGER NOT NULL DEFAULT 0,
+                     attempts INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL,
+                     started_ms INTEGER, finished_ms INTEGER, stage TEXT, best_peak INTEGER,
+                     lower_bound INTEGER, elapsed_s REAL, error TEXT,
+                     plan_id INTEGER REFERENCES plans(id));
+                 INSERT INTO jobs (id, key, status, graph_name, graph, options, created_ms)
+                     VALUES ('old', 'k', 'queued', 'g', '{}', '{}', 1);
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        }
+        let s = Store::open(Some(&path)).unwrap();
+        let row = s.job("old").unwrap().unwrap();
+        assert_eq!(row.progress.status, None);
+        s.mark_running("old", 2).unwrap();
+        s.finish(
+            "old",
+            &Finish {
+                status: JobStatus::Cancelled,
+                finished_ms: 3,
+                progress: Progress {
+                    status: Some(PlanStatus::Cancelled),
+                    ..Progress::default()
+                },
+                plan: None,
+                error: None,
+            },
+        )
+        .unwrap();
+        let row = s.job("old").unwrap().unwrap();
+        assert_eq!(row.progress.status, Some(PlanStatus::Cancelled));
     }
 
     #[test]

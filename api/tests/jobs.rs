@@ -39,6 +39,19 @@ async fn a_job_is_accepted_runs_to_done_and_its_plan_is_valid() {
     assert_eq!(v["cached"], false);
     assert_eq!(v["graph"], sample()["name"]);
     assert_eq!(v["options"]["strategy"], "auto");
+    assert_eq!(v["options"]["time_limit_s"], 0.5);
+    assert_eq!(
+        v["options"]["rewrite"],
+        json!([]),
+        "the graph is planned as given"
+    );
+    let status = v["progress"]["status"].as_str().unwrap();
+    assert!(
+        memplan::PlanStatus::ALL
+            .iter()
+            .any(|s| s.as_str() == status),
+        "{status}"
+    );
     assert!(v["started_unix_ms"].as_u64().unwrap() <= v["finished_unix_ms"].as_u64().unwrap());
     let r = api.get(&format!("/v1/jobs/{id}/plan")).await;
     assert_eq!(r.status, StatusCode::OK);
@@ -122,7 +135,7 @@ async fn the_event_stream_carries_progress_until_the_job_ends() {
     let id = submit(
         &api,
         busy_graph(),
-        json!({"time_limit_s": 2, "order": "given"}),
+        json!({"time_limit_s": 2, "order": "given", "effort": BUSY_EFFORT}),
     )
     .await;
     let events = read_events(&api, &id, LONG).await;
@@ -149,7 +162,7 @@ async fn the_event_stream_carries_progress_until_the_job_ends() {
 async fn a_running_job_is_cancelled_and_keeps_its_best_plan_which_is_never_reused() {
     let api = start(config(None)).await;
     let graph = busy_graph();
-    let opts = json!({"time_limit_s": 60, "order": "given"});
+    let opts = json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT});
     let id = submit(&api, graph.clone(), opts.clone()).await;
     // Running, with the heuristics' plan as progress.
     api.wait_job(&id, LONG, |s| s == "running").await;
@@ -171,6 +184,7 @@ async fn a_running_job_is_cancelled_and_keeps_its_best_plan_which_is_never_reuse
     let r = api.delete(&format!("/v1/jobs/{id}")).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert_eq!(r.json()["status"], "cancelled");
+    assert_eq!(r.json()["progress"]["status"], "cancelled");
     // The solvers stop at their next check: the best plan so far is stored within seconds.
     let plan = loop {
         let r = api.get(&format!("/v1/jobs/{id}/plan")).await;
@@ -193,6 +207,9 @@ async fn a_running_job_is_cancelled_and_keeps_its_best_plan_which_is_never_reuse
         v["progress"]["best_peak_bytes"],
         plan.json()["stats"]["peak_bytes"]
     );
+    // One status vocabulary: the plan and the progress say cancelled (not time_limit).
+    assert_eq!(plan.json()["stats"]["status"], "cancelled");
+    assert_eq!(v["progress"]["status"], "cancelled");
     // Cancelling again changes nothing.
     assert_eq!(
         api.delete(&format!("/v1/jobs/{id}")).await.json()["status"],
@@ -216,7 +233,7 @@ async fn a_queued_job_is_cancelled_before_it_runs() {
     let busy = submit(
         &api,
         busy_graph(),
-        json!({"time_limit_s": 60, "order": "given"}),
+        json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
     )
     .await;
     api.wait_job(&busy, LONG, |s| s == "running").await;
@@ -342,7 +359,7 @@ async fn a_graceful_stop_puts_running_jobs_back_and_a_restart_finishes_every_job
         let busy = submit(
             &api,
             busy_graph(),
-            json!({"time_limit_s": 3, "order": "given"}),
+            json!({"time_limit_s": 3, "order": "given", "effort": BUSY_EFFORT}),
         )
         .await;
         api.wait_job(&busy, LONG, |s| s == "running").await;

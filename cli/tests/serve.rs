@@ -154,7 +154,7 @@ fn jobs_survive_an_abrupt_kill_and_complete_after_a_restart() {
     let busy = submit(
         &s,
         busy_graph(),
-        json!({"time_limit_s": 3, "order": "given"}),
+        json!({"time_limit_s": 3, "order": "given", "effort": 1000}),
     );
     wait(&s, &busy, |st| st == "running");
     let queued: Vec<String> = [json!({"strategy": "heuristic"}), json!({"order": "given"})]
@@ -183,7 +183,7 @@ fn sigterm_stops_the_service_gracefully_and_the_interrupted_job_runs_after_a_res
     let busy = submit(
         &s,
         busy_graph(),
-        json!({"time_limit_s": 3, "order": "given"}),
+        json!({"time_limit_s": 3, "order": "given", "effort": 1000}),
     );
     wait(&s, &busy, |st| st == "running");
     let pid = s.child.id().to_string();

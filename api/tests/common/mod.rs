@@ -190,7 +190,12 @@ pub fn busy_graph_with(n: usize, window: u64, reads: usize) -> Value {
     json!({"format": "memplan-graph/1", "name": format!("busy{n}"), "alignment": 256, "tensors": tensors, "ops": ops})
 }
 
-/// The graph that keeps a job busy (see [`busy_graph_with`]); plan it with `order: given`.
+/// The effort that keeps the solvers of a [`busy_graph`] job at work until its time limit
+/// or a cancel (at the default effort, the work limits end it in well under a second).
+pub const BUSY_EFFORT: u64 = memplan::pipeline::MAX_EFFORT;
+
+/// The graph that keeps a job busy (see [`busy_graph_with`]); plan it with `order: given` and
+/// `effort: BUSY_EFFORT`.
 pub fn busy_graph() -> Value {
     busy_graph_with(400, 60, 2)
 }
@@ -200,4 +205,44 @@ pub fn assert_valid_plan(graph: &Value, plan: &str) {
     let g = memplan::Graph::parse(&graph.to_string()).unwrap();
     let p = memplan::Plan::parse(plan).unwrap();
     memplan::validate(&g, &p, None).unwrap_or_else(|v| panic!("invalid plan: {v}"));
+}
+
+/// A graph of the shared zoo (`../shared/zoo/NAME`), or `None` (with a note) when the shared
+/// folder is not there.
+pub fn zoo(name: &str) -> Option<Value> {
+    let path = repo().join("../shared/zoo").join(name);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(serde_json::from_str(&text).unwrap()),
+        Err(e) => {
+            eprintln!("skipped: {} not readable ({e})", path.display());
+            None
+        }
+    }
+}
+
+impl Api {
+    /// POSTs a JSON text as is (no re-serialisation).
+    pub async fn post_text(&self, uri: &str, body: String) -> Reply {
+        self.send(Method::POST, uri, Some("application/json"), body)
+            .await
+    }
+}
+
+/// `v` without timing figures: `stats.elapsed_ms` and every `ms` field inside `stats`.
+pub fn without_timings(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("ms");
+                m.remove("elapsed_ms");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    if let Some(stats) = v.get_mut("stats") {
+        strip(stats);
+    }
+    v
 }

@@ -127,6 +127,18 @@ pub enum ExactStatus {
     Timeout,
 }
 
+impl ExactStatus {
+    /// Stable lower-case name used in JSON and CLI output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExactStatus::Optimal => "optimal",
+            ExactStatus::Feasible => "feasible",
+            ExactStatus::Infeasible => "infeasible",
+            ExactStatus::Timeout => "timeout",
+        }
+    }
+}
+
 /// The answer of [`solve`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExactOutcome {

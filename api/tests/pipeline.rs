@@ -1,0 +1,390 @@
+//! The service on the one planning pipeline: `POST /plan` with a bare graph and query options,
+//! plans equal to `memplan::pipeline::run`'s, checks of rewritten plans against the original
+//! graph, one cache key for query and body options, option errors shared with the library,
+//! and the cancellation of a running budgeted job.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::*;
+use memplan::budget::BudgetSpec;
+use memplan::pipeline::{self, Control};
+use memplan::{Graph, PipelineOptions, PlanStatus, Rewrite, Strategy};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(120);
+
+/// The plan statuses' JSON names.
+fn status_names() -> Vec<Value> {
+    PlanStatus::ALL
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap())
+        .collect()
+}
+
+/// Checks `plan` against `graph` through `POST /v1/check`.
+async fn check(api: &Api, graph: &Value, plan: &Value) -> Value {
+    let r = api
+        .post_json("/v1/check", &json!({"graph": graph, "plan": plan}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    r.json()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_zoo_graph_planned_by_post_plan_checks_against_the_original_graph() {
+    let Some(graph) = zoo("resnet18.1.inference.json") else {
+        return;
+    };
+    let api = start(config(None)).await;
+    // The defaults: the graph planned as given, no carried graph.
+    let r = api.post_text("/plan", graph.to_string()).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.header("x-memplan-cache"), Some("miss"));
+    let plan = r.json();
+    assert!(plan.get("rewritten_graph").is_none(), "no rewrite asked");
+    assert!(
+        status_names().contains(&plan["stats"]["status"]),
+        "{}",
+        plan["stats"]
+    );
+    assert_valid_plan(&graph, &r.text);
+    let v = check(&api, &graph, &plan).await;
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["peak_bytes"], plan["stats"]["peak_bytes"]);
+
+    // Every rewrite: the plan carries the graph it refers to, and checks against the original.
+    let r = api
+        .post_text("/plan?rewrite=all&strategy=heuristic", graph.to_string())
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let rewritten = r.json();
+    let carried = &rewritten["rewritten_graph"];
+    assert!(carried.is_object(), "a rewritten plan carries its graph");
+    assert_ne!(carried, &graph);
+    let v = check(&api, &graph, &rewritten).await;
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["peak_bytes"], rewritten["stats"]["peak_bytes"]);
+    // Against its own carried graph too.
+    let v = check(&api, carried, &rewritten).await;
+    assert_eq!(v["valid"], true, "{v}");
+
+    // Against a graph it was not derived from: invalid, naming the reason.
+    let v = check(&api, &sample(), &rewritten).await;
+    assert_eq!(v["valid"], false);
+    let msg = v["violation"]["message"].as_str().unwrap();
+    assert!(msg.contains("was not derived from graph"), "{msg}");
+    // An unreadable carried graph: 422.
+    let mut broken = rewritten.clone();
+    broken["rewritten_graph"] = json!({"format": "memplan-graph/1", "tensors": [], "ops": 3});
+    let r = api
+        .post_json("/v1/check", &json!({"graph": graph, "plan": broken}))
+        .await;
+    let p = r.assert_problem(422, "rewritten_graph is invalid");
+    assert_eq!(p["type"], "urn:memplan:problem:invalid-plan");
+}
+
+/// `POST /plan?QUERY` with `graph` against `memplan::pipeline::run(graph, options)`.
+async fn assert_same_plan_as_the_pipeline(
+    api: &Api,
+    graph: &Value,
+    query: &str,
+    options: &PipelineOptions,
+) {
+    let r = api
+        .post_text(&format!("/plan?{query}&cache=false"), graph.to_string())
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{query}: {}", r.text);
+    let g = Graph::parse(&graph.to_string()).unwrap();
+    let direct = pipeline::run(&g, options, &Control::default())
+        .unwrap()
+        .plan;
+    assert_eq!(
+        without_timings(r.json()),
+        without_timings(serde_json::to_value(&direct).unwrap()),
+        "{query}: the service's plan differs from the pipeline's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_plan_gives_the_pipelines_plan_for_the_same_options() {
+    let api = start(config(None)).await;
+    // No time limit given: the service's default (1 s) is the pipeline's time limit.
+    let heuristic = PipelineOptions {
+        strategy: Strategy::Heuristic,
+        time_limit_s: api.service.config().default_time_limit.as_secs_f64(),
+        ..PipelineOptions::default()
+    };
+    assert_same_plan_as_the_pipeline(&api, &sample(), "strategy=heuristic", &heuristic).await;
+    let Some(graph) = zoo("resnet18.1.inference.json") else {
+        return;
+    };
+    let generous = PipelineOptions {
+        time_limit_s: 10.0,
+        ..heuristic.clone()
+    };
+    assert_same_plan_as_the_pipeline(
+        &api,
+        &graph,
+        "strategy=heuristic&time_limit_s=10",
+        &generous,
+    )
+    .await;
+    let rewritten = PipelineOptions {
+        rewrite: Rewrite::ALL.to_vec(),
+        ..generous.clone()
+    };
+    assert_same_plan_as_the_pipeline(
+        &api,
+        &graph,
+        "strategy=heuristic&time_limit_s=10&rewrite=all",
+        &rewritten,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_parameters_and_wrapped_options_share_one_cache_key() {
+    let api = start(config(None)).await;
+    let r = api
+        .post_json(
+            "/v1/plan",
+            &plan_request(
+                sample(),
+                json!({"strategy": "heuristic", "rewrite": ["conv-algos", "fuse"], "budget": "80%",
+                       "spill_strategy": "sweep", "effort": 2, "time_limit_s": 2}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.header("x-memplan-cache"), Some("miss"));
+    let plan = r.json();
+    assert!(plan["stats"]["budget"].is_object(), "a budgeted plan");
+    // The same options as query parameters, written otherwise: the stored plan answers.
+    let q = "/plan?time_limit_s=2.0&budget=80%25&effort=2&spill_strategy=sweep&rewrite=fuse&rewrite=conv-algos&strategy=heuristic";
+    let again = api.post_text(q, sample().to_string()).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.text);
+    assert_eq!(again.header("x-memplan-cache"), Some("hit"));
+    assert_eq!(again.json(), plan);
+    // And a job of the same: done at once, from the stored plan.
+    let job = api
+        .post_text(&q.replace("/plan?", "/jobs?"), sample().to_string())
+        .await;
+    assert_eq!(job.status, StatusCode::ACCEPTED, "{}", job.text);
+    let v = job.json();
+    assert_eq!(v["status"], "done");
+    assert_eq!(v["cached"], true);
+    assert_eq!(v["options"]["budget"], "80%");
+    assert_eq!(v["options"]["rewrite"], json!(["fuse", "conv-algos"]));
+    assert_eq!(v["progress"]["status"], plan["stats"]["status"]);
+    let stored = api
+        .get(&format!("/v1/jobs/{}/plan", v["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(stored.json(), plan);
+    // Other options: another key.
+    let other = api
+        .post_text("/plan?strategy=heuristic", sample().to_string())
+        .await;
+    assert_eq!(other.header("x-memplan-cache"), Some("miss"));
+}
+
+#[tokio::test]
+async fn unknown_query_parameters_are_a_422_naming_them() {
+    let api = start(config(None)).await;
+    for route in ["/plan", "/jobs"] {
+        let r = api
+            .post_text(
+                &format!("{route}?strategy=heuristic&fast=1&fuse"),
+                sample().to_string(),
+            )
+            .await;
+        let p = r.assert_problem(422, "unknown query parameters `fast`, `fuse`");
+        assert_eq!(p["type"], "urn:memplan:problem:invalid-options");
+    }
+    let r = api
+        .post_text("/plan?time_limit_s=soon", sample().to_string())
+        .await;
+    r.assert_problem(422, "query parameter time_limit_s: invalid type");
+    let r = api
+        .post_text("/plan?inplace=maybe", sample().to_string())
+        .await;
+    r.assert_problem(422, "query parameter inplace: \"maybe\" is not a boolean");
+    let r = api
+        .post_text("/plan?time_limit_s=30", sample().to_string())
+        .await;
+    assert_eq!(
+        r.assert_problem(422, "query parameter time_limit_s 30 s is over the limit")["limit"],
+        "sync_time_limit_cap"
+    );
+    // The wrapped routes take no query parameters.
+    let r = api
+        .post_json(
+            "/v1/plan?strategy=heuristic",
+            &plan_request(sample(), json!({})),
+        )
+        .await;
+    r.assert_problem(400, "query parameters are for POST /plan");
+}
+
+#[tokio::test]
+async fn tiers_with_a_budget_is_a_422_with_the_pipelines_message() {
+    let api = start(config(None)).await;
+    let expected = PipelineOptions {
+        tiers: true,
+        budget: Some(BudgetSpec::Percent(60.0)),
+        ..PipelineOptions::default()
+    }
+    .check()
+    .unwrap_err()
+    .to_string();
+    let answers = [
+        api.post_text("/plan?tiers=true&budget=60%25", sample().to_string())
+            .await,
+        api.post_text("/jobs?tiers&budget=60%25", sample().to_string())
+            .await,
+        api.post_json(
+            "/v1/plan",
+            &plan_request(sample(), json!({"tiers": true, "budget": "60%"})),
+        )
+        .await,
+        api.post_json(
+            "/v1/jobs",
+            &plan_request(sample(), json!({"tiers": true, "budget": "60%"})),
+        )
+        .await,
+    ];
+    for r in answers {
+        let p = r.assert_problem(422, "tiers and budget cannot be combined");
+        assert_eq!(p["detail"], expected.as_str());
+        assert_eq!(p["type"], "urn:memplan:problem:invalid-options");
+    }
+}
+
+#[tokio::test]
+async fn every_option_reaches_the_pipeline_from_the_query_string() {
+    let api = start(config(None)).await;
+    let q = "/jobs?rewrite=tile,fuse,conv-algos&conv_algos=min-memory&tile=2&tile_overhead_pct=50\
+             &order=given&strategy=heuristic&effort=0&time_limit_s=3&inplace=false\
+             &tiers=true&tier_alignment=512\
+             &device_profile=%7B%22name%22%3A%22slow%22%2C%22h2d_bytes_per_s%22%3A1e10%7D\
+             &link_gbps=20&cache=false";
+    let r = api.post_text(q, sample().to_string()).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let o = &r.json()["options"];
+    assert_eq!(o["rewrite"], json!(["tile", "fuse", "conv-algos"]));
+    assert_eq!(o["conv_algos"], "min-memory");
+    assert_eq!(o["tile"], "2");
+    assert_eq!(o["tile_overhead_pct"], 50.0);
+    assert_eq!(o["order"], "given");
+    assert_eq!(o["strategy"], "heuristic");
+    assert_eq!(o["effort"], 0);
+    assert_eq!(o["time_limit_s"], 3.0);
+    assert_eq!(o["inplace"], false);
+    assert_eq!(o["tiers"], true);
+    assert_eq!(o["tier_alignment"], "512");
+    assert_eq!(o["device_profile"]["name"], "slow");
+    assert_eq!(o["device_profile"]["h2d_bytes_per_s"], 1e10);
+    assert_eq!(o["link_gbps"], 20.0);
+    assert_eq!(o["cache"], false);
+    assert_eq!(o["budget"], Value::Null);
+    assert_eq!(o["spill_strategy"], "best");
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let v = api
+        .wait_job(&id, LONG, |s| s == "done" || s == "failed")
+        .await;
+    assert_eq!(v["status"], "done", "{v}");
+    assert!(status_names().contains(&v["progress"]["status"]), "{v}");
+    let plan = api.get(&format!("/v1/jobs/{id}/plan")).await.json();
+    assert!(plan["stats"]["tiers"].is_array(), "a tiered plan");
+    assert_eq!(check(&api, &sample(), &plan).await["valid"], true);
+    // The budget and the spill strategy, which tiers exclude.
+    let r = api
+        .post_text(
+            "/plan?budget=90%25&spill_strategy=sweep&strategy=heuristic",
+            sample().to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert!(r.json()["stats"]["budget"].is_object());
+}
+
+#[tokio::test]
+async fn a_bare_graph_on_a_wrapped_route_and_the_reverse_are_refused_with_a_hint() {
+    let api = start(config(None)).await;
+    let r = api.post_text("/v1/plan", sample().to_string()).await;
+    r.assert_problem(422, "send it to POST /plan");
+    let r = api
+        .post_json("/plan", &plan_request(sample(), json!({})))
+        .await;
+    r.assert_problem(422, "send it to POST /v1/plan");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_budgeted_job_stops_within_a_second_of_delete() {
+    let Some(graph) = zoo("resnet50.32.train.json") else {
+        return;
+    };
+    let api = start(config(None)).await;
+    let r = api
+        .post_json(
+            "/v1/jobs",
+            &plan_request(
+                graph,
+                // The unconstrained plan by the heuristics (well under a second), then the
+                // budget program with 20 times the default work (about 50 s on 2 cores).
+                json!({"budget": "50%", "spill_strategy": "ilp", "strategy": "heuristic",
+                       "effort": 20, "time_limit_s": 600, "cache": false}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    api.wait_job(&id, LONG, |s| s == "running").await;
+    // The unconstrained plan is reported, then the budget phase runs: be well into it.
+    let until = Instant::now() + LONG;
+    while api.get(&format!("/v1/jobs/{id}")).await.json()["progress"]["best_peak_bytes"].is_null() {
+        assert!(Instant::now() < until, "no progress");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let started = Instant::now();
+    let r = api.delete(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(
+        r.status,
+        StatusCode::OK,
+        "the job ended before DELETE; the test needs a longer one: {}",
+        r.text
+    );
+    let v = r.json();
+    assert_eq!(v["status"], "cancelled");
+    assert_eq!(v["progress"]["status"], "cancelled");
+    // Final: the plan is stored (or the job had none); no longer "being cancelled".
+    let plan = loop {
+        let r = api.get(&format!("/v1/jobs/{id}/plan")).await;
+        if r.status == StatusCode::OK {
+            break Some(r.json());
+        }
+        if !r.text.contains("being cancelled") {
+            r.assert_problem(409, "cancelled before it produced a plan");
+            break None;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "DELETE did not stop the job within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let took = started.elapsed();
+    eprintln!("the budgeted job stopped {took:?} after DELETE");
+    assert!(
+        took <= Duration::from_secs(1),
+        "the job took {took:?} to stop after DELETE"
+    );
+    if let Some(plan) = plan {
+        assert_eq!(plan["stats"]["status"], "cancelled");
+    }
+    let v = api.get(&format!("/v1/jobs/{id}")).await.json();
+    assert_eq!(v["status"], "cancelled");
+    assert_eq!(v["progress"]["status"], "cancelled");
+}
