@@ -17,7 +17,7 @@ pub const DEFAULT_QUEUE: usize = 256;
 /// cap is the pipeline's, [`memplan::pipeline::DEFAULT_TIME_LIMIT_S`]).
 pub const DEFAULT_TIME_LIMIT_S: f64 = 1.0;
 /// Default cap on the time limit of a synchronous request (seconds).
-pub const DEFAULT_SYNC_TIME_LIMIT_CAP_S: f64 = 10.0;
+pub const DEFAULT_SYNC_TIME_LIMIT_CAP_S: f64 = 60.0;
 /// Default cap on the time limit of a job (seconds).
 pub const DEFAULT_MAX_TIME_LIMIT_S: f64 = 3600.0;
 /// Default time SIGTERM leaves running jobs to finish before they are persisted for the next

@@ -360,7 +360,7 @@ pub struct PlanOptionsBody {
     #[schema(minimum = 0, maximum = 1000)]
     pub effort: Option<u64>,
     /// Wall-clock cap of the whole planning in seconds, on top of `effort` (default: the
-    /// pipeline's 10 s, as in the CLI, lowered to the service's cap; at most
+    /// pipeline's 60 s, as in the CLI, lowered to the service's cap; at most
     /// `sync_time_limit_cap` for `POST /v1/plan` and `POST /plan`, `max_time_limit` for jobs). When it binds, the plan's status says
     /// `time_limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -431,7 +431,7 @@ pub struct PlanQuery {
     /// Effort in deterministic work units (default 1).
     #[param(minimum = 0, maximum = 1000)]
     pub effort: Option<u64>,
-    /// Wall-clock cap in seconds (default the pipeline's 10 s, as in the CLI, lowered to the
+    /// Wall-clock cap in seconds (default the pipeline's 60 s, as in the CLI, lowered to the
     /// service's cap; at most `sync_time_limit_cap` for `POST /plan`, `max_time_limit` for
     /// `POST /jobs`).
     #[param(minimum = 0.0)]

@@ -5,14 +5,17 @@
 //! `min-memory` and `auto`; then under a budget of 70 % of the fastest plan's peak (strategy
 //! `best`, convs starting at their fastest algorithm and downgradable): whether it fits, the
 //! modelled time overhead versus the fastest unconstrained plan, the algorithm mix, the
-//! downgrades and the bytes spilled. Every plan is validated; a failure aborts the run.
+//! downgrades and the bytes spilled. Every plan comes from the pipeline with the `conv-algos`
+//! rewrite (heuristic strategy; the budgeted one with `budget` set and the mode `auto`) and is
+//! validated against the graph it refers to; a failure aborts the run.
 
 use anyhow::{Context, Result};
-use memplan::budget::{self, schedule::Params, BudgetOptions, BudgetSpec};
+use memplan::budget::BudgetSpec;
 use memplan::conv_algo::{self, ConvAlgoMode};
 use memplan::cost::DeviceProfile;
 use memplan::graph::Graph;
-use memplan::planner::{PlanOptions, Strategy};
+use memplan::pipeline::{PipelineOptions, Rewrite};
+use memplan::planner::Strategy;
 use std::path::{Path, PathBuf};
 
 /// Budget as a share of the fastest plan's peak.
@@ -39,16 +42,17 @@ fn json_files(dir: &Path, filter: impl Fn(&str) -> bool) -> Result<Vec<PathBuf>>
 
 /// Runs the benchmark over `zoo` (inference graphs) and `extra` (all graphs), printing a
 /// markdown table; returns how many graphs met the target.
-pub fn run(zoo: &Path, extra: Option<&Path>) -> Result<()> {
+pub fn run(zoo: &Path, extra: Option<&Path>, base: &PipelineOptions) -> Result<()> {
     let mut graphs = json_files(zoo, |n| n.ends_with(".inference.json"))?;
     if let Some(dir) = extra {
         graphs.extend(json_files(dir, |_| true)?);
     }
     let profile = DeviceProfile::h200();
-    let opts = PlanOptions {
+    let opts = PipelineOptions {
         strategy: Strategy::Heuristic,
-        time_limit: None,
-        ..PlanOptions::default()
+        rewrite: vec![Rewrite::ConvAlgos],
+        device_profile: Some(profile.clone()),
+        ..base.clone()
     };
     println!(
         "| graph | convs | peak fastest MiB | peak min-mem MiB | peak auto MiB | time fastest us | time min-mem us | time auto us | budget MiB (70 %) | fits | overhead vs fastest % | algorithm mix under budget | downgrades (+us) | spilled MiB |"
@@ -66,36 +70,31 @@ pub fn run(zoo: &Path, extra: Option<&Path>) -> Result<()> {
             ConvAlgoMode::MinMemory,
             ConvAlgoMode::Auto,
         ] {
-            let c = conv_algo::choose_and_plan(&g, mode, &profile, &opts)
+            let o = PipelineOptions {
+                conv_algos: mode,
+                ..opts.clone()
+            };
+            let c = crate::plan_checked(&g, &o, None)
                 .with_context(|| format!("{} {}", g.name, mode.name()))?;
-            memplan::validate(&c.graph, &c.plan, None)
-                .with_context(|| format!("{} {}: invalid plan", g.name, mode.name()))?;
             peaks.push(c.plan.stats.peak_bytes);
             times.push(conv_algo::total_us(&profile, &c.graph));
         }
         let convs: usize = conv_algo::algo_mix(&g).values().sum();
-        let fast = conv_algo::with_choice(&g, &conv_algo::pick(&profile, &g, true));
         let budget_bytes = ((peaks[0] as f64 * BUDGET_SHARE).floor() as u64).max(1);
-        let params = Params {
-            conv_downgrade: true,
-            ..Params::default()
+        // Under a budget the pipeline starts every conv at its fastest algorithm and, with
+        // `auto`, lets the spill strategies downgrade them.
+        let budgeted = PipelineOptions {
+            conv_algos: ConvAlgoMode::Auto,
+            budget: Some(BudgetSpec::Bytes(budget_bytes)),
+            ..opts.clone()
         };
-        let r = budget::plan_under_budget(
-            &fast,
-            BudgetSpec::Bytes(budget_bytes),
-            &opts,
-            &BudgetOptions {
-                params,
-                profile: profile.clone(),
-                ..BudgetOptions::default()
-            },
-        );
+        let r = memplan::pipeline::run(&g, &budgeted, &memplan::pipeline::Control::default());
         let row = match r {
-            Ok(plan) => {
-                let chosen = conv_algo::graph_for_plan(&profile, &fast, &plan)?;
-                memplan::validate(&chosen, &plan, Some(budget_bytes))
-                    .with_context(|| format!("{}: invalid budgeted plan", g.name))?;
-                let b = plan.stats.budget.clone().unwrap_or_default();
+            Ok(r) => {
+                if let Err(v) = memplan::validate(&r.graph, &r.plan, Some(budget_bytes)) {
+                    anyhow::bail!("{}: invalid budgeted plan: {v}", g.name);
+                }
+                let b = r.plan.stats.budget.clone().unwrap_or_default();
                 // The budget's base is the fastest graph's op times: overhead vs fastest.
                 let pct = (b.step_us - times[0]) / times[0] * 100.0;
                 total += 1;

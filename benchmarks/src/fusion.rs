@@ -1,32 +1,36 @@
 //! **fusion** (`--only fusion`): the fusion pass on every `*.inference.json` of the zoo (and
 //! every `*.json` in `--graphs DIR`, e.g. re-exported high-resolution models): ops before and
 //! after, fused ops, arena tensor bytes the pass removes, and the planned peak without and
-//! with fusion (heuristic strategy, `--order auto`, the run's `--time-limit`), with the
-//! change in percent. Every plan is replayed by the validator; a failure aborts the run.
+//! with fusion (heuristic strategy, `--order auto`, the run's `--time-limit` as the cap), with
+//! the change in percent. Both plans come from the pipeline: without rewrites, and with the
+//! `fuse` rewrite (whose pass report gives the op and byte counts). Every plan is replayed by
+//! the validator against the graph it refers to; a failure aborts the run.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
-use memplan::passes::fuse::Fuse;
-use memplan::passes::Pass;
-use memplan::planner::{plan, OrderMode, PlanOptions, Strategy};
+use memplan::pipeline::{PipelineOptions, Rewrite};
+use memplan::planner::{OrderMode, Strategy};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 fn mib(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
 }
 
 /// Prints the fusion table for `graphs`.
-pub fn run(graphs: &[PathBuf], tl: Duration) -> Result<()> {
+pub fn run(graphs: &[PathBuf], base: &PipelineOptions) -> Result<()> {
     println!(
         "| graph | ops before | ops after | fused ops | arena tensor MiB removed | peak MiB unfused | peak MiB fused | change % |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    let opts = PlanOptions {
+    let unfused = PipelineOptions {
         order: OrderMode::Auto,
         strategy: Strategy::Heuristic,
-        time_limit: Some(tl),
-        ..PlanOptions::default()
+        rewrite: Vec::new(),
+        ..base.clone()
+    };
+    let fused = PipelineOptions {
+        rewrite: vec![Rewrite::Fuse],
+        ..unfused.clone()
     };
     for path in graphs {
         let g = Graph::parse(
@@ -34,18 +38,13 @@ pub fn run(graphs: &[PathBuf], tl: Duration) -> Result<()> {
                 .with_context(|| format!("reading {}", path.display()))?,
         )
         .with_context(|| path.display().to_string())?;
-        let out = Fuse::default()
-            .run(&g)
-            .with_context(|| format!("fusing {}", path.display()))?;
+        let plain = crate::plan_checked(&g, &unfused, None)?;
+        let out = crate::plan_checked(&g, &fused, None)?;
         let f = &out.graph;
-        let mut peaks = [0u64; 2];
-        for (i, graph) in [&g, f].into_iter().enumerate() {
-            let p = plan(graph, &opts).with_context(|| format!("planning {}", graph.name))?;
-            memplan::validate(graph, &p, None)
-                .map_err(|v| anyhow::anyhow!("{}: invalid plan: {v}", graph.name))?;
-            peaks[i] = p.stats.peak_bytes;
-        }
-        let r = &out.report;
+        let peaks = [plain.plan.stats.peak_bytes, out.plan.stats.peak_bytes];
+        let Some(r) = out.passes.iter().find(|r| r.pass == "fuse") else {
+            bail!("{}: the pipeline ran no fuse pass", g.name);
+        };
         println!(
             "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:+.1} |",
             g.name,

@@ -1,8 +1,12 @@
 //! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
 //! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
-//! [--only zoo|traces|order|budget]` (SHARED_DIR defaults to `../shared`, S to 1 s per plan /
-//! instance).
+//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency]`
+//! (SHARED_DIR defaults to `../shared`). Every graph is planned through the one planning
+//! pipeline ([`memplan::pipeline::run`]) with [`PipelineOptions`]: the defaults (effort in
+//! deterministic work units, [`memplan::pipeline::DEFAULT_TIME_LIMIT_S`] as a wall-clock cap),
+//! with `--effort K` and `--time-limit S` (the cap; also each trace instance's time limit,
+//! default 1 s there) when given, and each table's order, strategy, rewrites, budget or tiers.
 //!
 //! - **zoo** (`SHARED_DIR/zoo/*.json`): ops, tensors, LOAD of the listed order, the
 //!   order-independent bound; with the heuristics only: the peak with the listed order (and
@@ -33,16 +37,26 @@
 //!   default run): untiered vs tiered peak, per-tier bytes and fragmentation at peak, with and
 //!   without im2col workspaces (see `tiers.rs`).
 //! - **tiling** (`--only tiling`): see `tiling.rs` (spatial tiling at 224², 512², 1024²).
+//! - **determinism** (`--only determinism`; not part of the default run): every zoo graph
+//!   planned twice with `PipelineOptions::default()`, the second time while spinning threads
+//!   keep every core busy; per graph: ops, peak, status, idle and loaded ms, whether the plans
+//!   are byte-identical timing fields aside (`memplan::zoo::determinism::without_timing`),
+//!   and a summary (see `determinism.rs`).
+//! - **latency** (`--only latency`): the heuristic strategy on densenet121.16.train with
+//!   `--order auto` and `--order given` (median of 10 runs, ms), then the default pipeline's
+//!   time per zoo graph (see `determinism.rs`).
 //!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
 
 mod conv_algos;
+mod determinism;
 mod fusion;
 
 use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
-use memplan::planner::{graph_stats, plan, OrderMode, PlanOptions, Strategy};
+use memplan::pipeline::{self, Control, PipelineOptions, PipelineResult};
+use memplan::planner::{graph_stats, OrderMode, Strategy};
 use memplan_solver::place;
 use memplan_solver::{csv, Budget, PlacementProblem};
 use std::path::{Path, PathBuf};
@@ -51,40 +65,75 @@ use std::time::{Duration, Instant};
 mod tiers;
 mod tiling;
 
+/// Plans `graph` through the pipeline and validates the plan against the graph it refers to
+/// (the rewritten one, when a rewrite changed it) with `budget` as the capacity.
+pub(crate) fn plan_checked(
+    graph: &Graph,
+    options: &PipelineOptions,
+    budget: Option<u64>,
+) -> Result<PipelineResult> {
+    let r = pipeline::run(graph, options, &Control::default())
+        .with_context(|| format!("planning {}", graph.name))?;
+    if let Err(v) = memplan::validate(&r.graph, &r.plan, budget) {
+        bail!("{}: invalid plan: {v}", graph.name);
+    }
+    Ok(r)
+}
+
 fn main() -> Result<()> {
     let mut shared = PathBuf::from("../shared");
-    let mut time_limit = 1.0f64;
+    let mut time_limit: Option<f64> = None;
+    let mut effort: Option<u64> = None;
     let mut only: Option<String> = None;
     let mut extra_graphs: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--time-limit" => {
-                time_limit = args.next().context("--time-limit needs seconds")?.parse()?;
+                time_limit = Some(args.next().context("--time-limit needs seconds")?.parse()?);
+            }
+            "--effort" => {
+                effort = Some(args.next().context("--effort needs a number")?.parse()?);
             }
             "--graphs" => {
                 extra_graphs = Some(PathBuf::from(
                     args.next().context("--graphs needs a directory")?,
                 ))
             }
-            "--only" => only = Some(args.next().context("--only needs zoo, traces or order")?),
+            "--only" => only = Some(args.next().context("--only needs a table's name")?),
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling] [--graphs DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency] [--graphs DIR]"
                 );
                 return Ok(());
             }
             other => shared = PathBuf::from(other),
         }
     }
-    let tl = Duration::try_from_secs_f64(time_limit)
+    // The pipeline options every table starts from.
+    let mut base = PipelineOptions::default();
+    if let Some(s) = time_limit {
+        base.time_limit_s = s;
+    }
+    if let Some(k) = effort {
+        base.effort = k;
+    }
+    base.check().context("--time-limit / --effort")?;
+    // Trace instances are placement problems, not graphs: they keep a plain time limit.
+    let tl = Duration::try_from_secs_f64(time_limit.unwrap_or(1.0))
         .context("--time-limit must be a non-negative number")?;
     if only.as_deref().is_none_or(|o| o == "zoo") {
-        zoo_table(&shared.join("zoo"), tl)?;
+        zoo_table(&shared.join("zoo"), &base)?;
         println!();
     }
+    if only.as_deref() == Some("determinism") {
+        return determinism::determinism(&shared.join("zoo"), &base);
+    }
+    if only.as_deref() == Some("latency") {
+        return determinism::latency(&shared.join("zoo"), &base);
+    }
     if only.as_deref() == Some("conv-algos") {
-        return conv_algos::run(&shared.join("zoo"), extra_graphs.as_deref());
+        return conv_algos::run(&shared.join("zoo"), extra_graphs.as_deref(), &base);
     }
     if only.as_deref() == Some("budget") {
         let mut graphs: Vec<PathBuf> = files(&shared.join("zoo"), "json")?
@@ -92,23 +141,23 @@ fn main() -> Result<()> {
             .filter(|p| p.to_string_lossy().contains(".train."))
             .collect();
         graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
-        budget_table(&graphs)?;
+        budget_table(&graphs, &base)?;
         return Ok(());
     }
     if only.as_deref() == Some("fusion") {
         let graphs = fusion::graphs(&shared.join("zoo"), extra_graphs.as_deref())?;
-        return fusion::run(&graphs, tl);
+        return fusion::run(&graphs, &base);
     }
     if only.as_deref() == Some("tiers") {
-        return tiers::run(&shared);
+        return tiers::run(&shared, &base);
     }
     if only.as_deref() == Some("tiling") {
-        return tiling::run(&shared);
+        return tiling::run(&shared, &base);
     }
     if only.as_deref() == Some("order") {
         let mut graphs = files(&shared.join("zoo"), "json")?;
         graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
-        order_table(&graphs, tl)?;
+        order_table(&graphs, &base)?;
         return Ok(());
     }
     if only.as_deref().is_none_or(|o| o == "traces") {
@@ -145,8 +194,9 @@ fn mib(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
 }
 
-fn budget_table(graphs: &[PathBuf]) -> Result<()> {
-    use memplan::budget::{plan_with_budget, BudgetError, BudgetOptions};
+fn budget_table(graphs: &[PathBuf], base: &PipelineOptions) -> Result<()> {
+    use memplan::budget::{BudgetError, BudgetSpec};
+    use memplan::pipeline::PipelineError;
     let strategies = ["sweep", "ilp", "chen", "spill-all"];
     print!("| graph | budget | LOAD MiB | budget MiB |");
     for s in strategies {
@@ -161,10 +211,6 @@ fn budget_table(graphs: &[PathBuf]) -> Result<()> {
         let g = Graph::parse(&std::fs::read_to_string(path)?)
             .with_context(|| path.display().to_string())?;
         let s = graph_stats(&g)?;
-        let order = g
-            .order_problem()
-            .listed_topological_order()
-            .map_err(|e| g.order_error(e))?;
         for pct in [80u64, 60, 40] {
             let budget = s.listed_load * pct / 100;
             print!(
@@ -174,25 +220,31 @@ fn budget_table(graphs: &[PathBuf]) -> Result<()> {
                 mib(budget)
             );
             for name in strategies {
+                // The listed order (order given, heuristic placement), under the budget.
+                let opts = PipelineOptions {
+                    order: OrderMode::Given,
+                    strategy: Strategy::Heuristic,
+                    budget: Some(BudgetSpec::Bytes(budget)),
+                    spill_strategy: name.into(),
+                    ..base.clone()
+                };
                 let t0 = Instant::now();
-                let r = plan_with_budget(
-                    &g,
-                    &order,
-                    &BudgetOptions {
-                        budget,
-                        strategy: name.into(),
-                        ..BudgetOptions::default()
-                    },
-                );
+                let r = pipeline::run(&g, &opts, &Control::default());
                 let secs = t0.elapsed().as_secs_f64();
                 match r {
-                    Ok(p) => {
-                        if let Err(v) = memplan::validate(&g, &p, Some(budget)) {
+                    Ok(r) => {
+                        let p = &r.plan;
+                        if let Err(v) = memplan::validate(&r.graph, p, Some(budget)) {
                             bail!("{}: invalid budgeted plan: {v}", g.name);
                         }
                         let b = p.stats.budget.clone().unwrap_or_default();
                         print!(
-                            " yes | {:.1} | {:.1} | {:.2} | {:.1} | {:.2} |",
+                            " {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.2} |",
+                            if p.stats.status == Some(memplan::PlanStatus::TimeLimit) {
+                                "yes (time_limit)"
+                            } else {
+                                "yes"
+                            },
                             mib(p.stats.peak_bytes),
                             mib(b.spilled_out_bytes),
                             b.recompute_flops / 1e9,
@@ -200,8 +252,15 @@ fn budget_table(graphs: &[PathBuf]) -> Result<()> {
                             secs
                         );
                     }
-                    Err(BudgetError::Infeasible { reached, .. }) => {
+                    Err(PipelineError::Budget(BudgetError::Infeasible { reached, .. })) => {
                         print!(" no | ({:.1}) | - | - | - | {secs:.2} |", mib(reached));
+                    }
+                    // The wall-clock cap bound before any plan fitted (status time_limit).
+                    Err(PipelineError::Budget(BudgetError::Cancelled { reached, .. })) => {
+                        print!(
+                            " time_limit | ({}) | - | - | - | {secs:.2} |",
+                            reached.map_or("-".to_string(), |r| format!("{:.1}", mib(r)))
+                        );
                     }
                     Err(e) => bail!("{}: {e}", g.name),
                 }
@@ -212,7 +271,7 @@ fn budget_table(graphs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-fn order_table(graphs: &[PathBuf], tl: Duration) -> Result<()> {
+fn order_table(graphs: &[PathBuf], base: &PipelineOptions) -> Result<()> {
     println!("| graph | ops | LOAD(listed) MiB | order bound MiB | heuristic peak MiB | ILP peak MiB | ILP bound MiB | gap | ILP mode | s | cut vs listed |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|");
     let (mut within, mut total) = (0, 0);
@@ -221,19 +280,12 @@ fn order_table(graphs: &[PathBuf], tl: Duration) -> Result<()> {
             .with_context(|| path.display().to_string())?;
         let s = graph_stats(&g)?;
         let run = |order, strategy| -> Result<memplan::Plan> {
-            let p = plan(
-                &g,
-                &PlanOptions {
-                    order,
-                    strategy,
-                    time_limit: Some(tl),
-                    ..PlanOptions::default()
-                },
-            )?;
-            if let Err(v) = memplan::validate(&g, &p, None) {
-                bail!("{}: invalid plan: {v}", g.name);
-            }
-            Ok(p)
+            let opts = PipelineOptions {
+                order,
+                strategy,
+                ..base.clone()
+            };
+            Ok(plan_checked(&g, &opts, None)?.plan)
         };
         let listed = run(OrderMode::Given, Strategy::Heuristic)?;
         let heur = run(OrderMode::Auto, Strategy::Heuristic)?;
@@ -278,7 +330,7 @@ fn order_table(graphs: &[PathBuf], tl: Duration) -> Result<()> {
     Ok(())
 }
 
-fn zoo_table(dir: &Path, tl: Duration) -> Result<()> {
+fn zoo_table(dir: &Path, base: &PipelineOptions) -> Result<()> {
     println!("| graph | ops | tensors | LOAD(listed) MiB | order bound MiB | LOAD/bound | peak(listed) MiB | peak/LOAD | peak(auto) MiB | auto/bound | auto order | listed ms | auto ms | exact peak/LOAD | exact status | exact ms |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|");
     let (mut worst_listed, mut worst_name) = (0.0f64, String::new());
@@ -287,22 +339,15 @@ fn zoo_table(dir: &Path, tl: Duration) -> Result<()> {
             .with_context(|| path.display().to_string())?;
         let s = graph_stats(&g)?;
         let run = |order, strategy| -> Result<(memplan::Plan, f64)> {
+            let opts = PipelineOptions {
+                order,
+                strategy,
+                inplace: false,
+                ..base.clone()
+            };
             let t0 = Instant::now();
-            let p = plan(
-                &g,
-                &PlanOptions {
-                    order,
-                    strategy,
-                    time_limit: Some(tl),
-                    inplace: false,
-                    ..PlanOptions::default()
-                },
-            )?;
-            let ms = t0.elapsed().as_secs_f64() * 1e3;
-            if let Err(v) = memplan::validate(&g, &p, None) {
-                bail!("{}: invalid plan: {v}", g.name);
-            }
-            Ok((p, ms))
+            let r = plan_checked(&g, &opts, None)?;
+            Ok((r.plan, t0.elapsed().as_secs_f64() * 1e3))
         };
         let (given, given_ms) = run(OrderMode::Given, Strategy::Heuristic)?;
         let (auto, auto_ms) = run(OrderMode::Auto, Strategy::Heuristic)?;

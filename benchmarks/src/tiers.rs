@@ -2,14 +2,15 @@
 //! they fragment. For every `*.inference.json` of the zoo and a few training graphs, twice:
 //! as exported (the zoo carries no workspaces) and with im2col workspaces on every k×k
 //! convolution (k > 1; `(C_in/groups)·Kh·Kw × N·Ho·Wo` f32 elements, issue 9 point 1), it plans
-//! untiered and tiered (every tier at 256 B) with the heuristics (`--order auto`), validates
-//! both, and prints the peaks, the tiered/untiered ratio, the bytes of each tier, and seed
-//! 001 §4.1's fragmentation at peak (whole arena for both plans; the activations tier).
+//! untiered and tiered (every tier at 256 B) with the heuristics (`--order auto`), both
+//! through the pipeline (`tiers` off and on), validates both, and prints the peaks, the
+//! tiered/untiered ratio, the bytes of each tier, and seed 001 §4.1's fragmentation at peak
+//! (whole arena for both plans; the activations tier).
 
 use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
-use memplan::planner::{plan, OrderMode, PlanOptions, Strategy};
-use memplan::tiers::{plan_tiered, TierAlignment};
+use memplan::pipeline::PipelineOptions;
+use memplan::planner::{OrderMode, Strategy};
 use memplan::zoo::profile::profile;
 use std::path::{Path, PathBuf};
 
@@ -52,12 +53,17 @@ fn graphs(zoo: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Prints the tiers table for the zoo under `shared`.
-pub fn run(shared: &Path) -> Result<()> {
-    let opts = PlanOptions {
+pub fn run(shared: &Path, base: &PipelineOptions) -> Result<()> {
+    let opts = PipelineOptions {
         order: OrderMode::Auto,
         strategy: Strategy::Heuristic,
-        time_limit: None,
-        ..PlanOptions::default()
+        tiers: false,
+        tier_alignment: None,
+        ..base.clone()
+    };
+    let tiered = PipelineOptions {
+        tiers: true,
+        ..opts.clone()
     };
     println!("| graph | workspaces | untiered peak MiB | tiered peak MiB | tiered / untiered | weights MiB | activations MiB | temporaries MiB | frag@peak untiered (free KiB) | frag@peak tiered (free KiB) | frag@peak activations (free KiB) |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -65,13 +71,12 @@ pub fn run(shared: &Path) -> Result<()> {
         let g = Graph::parse(&std::fs::read_to_string(&path)?)
             .with_context(|| path.display().to_string())?;
         for (what, g) in [("none", g.clone()), ("im2col", with_im2col(&g)?)] {
-            let u = plan(&g, &opts)?;
-            let t = plan_tiered(&g, &opts, &TierAlignment::default())?;
-            for (p, kind) in [(&u, "untiered"), (&t, "tiered")] {
-                if let Err(v) = memplan::validate(&g, p, None) {
-                    bail!("{} ({what}): invalid {kind} plan: {v}", g.name);
-                }
-            }
+            let u = crate::plan_checked(&g, &opts, None)
+                .with_context(|| format!("{} ({what}) untiered", g.name))?
+                .plan;
+            let t = crate::plan_checked(&g, &tiered, None)
+                .with_context(|| format!("{} ({what}) tiered", g.name))?
+                .plan;
             let [w, a, tmp] = &t.stats.tiers[..] else {
                 bail!("{}: a tiered plan without three tiers", g.name);
             };

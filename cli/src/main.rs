@@ -36,6 +36,8 @@ struct Cli {
     command: Command,
 }
 
+// One value per run: the size of the `plan` variant (its many flags) does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Plan a graph: order, arena offsets, instruction stream (memplan-plan/1). Fills the

@@ -33,6 +33,24 @@ fn zoo_plans_the_sample_writes_every_file_and_skips_it_the_second_time() {
     for f in ["results.json", "results.csv", "report.md", "report.html"] {
         assert!(out.join(f).is_file(), "{f}");
     }
+    // One typed status, and the full pipeline's options in the resume key.
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let r = &results["results"][0];
+    let status = r["full_status"].as_str().unwrap();
+    assert!(
+        memplan::PlanStatus::ALL
+            .iter()
+            .any(|s| s.as_str() == status),
+        "{status}"
+    );
+    assert!(
+        r["options"]
+            .as_str()
+            .unwrap()
+            .contains(r#""time_limit_s":0.2"#),
+        "{r}"
+    );
     let second = run();
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(second.status.success(), "{err}");
@@ -43,15 +61,7 @@ fn zoo_plans_the_sample_writes_every_file_and_skips_it_the_second_time() {
 fn zoo_plans_every_budget_with_every_spill_strategy_and_reports_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let o = memplan()
-        .args([
-            "zoo",
-            &sample(),
-            "--budgets",
-            "80,60",
-            "--time-limit",
-            "0.5",
-            "--out",
-        ])
+        .args(["zoo", &sample(), "--budgets", "80,60", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -66,9 +76,18 @@ fn zoo_plans_every_budget_with_every_spill_strategy_and_reports_the_table() {
         .collect::<std::collections::BTreeSet<_>>();
     assert!(strategies.len() >= 3, "{strategies:?}");
     assert_eq!(rows.len(), 2 * strategies.len());
+    // The budgets are percentages of the full pipeline's peak.
+    let full = results["results"][0]["full_peak_bytes"].as_u64().unwrap();
     for r in rows {
+        let pct = r["percent"].as_f64().unwrap();
+        assert_eq!(
+            r["budget_bytes"].as_u64().unwrap(),
+            (full as f64 * pct / 100.0).floor() as u64,
+            "{r}"
+        );
         if r["fits"].as_bool().unwrap() {
             assert!(r["peak_bytes"].as_u64().unwrap() <= r["budget_bytes"].as_u64().unwrap());
+            assert!(r["status"].is_string(), "{r}");
         }
     }
     // The sample fits 80 % with the sweep.
@@ -93,6 +112,66 @@ fn zoo_refuses_a_budget_that_is_not_a_percentage() {
         assert_eq!(o.status.code(), Some(2), "{bad}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("is not a percentage"), "{err}");
+    }
+}
+
+#[test]
+fn zoo_rewrites_give_plans_that_check_against_the_original_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = memplan()
+        .args([
+            "zoo",
+            &sample(),
+            "--rewrite",
+            "fuse",
+            "--effort",
+            "0",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let r = &results["results"][0];
+    assert_eq!(r["rewritten"], true, "{r}");
+    let key = r["options"].as_str().unwrap();
+    assert!(
+        key.contains(r#""rewrite":["fuse"]"#) && key.contains(r#""effort":0"#),
+        "{key}"
+    );
+    for way in ["listed", "heuristic", "full"] {
+        let plan = out.join(r["plans"][way].as_str().unwrap());
+        let c = memplan()
+            .args(["check", &sample()])
+            .arg(&plan)
+            .output()
+            .unwrap();
+        assert!(
+            c.status.success(),
+            "{way}: {}",
+            String::from_utf8_lossy(&c.stderr)
+        );
+    }
+}
+
+#[test]
+fn zoo_refuses_bad_pipeline_options_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, value, message) in [
+        ("--rewrite", "fusion", "unknown rewrite"),
+        ("--time-limit", "nan", "time_limit_s"),
+    ] {
+        let o = memplan()
+            .args(["zoo", &sample(), flag, value, "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(message), "{flag} {value}: {err}");
     }
 }
 

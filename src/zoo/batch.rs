@@ -1,51 +1,147 @@
-//! The batch: plan every graph of a model zoo three ways (the listed order, the heuristics,
-//! the full solver portfolio within a time limit), validate each plan, save it, and record the
-//! figures in `results.json` / `results.csv`.
+//! The batch: plan every graph of a model zoo three ways through [`pipeline::run`], validate
+//! each plan against the graph as given, save it, and record the figures in `results.json` /
+//! `results.csv`. The ways are [`PipelineOptions`] values derived from the batch's base
+//! options ([`ZooOptions::pipeline`]):
+//! - **listed**: the base options with `order given`, `strategy heuristic`;
+//! - **heuristic**: the base options with `order auto`, `strategy heuristic`;
+//! - **full**: the base options as they are (by default the full pipeline: order auto,
+//!   strategy auto, effort in deterministic work units, the time limit as a cap);
+//! - with `budgets`: the base options with `budget = Percent(p)` (a percentage of the
+//!   unconstrained plan's peak, i.e. of the full plan's) for every spill strategy.
+//!
+//! When the base options ask for graph rewrites, each saved plan carries the graph it refers
+//! to (`rewritten_graph`) and is checked against the original graph through
+//! [`pipeline::graph_for_plan`], as `memplan check ORIGINAL PLAN` does.
 //!
 //! Resumable: a result is keyed by the graph file's content hash (FNV-1a 64) and the options
-//! key ([`ZooOptions::key`]); when `results.json` in the output folder already holds a result
-//! with both, and its plan files are still there, the graph is skipped. `results.json` is
-//! rewritten (atomically) after every graph, so an interrupted run loses at most the graphs in
-//! flight. Graphs run on `jobs` worker threads; the results keep the input order.
+//! key ([`ZooOptions::key`], which holds the base options' canonical JSON); when
+//! `results.json` in the output folder already holds a result with both, and its plan files
+//! are still there, the graph is skipped. `results.json` is rewritten (atomically) after every
+//! graph, so an interrupted run loses at most the graphs in flight. Graphs run on `jobs`
+//! worker threads; the results keep the input order.
 
 use super::profile::profile;
 use super::pytorch::simulate_reserved;
 use super::{report, ZooError};
+use crate::budget::{BudgetError, BudgetSpec};
 use crate::graph::Graph;
-use crate::plan::Plan;
-use crate::planner::{self, OrderMode, PlanOptions, ProgressSink, Strategy};
+use crate::pipeline::{self, Control, PipelineError, PipelineOptions, PipelineResult};
+use crate::plan::{Plan, PlanStatus};
+use crate::planner::{self, OrderMode, ProgressSink, Strategy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// The format string of `results.json`.
-pub const RESULTS_FORMAT: &str = "memplan-zoo/1";
+/// The format string of `results.json` (`/2`: the ways are pipeline options, the full way's
+/// figures are `full_*` and its status a [`PlanStatus`]).
+pub const RESULTS_FORMAT: &str = "memplan-zoo/2";
 
 /// Batch options.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZooOptions {
-    /// Time limit of each planner call.
-    pub time_limit: Duration,
+    /// The base pipeline options: the full way as they are; the listed and heuristic ways and
+    /// the budget rows derive from them (module doc). Rewrites, effort, the time cap, tiers,
+    /// the device profile… all reach the batch through them.
+    pub pipeline: PipelineOptions,
     /// Graphs planned at once (at least 1).
     pub jobs: usize,
-    /// Budgets, in percent of the optimal plan's peak, planned with every spill strategy.
+    /// Budgets in percent (0, 100] of the unconstrained plan's peak, each planned with every
+    /// spill strategy ([`PipelineOptions::budget`] = [`BudgetSpec::Percent`]).
     pub budgets: Vec<f64>,
 }
 
+impl Default for ZooOptions {
+    fn default() -> Self {
+        ZooOptions {
+            pipeline: PipelineOptions::default(),
+            jobs: 1,
+            budgets: Vec::new(),
+        }
+    }
+}
+
+/// The spill strategies each budget is planned with (every one of the registry; `best` is
+/// their minimum and not a row of its own).
+pub fn spill_strategies() -> Vec<&'static str> {
+    crate::budget::registry().iter().map(|s| s.name()).collect()
+}
+
 impl ZooOptions {
-    /// The options as they affect the results (the resume key; `jobs` does not).
+    /// The listed way: the listed order, heuristic placement.
+    pub fn listed(&self) -> PipelineOptions {
+        PipelineOptions {
+            order: OrderMode::Given,
+            strategy: Strategy::Heuristic,
+            ..self.pipeline.clone()
+        }
+    }
+
+    /// The heuristic way: the order heuristics and heuristic placement.
+    pub fn heuristic(&self) -> PipelineOptions {
+        PipelineOptions {
+            order: OrderMode::Auto,
+            strategy: Strategy::Heuristic,
+            ..self.pipeline.clone()
+        }
+    }
+
+    /// The full way: the base options as they are.
+    pub fn full(&self) -> PipelineOptions {
+        self.pipeline.clone()
+    }
+
+    /// A budget row's options: the base options under `percent` % of the unconstrained
+    /// plan's peak with the spill `strategy`.
+    pub fn budgeted(&self, percent: f64, strategy: &str) -> PipelineOptions {
+        PipelineOptions {
+            budget: Some(BudgetSpec::Percent(percent)),
+            spill_strategy: strategy.to_string(),
+            ..self.pipeline.clone()
+        }
+    }
+
+    /// Checks every option and every way's pipeline options (the pipeline's own error when
+    /// they cannot be combined), before anything is planned.
+    pub fn check(&self) -> Result<(), ZooError> {
+        if self.jobs == 0 {
+            return Err(ZooError::Options("--jobs must be at least 1".into()));
+        }
+        for &p in &self.budgets {
+            if !(p.is_finite() && p > 0.0 && p <= 100.0) {
+                return Err(ZooError::Options(format!(
+                    "budget {p}% is not a percentage in (0, 100]"
+                )));
+            }
+        }
+        let mut ways = vec![self.listed(), self.heuristic(), self.full()];
+        if let Some(&p) = self.budgets.first() {
+            ways.extend(spill_strategies().into_iter().map(|s| self.budgeted(p, s)));
+        }
+        for w in &ways {
+            w.check().map_err(|e| ZooError::Options(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The options as they affect the results (the resume key; `jobs` does not): the base
+    /// options' canonical JSON ([`PipelineOptions::canonical_json`]), the derived ways, and
+    /// the budgets.
     pub fn key(&self) -> String {
         let mut k = format!(
-            "zoo/1 time_limit={:.3}s listed=given/heuristic heuristic=auto/heuristic optimal=auto/auto",
-            self.time_limit.as_secs_f64()
+            "zoo/2 listed=given/heuristic heuristic=auto/heuristic full={}",
+            self.pipeline.canonical_json()
         );
         if !self.budgets.is_empty() {
             let b: Vec<String> = self.budgets.iter().map(|b| format!("{b}")).collect();
-            k.push_str(&format!(" budgets={}%", b.join(",")));
+            k.push_str(&format!(
+                " budgets={}% spill={}",
+                b.join(","),
+                spill_strategies().join(",")
+            ));
         }
         k
     }
@@ -54,12 +150,19 @@ impl ZooOptions {
 /// The plan files of one graph, relative to the output folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanFiles {
-    /// Listed order, heuristic placement.
+    /// The listed way ([`ZooOptions::listed`]).
     pub listed: String,
-    /// `--strategy heuristic --order auto`.
+    /// The heuristic way ([`ZooOptions::heuristic`]).
     pub heuristic: String,
-    /// `--strategy auto --order auto`.
-    pub optimal: String,
+    /// The full way ([`ZooOptions::full`]).
+    pub full: String,
+}
+
+impl PlanFiles {
+    /// The three files.
+    pub fn all(&self) -> [&String; 3] {
+        [&self.listed, &self.heuristic, &self.full]
+    }
 }
 
 /// One graph's figures (bytes are arena bytes; weights live in their own region).
@@ -73,7 +176,7 @@ pub struct GraphResult {
     pub hash: String,
     /// [`ZooOptions::key`] of the run that produced it.
     pub options: String,
-    /// Number of ops.
+    /// Number of ops (of the graph as given).
     pub ops: usize,
     /// Number of tensors.
     pub tensors: usize,
@@ -81,31 +184,37 @@ pub struct GraphResult {
     pub naive_bytes: u64,
     /// LOAD (most bytes live at once) of the listed order.
     pub listed_load_bytes: u64,
-    /// Peak of the listed order placed by the heuristics.
+    /// Peak of the listed way (listed order placed by the heuristics).
     pub listed_peak_bytes: u64,
-    /// Peak of `--strategy heuristic --order auto`.
+    /// Peak of the heuristic way (`--strategy heuristic --order auto`).
     pub heuristic_peak_bytes: u64,
     /// Its planning time.
     pub heuristic_seconds: f64,
-    /// Peak of `--strategy auto --order auto` within the time limit.
-    pub optimal_peak_bytes: u64,
-    /// Its status (`optimal`, `time_limit`, `heuristic_only`).
-    pub optimal_status: String,
+    /// Peak of the full way (the base pipeline options).
+    pub full_peak_bytes: u64,
+    /// Its status: `optimal` when the peak meets the proven bound, `feasible` when the work
+    /// limit was reached with a gap, `time_limit` when the wall-clock cap bound,
+    /// `heuristic_only`, `cancelled`.
+    pub full_status: PlanStatus,
     /// Its planning time.
-    pub optimal_seconds: f64,
-    /// Proven lower bound on the peak of any order.
+    pub full_seconds: f64,
+    /// Proven lower bound on the peak of any order (at most the full peak).
     pub lower_bound_bytes: u64,
-    /// `(optimal − bound) / optimal`.
+    /// `(full − bound) / full`.
     pub gap: f64,
-    /// `1 − optimal / naive`.
+    /// `1 − full / naive`.
     pub savings_vs_naive: f64,
-    /// `1 − optimal / listed peak`.
+    /// `1 − full / listed peak`.
     pub savings_vs_listed: f64,
-    /// Fragmentation rate of the optimal plan (seed 001 §4.1; see
+    /// Fragmentation rate of the full plan (seed 001 §4.1; see
     /// [`super::profile::PlanProfile::fragmentation`]).
     pub fragmentation: f64,
-    /// `1 − LOAD / peak` of the optimal plan's order.
+    /// `1 − LOAD / peak` of the full plan's order.
     pub waste: f64,
+    /// Whether graph rewrites changed the graph the full plan refers to (the plan then
+    /// carries it as `rewritten_graph`).
+    #[serde(default)]
+    pub rewritten: bool,
     /// Simulated PyTorch caching-allocator reserved peak for the listed order
     /// ([`super::pytorch`]).
     pub pytorch_reserved_bytes: u64,
@@ -116,11 +225,11 @@ pub struct GraphResult {
     pub budgets: Vec<BudgetRow>,
 }
 
-/// One budgeted plan of a graph: a budget (percent of the optimal plan's peak) and a spill
-/// strategy.
+/// One budgeted plan of a graph: a budget (percent of the unconstrained plan's peak, which is
+/// the full way's) and a spill strategy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetRow {
-    /// Budget in percent of the optimal plan's peak.
+    /// Budget in percent of the unconstrained plan's peak.
     pub percent: f64,
     /// Budget in bytes.
     pub budget_bytes: u64,
@@ -128,7 +237,8 @@ pub struct BudgetRow {
     pub strategy: String,
     /// Whether a plan fits the budget.
     pub fits: bool,
-    /// Its peak (bytes), or the smallest peak reached when it does not fit.
+    /// Its peak (bytes), or the smallest peak reached when it does not fit (0 when the time
+    /// cap stopped planning before any plan was built).
     pub peak_bytes: u64,
     /// Bytes spilled to the host.
     pub spilled_bytes: u64,
@@ -138,6 +248,10 @@ pub struct BudgetRow {
     pub overhead_pct: f64,
     /// Planning time.
     pub seconds: f64,
+    /// The plan's status when one fits; `time_limit` when the wall-clock cap stopped planning
+    /// before any plan fitted; absent when no plan can fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<PlanStatus>,
 }
 
 /// The `results.json` document.
@@ -168,7 +282,7 @@ pub enum ZooEvent {
     Progress {
         /// Graph name.
         graph: String,
-        /// Which of `listed`, `heuristic`, `optimal` runs.
+        /// Which of `listed`, `heuristic`, `full`, `budgeted` runs.
         phase: &'static str,
         /// Best peak so far (bytes).
         best_peak: u64,
@@ -179,7 +293,7 @@ pub enum ZooEvent {
     Finished {
         /// Graph name.
         graph: String,
-        /// Its optimal peak.
+        /// Its full way's peak.
         peak: u64,
     },
 }
@@ -282,9 +396,7 @@ pub fn run_zoo(
     observer: &mut dyn FnMut(ZooEvent),
 ) -> Result<ZooSummary, ZooError> {
     let started = Instant::now();
-    if opts.jobs == 0 {
-        return Err(ZooError::Options("--jobs must be at least 1".into()));
-    }
+    opts.check()?;
     // Read and check every graph before planning any: a bad file stops the batch at once.
     let mut graphs = Vec::new();
     let mut stems = BTreeSet::new();
@@ -332,9 +444,7 @@ pub fn run_zoo(
                 .find(|r| {
                     r.hash == g.hash
                         && r.options == key
-                        && [&r.plans.listed, &r.plans.heuristic, &r.plans.optimal]
-                            .iter()
-                            .all(|p| out.join(p).is_file())
+                        && r.plans.all().iter().all(|p| out.join(p).is_file())
                 })
                 .map(|r| GraphResult {
                     // Same content, maybe moved: report where it is now.
@@ -442,7 +552,23 @@ fn ratio(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// Plans one graph three ways, validates and saves the plans, and computes its figures.
+/// Checks `plan` against the graph as given, as `memplan check ORIGINAL PLAN` does: the graph
+/// it refers to comes from [`pipeline::graph_for_plan`] (the carried rewritten graph, proven
+/// to be derived from `original`), then the validator replays it (with `budget` as the
+/// arena's capacity when given).
+pub fn check_against_original(
+    original: &Graph,
+    plan: &Plan,
+    budget: Option<u64>,
+) -> Result<(), String> {
+    let replay = pipeline::graph_for_plan(original.clone(), plan).map_err(|e| e.to_string())?;
+    crate::validate(&replay, plan, budget)
+        .map(|_| ())
+        .map_err(|v| v.to_string())
+}
+
+/// Plans one graph three ways (and under each budget), validates and saves the plans, and
+/// computes its figures.
 fn plan_one(
     input: &Input,
     out: &Path,
@@ -456,7 +582,14 @@ fn plan_one(
         graph: g.name.clone(),
     });
     let stats = planner::graph_stats(g).map_err(|e| ZooError::plan(&input.path, e))?;
-    let run = |phase: &'static str, order, strategy| -> Result<(Plan, f64), ZooError> {
+    let invalid = |phase: &'static str, message: String| ZooError::Invalid {
+        path: input.path.display().to_string(),
+        phase,
+        message,
+    };
+    let run = |phase: &'static str,
+               options: &PipelineOptions|
+     -> Result<(PipelineResult, f64), ZooError> {
         let name = g.name.clone();
         let tx = tx.clone();
         let sink = ProgressSink::new(move |p| {
@@ -467,83 +600,66 @@ fn plan_one(
                 lower_bound: p.lower_bound,
             });
         });
-        let popts = PlanOptions {
-            order,
-            strategy,
-            time_limit: Some(opts.time_limit),
+        let control = Control {
+            cancel: None,
             progress: Some(sink),
-            ..PlanOptions::default()
         };
         let t = Instant::now();
-        let plan = planner::plan(g, &popts).map_err(|e| ZooError::plan(&input.path, e))?;
+        let r = pipeline::run(g, options, &control).map_err(|e| ZooError::plan(&input.path, e))?;
         let secs = t.elapsed().as_secs_f64();
-        crate::validate(g, &plan, None).map_err(|v| ZooError::Invalid {
-            path: input.path.display().to_string(),
-            phase,
-            message: v.to_string(),
-        })?;
-        Ok((plan, secs))
+        check_against_original(g, &r.plan, None).map_err(|m| invalid(phase, m))?;
+        Ok((r, secs))
     };
-    let (listed, _) = run("listed", OrderMode::Given, Strategy::Heuristic)?;
-    let (heuristic, heuristic_seconds) = run("heuristic", OrderMode::Auto, Strategy::Heuristic)?;
-    let (optimal, optimal_seconds) = run("optimal", OrderMode::Auto, Strategy::Auto)?;
+    let (listed, _) = run("listed", &opts.listed())?;
+    let (heuristic, heuristic_seconds) = run("heuristic", &opts.heuristic())?;
+    let (full, full_seconds) = run("full", &opts.full())?;
     let files = PlanFiles {
         listed: format!("plans/{}.listed.plan.json", input.stem),
         heuristic: format!("plans/{}.heuristic.plan.json", input.stem),
-        optimal: format!("plans/{}.optimal.plan.json", input.stem),
+        full: format!("plans/{}.full.plan.json", input.stem),
     };
-    for (p, f) in [
+    for (r, f) in [
         (&listed, &files.listed),
         (&heuristic, &files.heuristic),
-        (&optimal, &files.optimal),
+        (&full, &files.full),
     ] {
-        write_atomic(&out.join(f), &to_json(p))?;
+        let mut text = r.plan.to_json();
+        text.push('\n');
+        write_atomic(&out.join(f), &text)?;
     }
+    let o = full.plan.stats.peak_bytes;
     let mut budgets = Vec::new();
     for &percent in &opts.budgets {
-        let budget_bytes = ((optimal.stats.peak_bytes as f64) * percent / 100.0).floor() as u64;
-        for strategy in crate::budget::registry().iter().map(|s| s.name()) {
-            let bopts = crate::budget::BudgetOptions {
-                strategy: strategy.to_string(),
-                ..crate::budget::BudgetOptions::default()
-            };
-            let popts = PlanOptions {
-                order: OrderMode::Auto,
-                strategy: Strategy::Heuristic,
-                time_limit: Some(opts.time_limit),
-                ..PlanOptions::default()
-            };
+        for strategy in spill_strategies() {
             let t = Instant::now();
-            let r = crate::budget::plan_under_budget(
-                g,
-                crate::budget::BudgetSpec::Bytes(budget_bytes.max(1)),
-                &popts,
-                &bopts,
-            );
+            let r = pipeline::run(g, &opts.budgeted(percent, strategy), &Control::default());
             let seconds = t.elapsed().as_secs_f64();
             let row = match r {
-                Ok(p) => {
-                    crate::validate(g, &p, Some(budget_bytes)).map_err(|v| ZooError::Invalid {
-                        path: input.path.display().to_string(),
-                        phase: "budgeted",
-                        message: v.to_string(),
-                    })?;
-                    let b = p.stats.budget.clone();
+                Ok(r) => {
+                    let b = r.plan.stats.budget.clone();
+                    let budget_bytes = b
+                        .as_ref()
+                        .map_or_else(|| BudgetSpec::Percent(percent).bytes(o), |b| b.budget_bytes);
+                    check_against_original(g, &r.plan, Some(budget_bytes))
+                        .map_err(|m| invalid("budgeted", m))?;
                     BudgetRow {
                         percent,
                         budget_bytes,
                         strategy: strategy.to_string(),
                         fits: true,
-                        peak_bytes: p.stats.peak_bytes,
+                        peak_bytes: r.plan.stats.peak_bytes,
                         spilled_bytes: b.as_ref().map_or(0, |b| b.spilled_out_bytes),
                         recomputed_ops: b.as_ref().map_or(0, |b| b.recomputed_ops),
                         overhead_pct: b.as_ref().map_or(0.0, |b| b.overhead_pct),
                         seconds,
+                        status: r.plan.stats.status,
                     }
                 }
-                Err(crate::budget::BudgetError::Infeasible { reached, .. }) => BudgetRow {
+                Err(PipelineError::Budget(BudgetError::Infeasible {
+                    budget, reached, ..
+                })) => BudgetRow {
                     percent,
-                    budget_bytes,
+                    budget_bytes: budget,
                     strategy: strategy.to_string(),
                     fits: false,
                     peak_bytes: reached,
@@ -551,7 +667,23 @@ fn plan_one(
                     recomputed_ops: 0,
                     overhead_pct: 0.0,
                     seconds,
+                    status: None,
                 },
+                // The wall-clock cap (the batch has no other stop) bound before any plan fitted.
+                Err(PipelineError::Budget(BudgetError::Cancelled { budget, reached })) => {
+                    BudgetRow {
+                        percent,
+                        budget_bytes: budget,
+                        strategy: strategy.to_string(),
+                        fits: false,
+                        peak_bytes: reached.unwrap_or(0),
+                        spilled_bytes: 0,
+                        recomputed_ops: 0,
+                        overhead_pct: 0.0,
+                        seconds,
+                        status: Some(PlanStatus::TimeLimit),
+                    }
+                }
                 Err(e) => {
                     return Err(ZooError::Plan {
                         path: input.path.display().to_string(),
@@ -562,10 +694,10 @@ fn plan_one(
             budgets.push(row);
         }
     }
-    let prof = profile(g, &optimal).map_err(|e| ZooError::Internal(e.to_string()))?;
-    let listed_prof = profile(g, &listed).map_err(|e| ZooError::Internal(e.to_string()))?;
-    let o = optimal.stats.peak_bytes;
-    let lb = optimal.stats.lower_bound_bytes.min(o);
+    let prof = profile(&full.graph, &full.plan).map_err(|e| ZooError::Internal(e.to_string()))?;
+    let listed_prof =
+        profile(&listed.graph, &listed.plan).map_err(|e| ZooError::Internal(e.to_string()))?;
+    let lb = full.plan.stats.lower_bound_bytes.min(o);
     let result = GraphResult {
         graph: g.name.clone(),
         file: input.path.display().to_string(),
@@ -575,22 +707,20 @@ fn plan_one(
         tensors: stats.tensors,
         naive_bytes: stats.naive_bytes,
         listed_load_bytes: stats.listed_load,
-        listed_peak_bytes: listed.stats.peak_bytes,
-        heuristic_peak_bytes: heuristic.stats.peak_bytes,
+        listed_peak_bytes: listed.plan.stats.peak_bytes,
+        heuristic_peak_bytes: heuristic.plan.stats.peak_bytes,
         heuristic_seconds,
-        optimal_peak_bytes: o,
-        optimal_status: optimal
-            .stats
-            .status
-            .clone()
-            .unwrap_or_else(|| "heuristic_only".into()),
-        optimal_seconds,
+        full_peak_bytes: o,
+        // The pipeline always sets the status; `feasible` is what an unset one would mean.
+        full_status: full.plan.stats.status.unwrap_or(PlanStatus::Feasible),
+        full_seconds,
         lower_bound_bytes: lb,
         gap: 1.0 - ratio(lb, o),
         savings_vs_naive: 1.0 - ratio(o, stats.naive_bytes),
-        savings_vs_listed: 1.0 - ratio(o, listed.stats.peak_bytes),
+        savings_vs_listed: 1.0 - ratio(o, listed.plan.stats.peak_bytes),
         fragmentation: prof.fragmentation,
         waste: prof.waste(),
+        rewritten: full.rewritten,
         pytorch_reserved_bytes: simulate_reserved(&listed_prof),
         plans: files,
         budgets,
@@ -603,7 +733,7 @@ fn plan_one(
 }
 
 /// The CSV header of `results.csv`.
-pub const CSV_HEADER: &str = "graph,file,hash,ops,tensors,naive_bytes,listed_load_bytes,listed_peak_bytes,heuristic_peak_bytes,heuristic_seconds,optimal_peak_bytes,optimal_status,optimal_seconds,lower_bound_bytes,gap,savings_vs_naive,savings_vs_listed,fragmentation,waste,pytorch_reserved_bytes";
+pub const CSV_HEADER: &str = "graph,file,hash,ops,tensors,naive_bytes,listed_load_bytes,listed_peak_bytes,heuristic_peak_bytes,heuristic_seconds,full_peak_bytes,full_status,full_seconds,lower_bound_bytes,gap,savings_vs_naive,savings_vs_listed,fragmentation,waste,pytorch_reserved_bytes,rewritten";
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
@@ -619,7 +749,7 @@ pub fn to_csv(results: &[GraphResult]) -> String {
     s.push('\n');
     for r in results {
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{:.3},{},{},{:.3},{},{:.6},{:.6},{:.6},{:.6},{:.6},{}\n",
+            "{},{},{},{},{},{},{},{},{},{:.3},{},{},{:.3},{},{:.6},{:.6},{:.6},{:.6},{:.6},{},{}\n",
             csv_field(&r.graph),
             csv_field(&r.file),
             r.hash,
@@ -630,9 +760,9 @@ pub fn to_csv(results: &[GraphResult]) -> String {
             r.listed_peak_bytes,
             r.heuristic_peak_bytes,
             r.heuristic_seconds,
-            r.optimal_peak_bytes,
-            csv_field(&r.optimal_status),
-            r.optimal_seconds,
+            r.full_peak_bytes,
+            r.full_status,
+            r.full_seconds,
             r.lower_bound_bytes,
             r.gap,
             r.savings_vs_naive,
@@ -640,6 +770,7 @@ pub fn to_csv(results: &[GraphResult]) -> String {
             r.fragmentation,
             r.waste,
             r.pytorch_reserved_bytes,
+            r.rewritten,
         ));
     }
     s

@@ -1,10 +1,13 @@
 //! Model-zoo batch optimisation and reports (issue 8): [`batch`] plans every graph of a zoo
-//! with the listed order, the heuristics and the full portfolio, validates and saves each
-//! plan, and records the figures; [`profile`] recovers the arena over time from a plan;
-//! [`pytorch`] simulates PyTorch's caching allocator for a baseline; [`report`] and [`svg`]
-//! write `report.md` and a self-contained `report.html` (inline SVG, no external resource).
+//! through [`crate::pipeline::run`] three ways (the listed order, the heuristics, the full
+//! pipeline with the batch's options), validates and saves each plan, and records the
+//! figures; [`profile`] recovers the arena over time from a plan; [`pytorch`] simulates
+//! PyTorch's caching allocator for a baseline; [`report`] and [`svg`] write `report.md` and
+//! a self-contained `report.html` (inline SVG, no external resource); [`determinism`] compares
+//! plans made at idle and under load (issue 13).
 
 pub mod batch;
+pub mod determinism;
 pub mod profile;
 pub mod pytorch;
 pub mod report;
@@ -82,7 +85,7 @@ impl ZooError {
         }
     }
 
-    fn plan(path: &Path, e: crate::planner::PlanError) -> Self {
+    fn plan(path: &Path, e: impl std::fmt::Display) -> Self {
         ZooError::Plan {
             path: path.display().to_string(),
             message: e.to_string(),

@@ -1,13 +1,18 @@
 //! `report.md` and `report.html` for a batch: the zoo table, a bar chart of heuristic vs
-//! optimal vs bound (as % of the listed order's peak, so graphs of any size compare), and per
-//! graph a memory timeline (live bytes per step, listed order against the optimised order)
-//! and the optimised plan's arena layout. The HTML is self-contained: inline CSS and SVG,
-//! no script, no external reference, so it opens offline.
+//! full pipeline vs bound (as % of the listed order's peak, so graphs of any size compare),
+//! and per graph a memory timeline (live bytes per step, listed order against the full
+//! pipeline's order) and the full plan's arena layout. The HTML is self-contained: inline CSS
+//! and SVG, no script, no external reference, so it opens offline.
 //!
-//! The plans are read back from the output folder and validated again, so a report never
-//! draws a plan that a later edit broke.
+//! The full pipeline's column holds the peak of the batch's base options, whatever its
+//! status; the status column says what that peak is (`optimal` only when it meets the proven
+//! bound), and the bound and gap columns say how far it may be from the optimum.
+//!
+//! The plans are read back from the output folder and validated again against the graph as
+//! given ([`super::batch::check_against_original`]), so a report never draws a plan that a
+//! later edit broke.
 
-use super::batch::{write_atomic, GraphResult};
+use super::batch::{check_against_original, write_atomic, GraphResult};
 use super::profile::profile;
 use super::svg::{self, esc, mib, Series};
 use super::ZooError;
@@ -20,18 +25,23 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-fn load_plan(out: &Path, rel: &str, graph: &Graph) -> Result<Plan, ZooError> {
+/// A saved plan and the graph it refers to (the carried rewritten graph, or `graph`), checked
+/// against `graph` as given.
+fn load_plan(out: &Path, rel: &str, graph: &Graph) -> Result<(Graph, Plan), ZooError> {
     let path = out.join(rel);
     let text = std::fs::read_to_string(&path).map_err(|e| ZooError::io(&path, e))?;
     let plan = Plan::parse(&text).map_err(|e| ZooError::Results {
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
-    crate::validate(graph, &plan, None).map_err(|v| ZooError::Results {
+    let bad = |m: String| ZooError::Results {
         path: path.display().to_string(),
-        message: format!("plan is invalid for {}: {v}", graph.name),
-    })?;
-    Ok(plan)
+        message: format!("plan is invalid for {}: {m}", graph.name),
+    };
+    check_against_original(graph, &plan, None).map_err(bad)?;
+    let replay =
+        crate::pipeline::graph_for_plan(graph.clone(), &plan).map_err(|e| bad(e.to_string()))?;
+    Ok((replay, plan))
 }
 
 /// The zoo table's column headers.
@@ -42,11 +52,11 @@ const COLUMNS: [&str; 16] = [
     "LOAD listed",
     "listed peak",
     "heuristic",
-    "optimal",
+    "full pipeline",
     "bound",
     "gap",
-    "status",
-    "seconds (heur/opt)",
+    "full pipeline status",
+    "seconds (heur/full)",
     "vs naive",
     "vs listed",
     "fragmentation",
@@ -62,11 +72,11 @@ fn row(r: &GraphResult) -> [String; 16] {
         mib(r.listed_load_bytes),
         mib(r.listed_peak_bytes),
         mib(r.heuristic_peak_bytes),
-        mib(r.optimal_peak_bytes),
+        mib(r.full_peak_bytes),
         mib(r.lower_bound_bytes),
         pct(r.gap),
-        r.optimal_status.clone(),
-        format!("{:.2} / {:.2}", r.heuristic_seconds, r.optimal_seconds),
+        r.full_status.to_string(),
+        format!("{:.2} / {:.2}", r.heuristic_seconds, r.full_seconds),
         pct(r.savings_vs_naive),
         pct(r.savings_vs_listed),
         pct(r.fragmentation),
@@ -75,7 +85,7 @@ fn row(r: &GraphResult) -> [String; 16] {
     ]
 }
 
-const LEGEND: &str = "naive: every arena buffer of the listed order without reuse. LOAD: most bytes live at once in the listed order (no placement can do better for that order). listed peak: the listed order placed by the heuristics. heuristic: `--strategy heuristic --order auto`. optimal: `--strategy auto --order auto` within the time limit (status `optimal` when it meets the bound). bound: proven lower bound for every order; gap = (optimal − bound) / optimal. vs naive / vs listed: savings of the optimal plan. fragmentation: seed 001 §4.1's rate 1 − largest free block / total free memory over the arena [0, peak), averaged over the steps of the optimal plan. waste: 1 − LOAD / peak of the optimal plan. PyTorch reserved: simulated PyTorch CUDA caching allocator replaying the listed order (512 B rounding, 2 MiB small / 20 MiB large segments, best-fit with splitting, no cross-segment merging, segments cached).";
+const LEGEND: &str = "Every plan comes from the planning pipeline (`memplan::pipeline`) with the options above. naive: every arena buffer of the listed order without reuse. LOAD: most bytes live at once in the listed order (no placement can do better for that order). listed peak: the listed order placed by the heuristics (order given, strategy heuristic). heuristic: order auto, strategy heuristic. full pipeline: the peak with the batch's pipeline options as they are (by default order auto, strategy auto, effort in deterministic work units, the time limit as a cap); its status says what it is: `optimal` when the peak meets the proven bound, `feasible` when the work limit was reached with a gap, `time_limit` when the wall-clock cap bound, `heuristic_only` for the heuristic strategy. bound: proven lower bound for every order; gap = (full − bound) / full. vs naive / vs listed: savings of the full plan. fragmentation: seed 001 §4.1's rate 1 − largest free block / total free memory over the arena [0, peak), averaged over the steps of the full plan. waste: 1 − LOAD / peak of the full plan. PyTorch reserved: simulated PyTorch CUDA caching allocator replaying the listed order (512 B rounding, 2 MiB small / 20 MiB large segments, best-fit with splitting, no cross-segment merging, segments cached).";
 
 /// The cells of one budget row (report.md and report.html).
 fn budget_cells(b: &super::batch::BudgetRow) -> Vec<String> {
@@ -84,7 +94,11 @@ fn budget_cells(b: &super::batch::BudgetRow) -> Vec<String> {
         format!("{}%", b.percent),
         m(b.budget_bytes),
         b.strategy.clone(),
-        if b.fits { "yes" } else { "no" }.to_string(),
+        match (b.fits, b.status) {
+            (true, _) => "yes".to_string(),
+            (false, Some(s)) => format!("no ({s})"),
+            (false, None) => "no".to_string(),
+        },
         if b.fits {
             m(b.peak_bytes)
         } else {
@@ -128,16 +142,22 @@ pub fn write_reports(out: &Path, items: &[(&Graph, &GraphResult)]) -> Result<(),
     for (_, r) in items {
         let _ = writeln!(
             md,
-            "## {}\n\n- file: `{}` (hash {})\n- PyTorch eager would reserve {}; memplan's optimal arena is {} ({} less)\n- plans: [listed]({}), [heuristic]({}), [optimal]({})\n",
+            "## {}\n\n- file: `{}` (hash {})\n- PyTorch eager would reserve {}; memplan's full-pipeline arena is {} ({} less; status {})\n- plans: [listed]({}), [heuristic]({}), [full pipeline]({}){}\n",
             r.graph,
             r.file,
             r.hash,
             mib(r.pytorch_reserved_bytes),
-            mib(r.optimal_peak_bytes),
-            pct(1.0 - r.optimal_peak_bytes as f64 / r.pytorch_reserved_bytes.max(1) as f64),
+            mib(r.full_peak_bytes),
+            pct(1.0 - r.full_peak_bytes as f64 / r.pytorch_reserved_bytes.max(1) as f64),
+            r.full_status,
             r.plans.listed,
             r.plans.heuristic,
-            r.plans.optimal
+            r.plans.full,
+            if r.rewritten {
+                " (the plans carry the rewritten graph they refer to)"
+            } else {
+                ""
+            }
         );
         if !r.budgets.is_empty() {
             md.push_str("| budget | MiB | strategy | fits | peak MiB | spilled MiB | recomputed ops | overhead | s |\n|---|---:|---|---|---:|---:|---:|---:|---:|\n");
@@ -181,7 +201,7 @@ th{background:#eee}section{margin-top:2em}.legend{font-size:12px;color:#444}</st
             color: "#e8a33d",
         },
         Series {
-            name: "optimal",
+            name: "full pipeline",
             color: "#3d7be8",
         },
         Series {
@@ -197,7 +217,7 @@ th{background:#eee}section{margin-top:2em}.legend{font-size:12px;color:#444}</st
                 r.graph.clone(),
                 vec![
                     100.0 * r.heuristic_peak_bytes as f64 / base,
-                    100.0 * r.optimal_peak_bytes as f64 / base,
+                    100.0 * r.full_peak_bytes as f64 / base,
                     100.0 * r.lower_bound_bytes as f64 / base,
                 ],
             )
@@ -206,21 +226,21 @@ th{background:#eee}section{margin-top:2em}.legend{font-size:12px;color:#444}</st
     let _ = writeln!(
         html,
         "<h2>Peaks as % of the listed order's peak</h2>\n{}",
-        svg::bar_chart("heuristic vs optimal vs bound", &series, &bars)
+        svg::bar_chart("heuristic vs full pipeline vs bound", &series, &bars)
     );
     for (n, (g, r)) in items.iter().enumerate() {
-        let listed = load_plan(out, &r.plans.listed, g)?;
-        let optimal = load_plan(out, &r.plans.optimal, g)?;
-        let pl = profile(g, &listed).map_err(|e| ZooError::Internal(e.to_string()))?;
-        let po = profile(g, &optimal).map_err(|e| ZooError::Internal(e.to_string()))?;
+        let (lg, listed) = load_plan(out, &r.plans.listed, g)?;
+        let (fg, full) = load_plan(out, &r.plans.full, g)?;
+        let pl = profile(&lg, &listed).map_err(|e| ZooError::Internal(e.to_string()))?;
+        let po = profile(&fg, &full).map_err(|e| ZooError::Internal(e.to_string()))?;
         let _ = writeln!(
             html,
-            "<section id=\"g{n}\"><h2>{}</h2><p>{} ops, {} tensors. Optimal peak {} ({}, gap {}), heuristic {}, listed order {}, bound {}. PyTorch eager would reserve {}.</p>",
+            "<section id=\"g{n}\"><h2>{}</h2><p>{} ops, {} tensors. Full pipeline peak {} (status {}, gap {} to the bound), heuristic {}, listed order {}, bound {}. PyTorch eager would reserve {}.</p>",
             esc(&r.graph),
             r.ops,
             r.tensors,
-            mib(r.optimal_peak_bytes),
-            esc(&r.optimal_status),
+            mib(r.full_peak_bytes),
+            esc(r.full_status.as_str()),
             pct(r.gap),
             mib(r.heuristic_peak_bytes),
             mib(r.listed_peak_bytes),
@@ -259,13 +279,13 @@ th{background:#eee}section{margin-top:2em}.legend{font-size:12px;color:#444}</st
                 &format!("{}: live bytes per step", r.graph),
                 &[
                     ("listed order", "#999999", &pl.live),
-                    ("optimized order", "#3d7be8", &po.live),
+                    ("full pipeline order", "#3d7be8", &po.live),
                 ],
             )
         );
         let _ = writeln!(
             html,
-            "<h3>Arena layout of the optimal plan</h3>\n{}\n</section>",
+            "<h3>Arena layout of the full pipeline plan</h3>\n{}\n</section>",
             svg::layout(
                 &format!("{}: arena layout", r.graph),
                 &po.blocks,
