@@ -199,6 +199,17 @@ pub enum PipelineError {
     /// Conv algorithm choice failed.
     #[error(transparent)]
     ConvAlgo(#[from] ConvAlgoError),
+    /// The run was stopped (cancelled, or the wall-clock cap bound) before any plan fitted
+    /// the budget; `why` says which.
+    #[error("{why}: {source}")]
+    Stopped {
+        /// `cancelled` or `time_limit`.
+        status: PlanStatus,
+        /// What stopped it, for a person.
+        why: String,
+        /// The budget phase's report.
+        source: BudgetError,
+    },
 }
 
 impl PipelineError {
@@ -207,6 +218,7 @@ impl PipelineError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             PipelineError::Options(_) | PipelineError::Graph(_) => true,
+            PipelineError::Stopped { .. } => true,
             PipelineError::Pass(PassError::Unsupported { .. }) => true,
             PipelineError::Plan(PlanError::Graph(_)) => true,
             PipelineError::Budget(
@@ -424,6 +436,7 @@ pub fn run(
             let mut t = passes::tile::Tile::new(spec);
             t.max_overhead = options.tile_overhead_pct / 100.0;
             t.profile = profile.clone();
+            t.cancel = Some(stop.clone());
             list.push(Box::new(t));
         }
     }
@@ -454,7 +467,28 @@ pub fn run(
             effort: Some(options.effort),
             ..BudgetOptions::default()
         };
-        let plan = budget::plan_under_budget(&start, spec, &popts, &bopts)?;
+        let plan = match budget::plan_under_budget(&start, spec, &popts, &bopts) {
+            Ok(p) => p,
+            Err(source @ BudgetError::Cancelled { .. }) => {
+                let (status, why) = if cancel.is_cancelled() {
+                    (PlanStatus::Cancelled, "cancelled".to_string())
+                } else {
+                    (
+                        PlanStatus::TimeLimit,
+                        format!(
+                            "the time limit of {} s bound (raise time_limit_s)",
+                            options.time_limit_s
+                        ),
+                    )
+                };
+                return Err(PipelineError::Stopped {
+                    status,
+                    why,
+                    source,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         let chosen = ca::graph_for_plan(&profile, &start, &plan)?;
         (chosen, plan)
     } else if options.tiers {

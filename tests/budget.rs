@@ -295,3 +295,217 @@ fn best_is_never_worse_than_the_sweep_or_the_integer_program() {
         }
     }
 }
+
+/// Measurement aid (not a check): `MEMPLAN_MEASURE="resnet50.32.train:60 vgg16.16.train:60"
+/// cargo test --release --test budget -- --ignored --nocapture measure` prints, per graph,
+/// budget and strategy, the budget phase's time, peak, overhead and solver report.
+#[test]
+#[ignore]
+fn measure_the_budget_phase_on_zoo_graphs() {
+    let spec = std::env::var("MEMPLAN_MEASURE").unwrap_or_default();
+    let strategies = std::env::var("MEMPLAN_MEASURE_STRATEGIES").unwrap_or("best".into());
+    let effort = std::env::var("MEMPLAN_MEASURE_EFFORT")
+        .ok()
+        .and_then(|e| e.parse::<u64>().ok());
+    for item in spec.split_whitespace() {
+        let (name, pct) = item.split_once(':').unwrap();
+        let Some(g) = zoo(name) else { continue };
+        let free = memplan::plan(&g, &fast()).unwrap();
+        let order = budget::order_of_plan(&g, &free);
+        let pct: f64 = pct.parse().unwrap();
+        let bytes = BudgetSpec::Percent(pct).bytes(free.stats.peak_bytes);
+        for s in strategies.split(',') {
+            let t0 = std::time::Instant::now();
+            let r = plan_with_budget(
+                &g,
+                &order,
+                &BudgetOptions {
+                    budget: bytes,
+                    strategy: s.into(),
+                    effort,
+                    ..BudgetOptions::default()
+                },
+            );
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            match r {
+                Ok(p) => {
+                    let b = p.stats.budget.unwrap();
+                    println!(
+                        "MEASURE {name} {pct}% {s} effort {effort:?}: {ms:.0} ms, budget {} peak {} \
+                         overhead {:.3}% ({} us) by {} after {} attempts; solver {:?}; tried {:?}",
+                        b.budget_bytes,
+                        p.stats.peak_bytes,
+                        b.overhead_pct,
+                        b.overhead_us,
+                        b.strategy,
+                        b.attempts,
+                        b.solver,
+                        b.tried
+                            .iter()
+                            .map(|t| format!(
+                                "{} {} {:.3}% {:?}",
+                                t.name, t.peak_bytes, t.overhead_pct, t.solver
+                            ))
+                            .collect::<Vec<_>>()
+                    );
+                }
+                Err(e) => println!("MEASURE {name} {pct}% {s} effort {effort:?}: {ms:.0} ms, {e}"),
+            }
+        }
+    }
+}
+
+/// Planner options with deterministic caps (the pipeline's: no time limit, effort 1).
+fn deterministic() -> PlanOptions {
+    PlanOptions {
+        time_limit: None,
+        effort: Some(1),
+        ..fast()
+    }
+}
+
+/// The plan's JSON with every timing field (`elapsed_ms`, `ms`, `*_ms`) zeroed.
+fn without_timing(p: &Plan) -> Value {
+    fn zero(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    if k == "ms" || k.ends_with("_ms") {
+                        *x = json!(0);
+                    } else {
+                        zero(x);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(zero),
+            _ => {}
+        }
+    }
+    let mut v: Value = serde_json::from_str(&p.to_json()).unwrap();
+    zero(&mut v);
+    v
+}
+
+#[test]
+fn two_budgeted_plans_with_effort_1_are_identical_even_under_load() {
+    let mut graphs = vec![(sample(), 60.0)];
+    graphs.extend(zoo("resnet50.32.train").map(|g| (g, 50.0)));
+    for (g, pct) in &graphs {
+        let bopts = BudgetOptions {
+            effort: Some(1),
+            ..with("best")
+        };
+        let spec = BudgetSpec::Percent(*pct);
+        let first = plan_under_budget(g, spec, &deterministic(), &bopts).unwrap();
+        // The second time with both cores kept busy.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                })
+            })
+            .collect();
+        let second = plan_under_budget(g, spec, &deterministic(), &bopts);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.into_iter().for_each(|h| h.join().unwrap());
+        let second = second.unwrap();
+        assert_eq!(
+            without_timing(&first),
+            without_timing(&second),
+            "{} at {pct}%",
+            g.name
+        );
+    }
+}
+
+#[test]
+fn the_budget_program_with_effort_1_stops_by_its_node_cap_and_says_so() {
+    let Some(g) = zoo("resnet50.32.train") else {
+        return;
+    };
+    let bopts = BudgetOptions {
+        effort: Some(1),
+        ..with("ilp")
+    };
+    let p = plan_under_budget(&g, BudgetSpec::Percent(50.0), &deterministic(), &bopts).unwrap();
+    let b = p.stats.budget.unwrap();
+    let solver = b.solver.unwrap_or_default();
+    assert!(solver.contains("node_limit"), "{solver}");
+}
+
+/// Raises a token `after` the start of a budgeted plan of `g` on `order` and returns how long
+/// the plan took to return once the token was raised, with its result.
+fn stopped_after(
+    g: &Graph,
+    order: &[usize],
+    budget: u64,
+    strategy: &str,
+    after: std::time::Duration,
+) -> (std::time::Duration, Result<Plan, BudgetError>) {
+    let token = memplan_solver::CancelToken::new();
+    let raised = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let raiser = {
+        let (token, raised) = (token.clone(), raised.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            *raised.lock().unwrap() = Some(std::time::Instant::now());
+            token.cancel();
+        })
+    };
+    let r = plan_with_budget(
+        g,
+        order,
+        &BudgetOptions {
+            budget,
+            cancel: Some(token),
+            effort: Some(1),
+            ..with(strategy)
+        },
+    );
+    let done = std::time::Instant::now();
+    raiser.join().unwrap();
+    let at = raised.lock().unwrap().unwrap_or(done);
+    (done.saturating_duration_since(at), r)
+}
+
+#[test]
+fn a_budgeted_plan_with_a_raised_token_returns_within_1_s() {
+    let Some(g) = zoo("resnet50.32.train") else {
+        return;
+    };
+    let free = memplan::plan(&g, &deterministic()).unwrap();
+    let order = budget::order_of_plan(&g, &free);
+    let bytes = BudgetSpec::Percent(50.0).bytes(free.stats.peak_bytes);
+    for strategy in ["ilp", "best"] {
+        for ms in [0, 300, 1000, 2000] {
+            let (lag, r) = stopped_after(
+                &g,
+                &order,
+                bytes,
+                strategy,
+                std::time::Duration::from_millis(ms),
+            );
+            assert!(
+                lag < std::time::Duration::from_secs(1),
+                "{strategy}, raised after {ms} ms: returned {lag:?} later"
+            );
+            match r {
+                // The best fitting plan so far, with its stats.
+                Ok(p) => {
+                    let b = p.stats.budget.clone().unwrap();
+                    assert!(p.arena_bytes <= bytes && b.budget_bytes == bytes);
+                    validate(&g, &p, Some(bytes)).unwrap();
+                }
+                Err(e) => assert!(
+                    matches!(e, BudgetError::Cancelled { budget, .. } if budget == bytes),
+                    "{strategy} after {ms} ms: {e}"
+                ),
+            }
+        }
+    }
+}

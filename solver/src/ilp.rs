@@ -422,6 +422,55 @@ pub(crate) fn install_watch(model: &mut highs::Model, watch: &HighsWatch<'_>) ->
     }
 }
 
+/// Solves `model` with HiGHS' MIP-interrupt callback watching `cancel` (for integer programs
+/// built outside this crate): once the flag is raised, the branch and bound stops at its next
+/// limit check with status `ReachedInterrupt` and its best solution so far. The callback is
+/// detached before returning, so the solved model keeps no reference to `cancel`. Without a
+/// flag this is a plain solve.
+pub fn solve_interruptible(
+    mut model: highs::Model,
+    cancel: Option<&AtomicBool>,
+) -> Result<highs::SolvedModel, IlpError> {
+    let watch = HighsWatch {
+        cancel,
+        progress: None,
+        scale: 1.0,
+    };
+    if cancel.is_some() {
+        install_watch(&mut model, &watch)
+            .map_err(|_| IlpError::Solver("installing the interrupt callback".into()))?;
+    }
+    let mut solved = model
+        .try_solve()
+        .map_err(|e| IlpError::Solver(format!("run failed: {e:?}")))?;
+    if cancel.is_some() {
+        // SAFETY: a live Highs instance owned by `solved`; a null user pointer makes the
+        // callback return at once, so nothing refers to `watch` after this call.
+        unsafe {
+            highs_sys::Highs_setCallback(
+                solved.as_mut_ptr(),
+                Some(watch_callback),
+                std::ptr::null_mut(),
+            );
+        }
+    }
+    Ok(solved)
+}
+
+/// Branch-and-bound nodes HiGHS explored in `solved` (its `mip_node_count` info, an `int64`
+/// that the `highs` crate's `int_info_value` cannot read), if it reports them.
+pub fn mip_node_count(solved: &highs::SolvedModel) -> Option<u64> {
+    let mut nodes: i64 = 0;
+    // SAFETY: a live Highs instance owned by `solved`; the name is NUL-terminated and
+    // `nodes` is a valid `int64_t` to write to.
+    let status = unsafe {
+        highs_sys::Highs_getInt64InfoValue(solved.as_ptr(), c"mip_node_count".as_ptr(), &mut nodes)
+    };
+    (status == highs_sys::STATUS_OK)
+        .then(|| u64::try_from(nodes).ok())
+        .flatten()
+}
+
 /// The shared solver: `free[i]` says whether buffer `i` may move.
 fn solve(
     problem: &PlacementProblem,

@@ -50,7 +50,8 @@ fn stashed(ctx: &Ctx, seg: usize) -> BTreeMap<TensorId, (usize, usize)> {
     out
 }
 
-/// Builds the √n schedule (see the module doc).
+/// Builds the √n schedule (see the module doc); once [`Ctx::cancel`] is raised, the tensors
+/// not yet dropped stay resident.
 pub fn chen(ctx: &Ctx) -> Sched {
     let n = ctx.steps().max(1);
     let seg = ((n as f64).sqrt().ceil() as usize).max(1);
@@ -67,6 +68,9 @@ pub fn chen(ctx: &Ctx) -> Sched {
     let keep: Vec<TensorId> = checkpoint.values().map(|&(_, t)| t).collect();
     let mut sched = Sched::keep_all(ctx);
     for (&t, &(a, _)) in &stash {
+        if ctx.cancelled() {
+            break;
+        }
         if keep.contains(&t) || ctx.single_producer(t).is_none() {
             continue;
         }

@@ -17,8 +17,18 @@
 //!   of the link time per spill, the producer's time per recompute).
 //!
 //! The sweep's schedule is the warm start (where it maps onto the model's gaps) and the
-//! fallback: when the model finds no solution within its time limit, or its schedule peaks
-//! above both the target and the sweep's, the sweep's is returned. The pipeline also plans
+//! fallback: when the model finds no solution within its limits, or its schedule peaks
+//! above both the target and the sweep's, the sweep's is returned.
+//!
+//! **Limits.** With an effort ([`Ctx::effort`] `Some(k)`) each model gets `k ×`
+//! [`DEFAULT_NODES`] branch-and-bound nodes (HiGHS `mip_max_nodes`), one thread and no time
+//! limit, so the schedule is the same on any machine and under any load; the root phases
+//! that only a time limit would bound (feasibility jump, symmetry detection, sub-MIP
+//! heuristics) are then off. Without an effort, a time limit per model ([`DEFAULT_TIME`])
+//! and HiGHS' default heuristics. Either way a raised [`Ctx::cancel`] interrupts HiGHS at
+//! its next limit check ([`memplan_solver::ilp::solve_interruptible`]) and the best solution
+//! so far is used. The note names the stop: `optimal`, `node_limit`, `time_limit`,
+//! `cancelled`. The pipeline also plans
 //! with the sweep ([`SpillStrategy::fallback`]) and keeps its plan when its simulated
 //! overhead is lower, so `ilp` is never worse than the heuristic.
 
@@ -28,18 +38,49 @@ use super::SpillStrategy;
 use crate::cost::is_cheap;
 use crate::graph::{TensorId, TensorKind};
 use highs::{Col, HighsModelStatus, RowProblem, Sense};
+use memplan_solver::Budget;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Default time limit of one model.
+/// Default time limit of one model, without an effort ([`Ctx::effort`] `None`).
 pub const DEFAULT_TIME: Duration = Duration::from_secs(1);
+
+/// Branch-and-bound nodes (HiGHS `mip_max_nodes`) of one model per unit of effort
+/// ([`Ctx::effort`]). Chosen on the zoo's training graphs at 50–80 % budgets: with 30
+/// nodes a budgeted plan takes about as long as with the former 1 s per model on 2 cores,
+/// and its simulated overhead is as low or lower in most cases; more nodes took longer
+/// without lowering it on average.
+pub const DEFAULT_NODES: u64 = 30;
 
 /// The integer program strategy.
 #[derive(Debug, Default)]
 pub struct Ilp {
-    /// Time limit per model (`None`: [`DEFAULT_TIME`]).
+    /// Time limit per model without an effort (`None`: [`DEFAULT_TIME`]).
     pub time: Option<Duration>,
+    /// Branch-and-bound nodes per model and unit of effort, with an effort (`None`:
+    /// [`DEFAULT_NODES`]).
+    pub nodes: Option<u64>,
     note: Mutex<Option<String>>,
+}
+
+impl Ilp {
+    /// The limits of one model in `ctx`: a node cap scaled by the effort and no time limit
+    /// when the context has an effort, else the time limit; the context's stop flag either
+    /// way.
+    pub fn limits(&self, ctx: &Ctx) -> Budget {
+        match ctx.effort {
+            Some(k) => Budget {
+                time: None,
+                nodes: Some(self.nodes.unwrap_or(DEFAULT_NODES).saturating_mul(k)),
+                cancel: ctx.cancel.clone(),
+            },
+            None => Budget {
+                time: Some(self.time.unwrap_or(DEFAULT_TIME)),
+                nodes: None,
+                cancel: ctx.cancel.clone(),
+            },
+        }
+    }
 }
 
 impl SpillStrategy for Ilp {
@@ -53,7 +94,7 @@ impl SpillStrategy for Ilp {
 
     fn schedule(&self, ctx: &Ctx, target: u64) -> Sched {
         let warm = Sweep.schedule(ctx, target);
-        let (sched, note) = solve(ctx, target, &warm, self.time.unwrap_or(DEFAULT_TIME));
+        let (sched, note) = solve(ctx, target, &warm, &self.limits(ctx));
         if let Ok(mut n) = self.note.lock() {
             *n = Some(note);
         }
@@ -199,14 +240,18 @@ struct GapVar {
     recompute: Option<Col>,
 }
 
-/// Solves the model for `target` within `time` (see the module doc): the schedule and a
-/// note (status, bound on the estimated cost).
-pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, String) {
+/// Solves the model for `target` within `limits` (see the module doc: a time limit, a
+/// branch-and-bound node cap and a stop flag, each optional): the schedule and a note
+/// (status, bound on the estimated cost).
+pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, String) {
     let keep = Sched::keep_all(ctx);
     let live = keep.live(ctx);
     let n = ctx.steps();
     if live.iter().all(|&l| l <= target) {
         return (keep, "optimal (nothing to evict)".into());
+    }
+    if limits.is_cancelled() {
+        return (warm.clone(), "cancelled before solving (sweep kept)".into());
     }
     let options = gap_options(ctx);
     let mut pb = RowProblem::default();
@@ -323,41 +368,20 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, St
             start[col.index()] = 1.0;
         }
     }
-    let Ok(mut model) = pb.try_optimise(Sense::Minimise) else {
-        return (warm.clone(), "error building the model (sweep kept)".into());
-    };
-    let _ = model.try_set_option("output_flag", false);
-    let _ = model.try_set_option("threads", 1);
-    // With presolve on, a model presolve solves outright hands back the warm start's column
-    // values (HiGHS 1.x), losing the solution.
-    let _ = model.try_set_option("presolve", "off");
-    let _ = model.try_set_option("time_limit", time.as_secs_f64().max(0.01));
-    let _ = model.try_set_option("mip_rel_gap", 1e-6);
-    let _ = model.try_set_solution(Some(&start), None, None, None);
-    let Ok(solved) = model.try_solve() else {
-        return (warm.clone(), "error (sweep kept)".into());
-    };
-    let status = solved.status();
-    let feasible = solved.int_info_value(c"primal_solution_status").ok() == Some(2);
-    let bound = solved
-        .double_info_value(c"mip_dual_bound")
-        .ok()
-        .filter(|d| d.is_finite());
-    let label = match status {
-        HighsModelStatus::Optimal => "optimal",
-        HighsModelStatus::ReachedTimeLimit => "time_limit",
-        HighsModelStatus::Infeasible => "infeasible",
-        _ => "stopped",
+    let answer = match run_highs(pb, start, limits) {
+        Run::Answer(a) => a,
+        Run::Failed(what) => return (warm.clone(), format!("error {what} (sweep kept)")),
+        Run::Abandoned => return (warm.clone(), "cancelled (sweep kept)".into()),
     };
     let note = format!(
-        "{label}, bound {} us of estimated cost",
-        bound.map_or("-".to_string(), |b| format!("{b:.1}"))
+        "{} after {} nodes, bound {} us of estimated cost",
+        answer.label,
+        answer.nodes.map_or("-".to_string(), |n| n.to_string()),
+        answer.bound.map_or("-".to_string(), |b| format!("{b:.1}"))
     );
-    if !feasible {
+    let Some(cols) = answer.columns else {
         return (warm.clone(), format!("{note} (sweep kept)"));
-    }
-    let sol = solved.get_solution();
-    let cols = sol.columns();
+    };
     let on = |c: Col| cols.get(c.index()).is_some_and(|&x| x > 0.5);
     let choice: Vec<u8> = vars
         .iter()
@@ -381,6 +405,125 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, time: Duration) -> (Sched, St
         );
     }
     (sched, note)
+}
+
+/// How long a stopped model may take to hand back its best solution before it is left to
+/// finish on its own thread (HiGHS polls the stop flag only between its root phases).
+pub const STOP_GRACE: Duration = Duration::from_millis(50);
+
+/// What HiGHS answered, as plain data.
+struct Answer {
+    /// `optimal`, `node_limit`, `time_limit`, `cancelled`, `infeasible` or `stopped`.
+    label: &'static str,
+    /// Branch-and-bound nodes explored.
+    nodes: Option<u64>,
+    /// The dual bound (µs of estimated cost).
+    bound: Option<f64>,
+    /// The column values of its solution, when it has a feasible one.
+    columns: Option<Vec<f64>>,
+}
+
+/// The outcome of [`run_highs`].
+enum Run {
+    Answer(Answer),
+    /// HiGHS failed (what failed).
+    Failed(&'static str),
+    /// The stop flag was raised and HiGHS did not return within [`STOP_GRACE`].
+    Abandoned,
+}
+
+/// Solves `pb` warm-started from `start` under `limits` on a thread of its own, so that a
+/// raised stop flag returns within [`STOP_GRACE`] even while HiGHS is in a phase that does
+/// not poll it (its answer is then dropped when it finishes).
+fn run_highs(pb: RowProblem, start: Vec<f64>, limits: &Budget) -> Run {
+    let (time, nodes, cancel) = (limits.time, limits.nodes, limits.cancel.clone());
+    let Some(token) = limits.cancel.clone() else {
+        return highs_answer(pb, &start, time, nodes, None);
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("memplan-budget-ilp".into())
+        .spawn(move || {
+            let flag = cancel.as_ref().map(|c| c.flag());
+            let _ = tx.send(highs_answer(pb, &start, time, nodes, flag));
+        });
+    if spawned.is_err() {
+        return Run::Failed("starting the solver thread");
+    }
+    loop {
+        match rx.recv_timeout(Duration::from_millis(5)) {
+            Ok(run) => return run,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if token.is_cancelled() => {
+                return rx.recv_timeout(STOP_GRACE).unwrap_or(Run::Abandoned);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Run::Failed("in the solver thread")
+            }
+        }
+    }
+}
+
+/// Builds the HiGHS model of `pb`, sets its options (module doc) and solves it.
+fn highs_answer(
+    pb: RowProblem,
+    start: &[f64],
+    time: Option<Duration>,
+    nodes: Option<u64>,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+) -> Run {
+    let Ok(mut model) = pb.try_optimise(Sense::Minimise) else {
+        return Run::Failed("building the model");
+    };
+    let _ = model.try_set_option("output_flag", false);
+    // One thread and no time limit: with a node cap only, HiGHS is deterministic.
+    let _ = model.try_set_option("threads", 1);
+    // With presolve on, a model presolve solves outright hands back the warm start's column
+    // values (HiGHS 1.x), losing the solution.
+    let _ = model.try_set_option("presolve", "off");
+    if let Some(time) = time {
+        let _ = model.try_set_option("time_limit", time.as_secs_f64().max(0.01));
+    }
+    if let Some(nodes) = nodes {
+        let _ = model.try_set_option("mip_max_nodes", i32::try_from(nodes).unwrap_or(i32::MAX));
+        // Node-capped runs skip the root phases that the node cap does not bound and that
+        // take seconds on the bigger models (feasibility jump, symmetry detection, the
+        // sub-MIP heuristics RENS, RINS and root reduced cost); the sweep's warm start
+        // stands in for them.
+        for name in [
+            "mip_heuristic_run_feasibility_jump",
+            "mip_detect_symmetry",
+            "mip_heuristic_run_rens",
+            "mip_heuristic_run_rins",
+            "mip_heuristic_run_root_reduced_cost",
+        ] {
+            let _ = model.try_set_option(name, false);
+        }
+    }
+    let _ = model.try_set_option("mip_rel_gap", 1e-6);
+    let _ = model.try_set_solution(Some(start), None, None, None);
+    let Ok(solved) = memplan_solver::ilp::solve_interruptible(model, cancel) else {
+        return Run::Failed("solving");
+    };
+    let label = match solved.status() {
+        HighsModelStatus::Optimal => "optimal",
+        HighsModelStatus::ReachedTimeLimit => "time_limit",
+        // HiGHS reports its node cap (`mip_max_nodes`) as a solution limit.
+        HighsModelStatus::ReachedSolutionLimit => "node_limit",
+        HighsModelStatus::ReachedInterrupt => "cancelled",
+        HighsModelStatus::Infeasible => "infeasible",
+        _ => "stopped",
+    };
+    let feasible = solved.int_info_value(c"primal_solution_status").ok() == Some(2);
+    Run::Answer(Answer {
+        label,
+        nodes: memplan_solver::ilp::mip_node_count(&solved),
+        bound: solved
+            .double_info_value(c"mip_dual_bound")
+            .ok()
+            .filter(|d| d.is_finite()),
+        columns: feasible.then(|| solved.get_solution().columns().to_vec()),
+    })
 }
 
 #[cfg(test)]
@@ -422,7 +565,7 @@ mod tests {
             Params::default(),
         );
         let warm = Sched::keep_all(&ctx);
-        let (s, note) = solve(&ctx, 40, &warm, Duration::from_secs(5));
+        let (s, note) = solve(&ctx, 40, &warm, &Budget::with_time(Duration::from_secs(5)));
         assert!(note.starts_with("optimal"), "{note}");
         assert!(
             s.live(&ctx)[2..4].iter().all(|&l| l <= 40),
@@ -443,10 +586,66 @@ mod tests {
             Params::default(),
         );
         let warm = Sched::keep_all(&ctx);
-        let (s, _) = solve(&ctx, 5, &warm, Duration::from_secs(5));
+        let (s, _) = solve(&ctx, 5, &warm, &Budget::with_time(Duration::from_secs(5)));
         let peak = |s: &Sched| s.live(&ctx).into_iter().max().unwrap();
         // Best effort: never a higher peak than the warm start.
         assert!(peak(&s) <= peak(&warm));
+    }
+
+    #[test]
+    fn a_node_capped_program_says_it_stopped_at_its_node_cap() {
+        let g = graph();
+        let ctx = Ctx::new(
+            &g,
+            &[0, 1, 2, 3, 4],
+            DeviceProfile::h200(),
+            Params::default(),
+        );
+        let warm = Sched::keep_all(&ctx);
+        let capped = Budget {
+            nodes: Some(0),
+            ..Budget::UNLIMITED
+        };
+        let (_, note) = solve(&ctx, 40, &warm, &capped);
+        assert!(note.starts_with("node_limit"), "{note}");
+    }
+
+    #[test]
+    fn a_raised_token_keeps_the_warm_start_without_solving() {
+        let g = graph();
+        let ctx = Ctx::new(
+            &g,
+            &[0, 1, 2, 3, 4],
+            DeviceProfile::h200(),
+            Params::default(),
+        );
+        let warm = Sched::keep_all(&ctx);
+        let token = memplan_solver::CancelToken::new();
+        token.cancel();
+        let stopped = Budget {
+            cancel: Some(token),
+            ..Budget::UNLIMITED
+        };
+        let (s, note) = solve(&ctx, 40, &warm, &stopped);
+        assert!(note.starts_with("cancelled"), "{note}");
+        assert_eq!(s.live(&ctx), warm.live(&ctx));
+    }
+
+    #[test]
+    fn an_effort_turns_the_time_limit_into_a_node_cap() {
+        let g = graph();
+        let mut ctx = Ctx::new(
+            &g,
+            &[0, 1, 2, 3, 4],
+            DeviceProfile::h200(),
+            Params::default(),
+        );
+        let ilp = Ilp::default();
+        assert_eq!(ilp.limits(&ctx).time, Some(DEFAULT_TIME));
+        assert_eq!(ilp.limits(&ctx).nodes, None);
+        ctx.effort = Some(3);
+        assert_eq!(ilp.limits(&ctx).time, None);
+        assert_eq!(ilp.limits(&ctx).nodes, Some(3 * DEFAULT_NODES));
     }
 
     /// A tiny random training-like graph: a forward chain whose activations are read again
@@ -552,7 +751,12 @@ mod tests {
                 }
                 let Some(best) = best else { continue };
                 let warm = Sched::keep_all(&ctx);
-                let (sched, note) = solve(&ctx, target, &warm, Duration::from_secs(10));
+                let (sched, note) = solve(
+                    &ctx,
+                    target,
+                    &warm,
+                    &Budget::with_time(Duration::from_secs(10)),
+                );
                 if peak <= target {
                     continue;
                 }

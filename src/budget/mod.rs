@@ -20,6 +20,14 @@
 //! program warm-started from it, [`ilp`]), `chen` (√n checkpointing, [`chen`]) and
 //! `spill-all` ([`spill_all`]); `best` runs them all and keeps the fitting plan with the
 //! lowest modelled overhead (so it is never worse than any of them).
+//!
+//! **Limits.** With [`BudgetOptions::effort`] `Some(k)` every stage stops at deterministic
+//! work caps (the integer program at `k ×` [`ilp::DEFAULT_NODES`] branch-and-bound nodes per
+//! model, the placements at the heuristics' own caps), so the same graph, order and options
+//! give the same plan on any machine and under any load. [`BudgetOptions::cancel`] is the
+//! only time cap: it is checked before every strategy and attempt, inside the sweep and the
+//! √n schedule, by the placements and by HiGHS; once raised, the best fitting plan so far is
+//! returned, or [`BudgetError::Cancelled`] when none fitted yet.
 
 pub mod chen;
 pub mod ilp;
@@ -95,7 +103,15 @@ pub struct BudgetOptions {
     /// Strategy knobs.
     pub params: Params,
     /// Time limit per placement run (`None`: the heuristics' own caps, deterministic).
+    /// Ignored with an `effort`, which asks for deterministic caps only.
     pub placement_time: Option<Duration>,
+    /// Stop flag (a user's cancel, or the pipeline's wall-clock cap as a
+    /// [`memplan_solver::Deadline`]): every strategy, attempt and integer program stops at
+    /// its next check and the best fitting plan so far is returned.
+    pub cancel: Option<memplan_solver::CancelToken>,
+    /// Deterministic effort (a multiplier of the strategies' work caps, e.g. the integer
+    /// program's branch-and-bound nodes); `None`: their default time-based limits.
+    pub effort: Option<u64>,
 }
 
 impl Default for BudgetOptions {
@@ -106,6 +122,8 @@ impl Default for BudgetOptions {
             profile: DeviceProfile::h200(),
             params: Params::default(),
             placement_time: None,
+            cancel: None,
+            effort: None,
         }
     }
 }
@@ -226,6 +244,25 @@ pub enum BudgetError {
     /// The emitted plan failed the validator (internal).
     #[error("internal error: budgeted plan is invalid: {0}")]
     Invalid(#[from] crate::validate::Violation),
+    /// The stop flag ([`BudgetOptions::cancel`]: a user's cancel, or the pipeline's
+    /// wall-clock cap) was raised before any plan fitted the budget.
+    #[error(
+        "planning under the budget of {budget} bytes was stopped (cancelled or out of time) \
+         before any plan fitted it{}",
+        reached_note(*.reached)
+    )]
+    Cancelled {
+        /// The budget asked (bytes).
+        budget: u64,
+        /// The smallest peak reached before the stop (bytes), if any plan was built.
+        reached: Option<u64>,
+    },
+}
+
+fn reached_note(reached: Option<u64>) -> String {
+    reached.map_or(String::new(), |r| {
+        format!("; the smallest peak reached was {r} bytes")
+    })
 }
 
 /// A budget as given: bytes, or a percentage of the unconstrained plan's peak.
@@ -256,7 +293,50 @@ impl BudgetSpec {
         }
         Ok(BudgetSpec::Bytes(v))
     }
+}
 
+/// JSON form: a number of bytes, or a string `BYTES` / `PCT%` ([`BudgetSpec::parse`]).
+impl Serialize for BudgetSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BudgetSpec::Bytes(b) => s.serialize_u64(*b),
+            BudgetSpec::Percent(p) => s.serialize_str(&format!("{p}%")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BudgetSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "budget: expected a number of bytes or a string BYTES or PCT% (e.g. \"60%\")",
+            )
+        })? {
+            Raw::Bytes(0) => Err(serde::de::Error::custom(
+                "budget: the budget must be more than 0 bytes",
+            )),
+            Raw::Bytes(b) => Ok(BudgetSpec::Bytes(b)),
+            Raw::Text(t) => BudgetSpec::parse(&t).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl std::fmt::Display for BudgetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BudgetSpec::Bytes(b) => write!(f, "{b}"),
+            BudgetSpec::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl BudgetSpec {
     /// The budget in bytes for an unconstrained peak of `peak` (a percentage rounds down,
     /// to at least 1 byte).
     pub fn bytes(self, peak: u64) -> u64 {
@@ -286,6 +366,8 @@ pub fn order_of_plan(graph: &Graph, plan: &Plan) -> Vec<usize> {
 
 /// Plans `graph` without a budget (`plan_opts`), then under `spec` on that plan's order
 /// (in-place sharing is not used under a budget). The stats record the unconstrained peak.
+/// A raised [`BudgetOptions::cancel`] stops both phases (module doc); pass the same token in
+/// `plan_opts.cancel`.
 pub fn plan_under_budget(
     graph: &Graph,
     spec: BudgetSpec,
@@ -383,6 +465,7 @@ pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
 }
 
 /// A placed, emitted plan of one schedule.
+#[derive(Clone)]
 struct Built {
     plan: Plan,
     peak: u64,
@@ -400,7 +483,9 @@ fn timing(ctx: &Ctx, built: &Built) -> Timing {
 }
 
 /// Plans `graph` on `order` (op indices, topological) under `opts.budget` (see the module
-/// doc). The plan passes [`crate::validate`] with the budget.
+/// doc). The plan passes [`crate::validate`] with the budget. Once [`BudgetOptions::cancel`]
+/// is raised, no further strategy or attempt starts and the best fitting plan so far is
+/// returned ([`BudgetError::Cancelled`] when none fitted).
 pub fn plan_with_budget(
     graph: &Graph,
     order: &[usize],
@@ -433,7 +518,9 @@ pub fn plan_with_budget(
             }
         }
     };
-    let ctx = Ctx::new(graph, order, opts.profile.clone(), opts.params);
+    let mut ctx = Ctx::new(graph, order, opts.profile.clone(), opts.params);
+    ctx.cancel = opts.cancel.clone();
+    ctx.effort = opts.effort;
     // With conv downgrades the floor is that of every conv at its least workspace.
     let mut floor = Sched::keep_all(&ctx);
     for (k, d) in ctx.downgrades.iter().enumerate() {
@@ -450,14 +537,31 @@ pub fn plan_with_budget(
     let mut best: Option<(Built, f64, &'static str, u64, usize)> = None;
     let mut reached: Option<(u64, &'static str)> = None;
     let mut note = None;
+    // Each strategy's outcome, so a fallback already run (the sweep under `best`) is not
+    // run again.
+    let mut outcomes: BTreeMap<&'static str, Outcome> = BTreeMap::new();
     for strategy in chosen {
-        let (mut fitted, mut lowest, attempts) = run_strategy(&ctx, strategy, opts)?;
+        if ctx.cancelled() {
+            break;
+        }
+        let (mut fitted, mut lowest, attempts) = match outcomes.get(strategy.name()) {
+            Some(o) => o.clone(),
+            None => run_strategy(&ctx, strategy, opts)?,
+        };
+        if attempts == 0 {
+            break; // stopped before its first attempt
+        }
+        outcomes.insert(strategy.name(), (fitted.clone(), lowest, attempts));
         let mut solver = strategy.note();
         let mut overhead = fitted.as_ref().map(|(b, _)| timing(&ctx, b).overhead_pct());
         // A strategy that refines another (the integer program, the sweep) is never worse
         // than it: the other's plan is kept when it fits with a lower simulated overhead.
-        if let Some(base) = strategy.fallback() {
-            let (f, l, _) = run_strategy(&ctx, base.as_ref(), opts)?;
+        if let Some(base) = strategy.fallback().filter(|_| !ctx.cancelled()) {
+            let (f, l, a) = match outcomes.get(base.name()) {
+                Some(o) => o.clone(),
+                None => run_strategy(&ctx, base.as_ref(), opts)?,
+            };
+            outcomes.insert(base.name(), (f.clone(), l, a));
             lowest = lowest.min(l);
             if let Some((b, t)) = f {
                 let o = timing(&ctx, &b).overhead_pct();
@@ -499,6 +603,12 @@ pub fn plan_with_budget(
         }
     }
     let Some((built, _, name, target, attempts)) = best else {
+        if ctx.cancelled() {
+            return Err(BudgetError::Cancelled {
+                budget: opts.budget,
+                reached: reached.map(|r| r.0).filter(|&r| r < u64::MAX),
+            });
+        }
         let (reached, strategy) = reached.unwrap_or((u64::MAX, "none"));
         return Err(BudgetError::Infeasible {
             budget: opts.budget,
@@ -590,19 +700,25 @@ enum Role {
     RecomputeWorkspace { step: usize, tensor: TensorId },
 }
 
-/// Runs one strategy with adaptive targets: its fitting plan and target (if any), the
-/// lowest peak it reached and the attempts made.
-#[allow(clippy::type_complexity)]
+/// What one strategy reached: its fitting plan and target (if any), the lowest peak it
+/// reached (bytes; `u64::MAX` when it built nothing) and the attempts made.
+type Outcome = (Option<(Built, u64)>, u64, usize);
+
+/// Runs one strategy with adaptive targets ([`Outcome`]). Stops before the next attempt
+/// once [`Ctx::cancel`] is raised.
 fn run_strategy(
     ctx: &Ctx,
     strategy: &dyn SpillStrategy,
     opts: &BudgetOptions,
-) -> Result<(Option<(Built, u64)>, u64, usize), BudgetError> {
+) -> Result<Outcome, BudgetError> {
     let mut target = opts.budget;
     let mut lowest = u64::MAX;
     let mut attempts = 0;
     let mut tried_zero = false;
     while attempts < MAX_ATTEMPTS {
+        if ctx.cancelled() {
+            break;
+        }
         attempts += 1;
         let sched = strategy.schedule(ctx, target);
         let built = build(ctx, &sched, opts)?;
@@ -680,9 +796,12 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
             });
         }
     }
-    let budget = match opts.placement_time {
-        Some(t) => Budget::with_time(t),
-        None => Budget::UNLIMITED,
+    // With an effort, the heuristics' own (deterministic) caps only; the stop flag either
+    // way (a stopped placement is still valid, only its peak may be higher).
+    let budget = Budget {
+        time: opts.placement_time.filter(|_| opts.effort.is_none()),
+        nodes: None,
+        cancel: opts.cancel.clone(),
     };
     let device = PlacementProblem::new(buffers.clone());
     let placed = place::heuristics(&device, &budget)?.placement;

@@ -12,6 +12,7 @@
 
 use crate::cost::DeviceProfile;
 use crate::graph::{Graph, TensorId, TensorKind};
+use memplan_solver::CancelToken;
 use std::collections::BTreeMap;
 
 /// What happens to a tensor in a gap between two consecutive uses (absent: it stays).
@@ -79,6 +80,13 @@ pub struct Ctx<'g> {
     /// Steps at which each tensor must be resident (sorted, distinct); empty for weights and
     /// unread graph inputs, which never enter the arena.
     pub uses: Vec<Vec<usize>>,
+    /// Stop flag ([`super::BudgetOptions::cancel`]): once raised, every strategy returns its
+    /// schedule so far at its next check and the integer program is interrupted.
+    pub cancel: Option<CancelToken>,
+    /// Deterministic effort ([`super::BudgetOptions::effort`]): with `Some(k)` the integer
+    /// program gets `k ×` [`super::ilp::DEFAULT_NODES`] branch-and-bound nodes per model and
+    /// no time limit; `None`: its time limit per model.
+    pub effort: Option<u64>,
 }
 
 /// Where a residency interval starts.
@@ -181,7 +189,14 @@ impl<'g> Ctx<'g> {
             profile,
             params,
             uses,
+            cancel: None,
+            effort: None,
         }
+    }
+
+    /// Whether the stop flag is raised.
+    pub fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
     }
 
     /// Number of steps.

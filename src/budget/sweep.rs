@@ -55,7 +55,7 @@ impl SpillStrategy for Sweep {
         let with = sweep(ctx, target, true);
         let peak = |s: &Sched| s.live(ctx).into_iter().max().unwrap_or(0);
         let p = peak(&with);
-        if p <= target {
+        if p <= target || ctx.cancelled() {
             return with;
         }
         let without = sweep(ctx, target, false);
@@ -87,12 +87,17 @@ struct Choice {
 }
 
 /// Runs the sweep for `target` live bytes (see the module doc), with or without recompute.
+/// Checks [`Ctx::cancel`] before every eviction: once it is raised, the schedule so far is
+/// returned (steps not yet swept stay over the target).
 pub fn sweep(ctx: &Ctx, target: u64, recompute: bool) -> Sched {
     let mut sched = Sched::keep_all(ctx);
     let n = ctx.steps();
     let mut live = sched.live(ctx);
     let mut s = 0;
     while s < n {
+        if ctx.cancelled() {
+            break;
+        }
         if live[s] <= target {
             s += 1;
             continue;

@@ -1,4 +1,5 @@
 use super::*;
+use std::time::{Duration, Instant};
 
 fn chain() -> Graph {
     Graph::parse(
@@ -77,5 +78,96 @@ fn a_plan_without_spills_has_no_modelled_overhead() {
     assert!(
         st.overhead_us.abs() < 1e-9 && st.base_step_us >= 3000.0,
         "{st:?}"
+    );
+}
+
+#[test]
+fn a_budgeted_plan_with_a_raised_token_stops_at_once_with_a_clear_error() {
+    let g = chain();
+    let token = memplan_solver::CancelToken::new();
+    token.cancel();
+    for s in strategy_names() {
+        let started = Instant::now();
+        let e = plan_with_budget(
+            &g,
+            &[0, 1, 2, 3, 4],
+            &BudgetOptions {
+                cancel: Some(token.clone()),
+                effort: Some(1),
+                ..opts(130, s)
+            },
+        )
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(1), "{s}");
+        assert!(
+            matches!(
+                e,
+                BudgetError::Cancelled {
+                    budget: 130,
+                    reached: None
+                }
+            ),
+            "{s}: {e}"
+        );
+        assert!(e.to_string().contains("stopped"), "{e}");
+    }
+}
+
+#[test]
+fn an_unraised_token_changes_nothing() {
+    let g = chain();
+    let plain = plan_with_budget(&g, &[0, 1, 2, 3, 4], &opts(130, "best")).unwrap();
+    let watched = plan_with_budget(
+        &g,
+        &[0, 1, 2, 3, 4],
+        &BudgetOptions {
+            cancel: Some(memplan_solver::CancelToken::new()),
+            ..opts(130, "best")
+        },
+    )
+    .unwrap();
+    assert_eq!(plain.instructions, watched.instructions);
+    assert_eq!(
+        plain.stats.budget.map(|b| b.strategy),
+        watched.stats.budget.map(|b| b.strategy)
+    );
+}
+
+#[test]
+fn two_budgeted_plans_with_an_effort_are_identical() {
+    let g = chain();
+    let run = || {
+        plan_with_budget(
+            &g,
+            &[0, 1, 2, 3, 4],
+            &BudgetOptions {
+                effort: Some(1),
+                ..opts(130, "best")
+            },
+        )
+        .unwrap()
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(a.instructions, b.instructions);
+    assert_eq!(a.stats.peak_bytes, b.stats.peak_bytes);
+    assert_eq!(a.stats.budget, b.stats.budget);
+}
+
+#[test]
+fn a_raised_token_stops_the_sweep_with_the_schedule_so_far() {
+    let g = chain();
+    let mut ctx = Ctx::new(
+        &g,
+        &[0, 1, 2, 3, 4],
+        DeviceProfile::h200(),
+        Params::default(),
+    );
+    let token = memplan_solver::CancelToken::new();
+    token.cancel();
+    ctx.cancel = Some(token);
+    // Nothing evicted: every tensor stays as in the keep-everything schedule.
+    assert_eq!(
+        sweep::sweep(&ctx, 60, true).live(&ctx),
+        Sched::keep_all(&ctx).live(&ctx)
     );
 }

@@ -34,6 +34,13 @@
 //! whose overhead alone exceeds 4× the limit on a region stops being extended from that
 //! region's start (halos grow with the region), which prunes most long regions.
 //!
+//! **Determinism and cancellation.** `TileSpec::Auto` judges its candidate selections by the
+//! peak of a heuristic plan of each rewritten graph, planned with deterministic work caps and
+//! no time limit ([`PlanOptions`](crate::planner::PlanOptions) `effort: Some(1)`), so the
+//! pass gives the same graph on any machine and under any load. [`Tile::cancel`] is checked
+//! between regions and between candidates and passed to those plans: once raised, the pass
+//! keeps the regions and the candidate found so far (a valid, possibly less tiled graph).
+//!
 //! Tensor and op names of strips derive from the originals (`name@s3`); inputs, weights and
 //! the regions' entry and output tensors keep their names. Dead side outputs (batch_norm's
 //! saved statistics, max_pool's indices in inference graphs) get one strip copy each.
@@ -42,6 +49,7 @@ use super::{Pass, PassError, PassOutcome, PassReport};
 use crate::cost::DeviceProfile;
 use crate::executor::kernels::{self, Kernel, KernelMode};
 use crate::graph::{Graph, Op, Tensor, TensorId, TensorKind};
+use memplan_solver::CancelToken;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -93,6 +101,15 @@ pub struct Tile {
     pub max_strips: usize,
     /// Device whose roofline times the overhead.
     pub profile: DeviceProfile,
+    /// Stop flag (a user's cancel, or the pipeline's wall-clock cap): checked between regions
+    /// and candidates and passed to the candidates' plans (module doc). `None`: never stops.
+    pub cancel: Option<CancelToken>,
+}
+
+impl Tile {
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
+    }
 }
 
 impl Tile {
@@ -103,6 +120,7 @@ impl Tile {
             max_overhead: DEFAULT_MAX_OVERHEAD,
             max_strips: DEFAULT_MAX_STRIPS,
             profile: DeviceProfile::h200(),
+            cancel: None,
         }
     }
 }
@@ -780,11 +798,19 @@ pub fn tile_graph(graph: &Graph, tile: &Tile) -> Result<(Graph, TileSummary), Pa
     for comp in &components {
         let mut m = BTreeMap::new();
         for (pi, &(p, entry)) in comp.cuts.iter().enumerate() {
+            // Stopped: the regions found so far (a partial table still partitions: the
+            // stretches between adjacent cuts stay untiled).
+            if tile.cancelled() {
+                break;
+            }
             // Strip counts still worth trying from cut p: a region whose overhead alone
             // exceeds the budget is not extended further with that count (halos only grow
             // with the region), which keeps long graphs fast.
             let mut alive: Vec<usize> = options.clone();
             for &(q, output) in &comp.cuts[pi + 1..] {
+                if tile.cancelled() {
+                    break;
+                }
                 let ops = &comp.ops[p..q];
                 if !region_is_closed(&ctx, ops, output) {
                     continue;
@@ -831,6 +857,9 @@ pub fn tile_graph(graph: &Graph, tile: &Tile) -> Result<(Graph, TileSummary), Pa
     };
     let mut best: Option<(u64, f64, Graph, Regions)> = None;
     for filter in filters {
+        if best.is_some() && tile.cancelled() {
+            break;
+        }
         let picks = choose(&components, &table, budget_us, filter);
         let regions = rewrite_regions(&ctx, &components, &picks);
         if filter.is_some() && regions.is_empty() {
@@ -839,7 +868,7 @@ pub fn tile_graph(graph: &Graph, tile: &Tile) -> Result<(Graph, TileSummary), Pa
         let out = emit(&ctx, &regions)?;
         let overhead: f64 = regions.iter().map(|r| r.3.overhead_us).sum();
         let peak = if tile.spec == TileSpec::Auto {
-            planned_peak(&out)?
+            planned_peak(&out, tile.cancel.as_ref())?
         } else {
             0
         };
@@ -957,10 +986,14 @@ fn rewrite_regions(ctx: &Ctx<'_>, components: &[Component], picks: &[Picks]) -> 
     regions
 }
 
-/// The peak of a heuristic plan of `g` (the CLI's default order search).
-fn planned_peak(g: &Graph) -> Result<u64, PassError> {
+/// The peak of a heuristic plan of `g` (the CLI's default order search) at deterministic
+/// work caps (no time limit, effort 1), stopped early by `cancel`.
+fn planned_peak(g: &Graph, cancel: Option<&CancelToken>) -> Result<u64, PassError> {
     let opts = crate::planner::PlanOptions {
         strategy: crate::planner::Strategy::Heuristic,
+        time_limit: None,
+        effort: Some(1),
+        cancel: cancel.cloned(),
         ..crate::planner::PlanOptions::default()
     };
     crate::planner::plan(g, &opts)
@@ -1495,6 +1528,36 @@ mod tests {
         let (_, summary) = tile_graph(&g, &auto).unwrap();
         assert!(summary.regions.iter().all(|r| r.strips.is_power_of_two()));
         assert!(summary.overhead() > 0.0);
+    }
+
+    #[test]
+    fn auto_tiling_twice_gives_the_same_graph() {
+        let auto = Tile {
+            max_overhead: f64::INFINITY,
+            ..Tile::new(TileSpec::Auto)
+        };
+        let (a, sa) = tile_graph(&chain(), &auto).unwrap();
+        let (b, sb) = tile_graph(&chain(), &auto).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(sa, sb);
+    }
+
+    #[test]
+    fn tiling_with_a_raised_token_returns_a_valid_graph_at_once() {
+        let token = CancelToken::new();
+        token.cancel();
+        let auto = Tile {
+            max_overhead: f64::INFINITY,
+            cancel: Some(token),
+            ..Tile::new(TileSpec::Auto)
+        };
+        let g = chain();
+        let started = std::time::Instant::now();
+        let (out, summary) = tile_graph(&g, &auto).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        // Stopped before the first region: nothing tiled, the graph as given.
+        assert!(summary.regions.is_empty());
+        assert_eq!(out, g);
     }
 
     #[test]
