@@ -747,7 +747,7 @@ mod tests {
             d.options.pipeline.time_limit_s,
             memplan::pipeline::DEFAULT_TIME_LIMIT_S
         );
-        let e = prepare_plan(&body(r#"{"time_limit_s": 10}"#), &c, Mode::Sync).unwrap();
+        let e = prepare_plan(&body(r#"{"time_limit_s": 60}"#), &c, Mode::Sync).unwrap();
         assert_eq!(d.key, e.key);
         assert_ne!(d.key, a.key);
         let other = prepare_plan(&body(r#"{"strategy": "heuristic"}"#), &c, Mode::Sync).unwrap();

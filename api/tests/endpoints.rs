@@ -23,7 +23,7 @@ async fn a_plan_of_the_sample_is_valid_and_a_repeat_is_answered_from_the_store()
 
     // Same graph and options, written differently: answered from the store, same plan.
     let reordered =
-        json!({"options": {"strategy": "heuristic", "time_limit_s": 10}, "graph": sample()});
+        json!({"options": {"strategy": "heuristic", "time_limit_s": 60}, "graph": sample()});
     let again = api.post_json("/v1/plan", &reordered).await;
     assert_eq!(again.status, StatusCode::OK);
     assert_eq!(again.header("x-memplan-cache"), Some("hit"));
