@@ -511,15 +511,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn weights_are_packed_aligned_in_their_own_region() {
+    /// The test graph planned in its listed order by the placement portfolio.
+    fn planned() -> Plan {
         let g = graph();
         let (problem, mapping) = g.order_problem_with_mapping();
         let lt = lifetimes(&problem, &[0, 1], &LifetimeOptions::default());
         let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
             .unwrap()
             .placement;
-        let p = emit(&g, &[0, 1], &lt, &pl, &mapping);
+        emit(&g, &[0, 1], &lt, &pl, &mapping)
+    }
+
+    #[test]
+    fn weights_are_packed_aligned_in_their_own_region() {
+        let p = planned();
         assert_eq!(p.weights_bytes, 74);
         assert_eq!(
             p.weights,
@@ -539,13 +544,7 @@ mod tests {
 
     #[test]
     fn plans_round_trip_through_json() {
-        let g = graph();
-        let (problem, mapping) = g.order_problem_with_mapping();
-        let lt = lifetimes(&problem, &[0, 1], &LifetimeOptions::default());
-        let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
-            .unwrap()
-            .placement;
-        let p = emit(&g, &[0, 1], &lt, &pl, &mapping);
+        let p = planned();
         let back = Plan::parse(&p.to_json()).unwrap();
         assert_eq!(back, p);
         assert!(p.to_json().contains("\"workspace_offset\": null"));
@@ -553,13 +552,7 @@ mod tests {
 
     #[test]
     fn floats_in_plans_survive_write_parse_write_exactly() {
-        let g = graph();
-        let (problem, mapping) = g.order_problem_with_mapping();
-        let lt = lifetimes(&problem, &[0, 1], &LifetimeOptions::default());
-        let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
-            .unwrap()
-            .placement;
-        let mut p = emit(&g, &[0, 1], &lt, &pl, &mapping);
+        let mut p = planned();
         // Values whose shortest decimal form a non-exact parser reads back one ulp off.
         let mut x = 0.03713f64;
         for i in 0..2000 {
