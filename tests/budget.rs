@@ -8,6 +8,7 @@ use memplan::budget::{
 use memplan::executor::{execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::plan::{Instruction, Plan};
+use memplan::zoo::determinism::{without_timing, BusyLoad};
 use memplan::{validate, OrderMode, PlanOptions, Strategy as Solvers};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -364,28 +365,6 @@ fn deterministic() -> PlanOptions {
     }
 }
 
-/// The plan's JSON with every timing field (`elapsed_ms`, `ms`, `*_ms`) zeroed.
-fn without_timing(p: &Plan) -> Value {
-    fn zero(v: &mut Value) {
-        match v {
-            Value::Object(m) => {
-                for (k, x) in m.iter_mut() {
-                    if k == "ms" || k.ends_with("_ms") {
-                        *x = json!(0);
-                    } else {
-                        zero(x);
-                    }
-                }
-            }
-            Value::Array(a) => a.iter_mut().for_each(zero),
-            _ => {}
-        }
-    }
-    let mut v: Value = serde_json::from_str(&p.to_json()).unwrap();
-    zero(&mut v);
-    v
-}
-
 #[test]
 fn two_budgeted_plans_with_effort_1_are_identical_even_under_load() {
     let mut graphs = vec![(sample(), 60.0)];
@@ -397,22 +376,10 @@ fn two_budgeted_plans_with_effort_1_are_identical_even_under_load() {
         };
         let spec = BudgetSpec::Percent(*pct);
         let first = plan_under_budget(g, spec, &deterministic(), &bopts).unwrap();
-        // The second time with both cores kept busy.
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let busy: Vec<_> = (0..2)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-                    }
-                })
-            })
-            .collect();
+        // The second time with every core kept busy (the load stops by itself after 120 s).
+        let busy = BusyLoad::all_cores(std::time::Duration::from_secs(120));
         let second = plan_under_budget(g, spec, &deterministic(), &bopts);
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        busy.into_iter().for_each(|h| h.join().unwrap());
+        busy.stop();
         let second = second.unwrap();
         assert_eq!(
             without_timing(&first),

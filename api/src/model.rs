@@ -902,6 +902,25 @@ pub struct CheckResponse {
     pub violation: Option<ViolationView>,
 }
 
+impl CheckResponse {
+    /// The answer for a plan that breaks a rule: `message`, at `instruction` when the rule is
+    /// about one.
+    pub fn invalid(instruction: Option<usize>, message: String) -> CheckResponse {
+        CheckResponse {
+            valid: false,
+            peak_bytes: None,
+            max_live_bytes: None,
+            host_peak_bytes: None,
+            execs: None,
+            spills: None,
+            violation: Some(ViolationView {
+                instruction,
+                message,
+            }),
+        }
+    }
+}
+
 /// A buffer id: text or a non-negative integer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]

@@ -31,7 +31,7 @@ use crate::error::{ApiError, Problem};
 use crate::metrics::{Gauges, Metrics};
 use crate::model::{
     CheckResponse, Health, JobLinks, JobStatus, JobView, PlaceQuery, PlaceRequest, PlaceResponse,
-    PlacedBuffer, Progress, ResolvedOptions, ViolationView,
+    PlacedBuffer, Progress, ResolvedOptions,
 };
 use crate::request::{self, Mode, PlanInput};
 use crate::store::{Finish, JobRow, NewJob, Store, StoreError};
@@ -924,20 +924,7 @@ impl Service {
             // from the request's graph; a carried graph that is not is an invalid plan.
             let graph = match request::graph_for_check(graph, &plan, &config)? {
                 Ok(g) => g,
-                Err(why) => {
-                    return Ok(CheckResponse {
-                        valid: false,
-                        peak_bytes: None,
-                        max_live_bytes: None,
-                        host_peak_bytes: None,
-                        execs: None,
-                        spills: None,
-                        violation: Some(ViolationView {
-                            instruction: None,
-                            message: why,
-                        }),
-                    })
-                }
+                Err(why) => return Ok(CheckResponse::invalid(None, why)),
             };
             Ok(match memplan::validate(&graph, &plan, budget) {
                 Ok(r) => CheckResponse {
@@ -949,18 +936,7 @@ impl Service {
                     spills: Some(r.spills),
                     violation: None,
                 },
-                Err(v) => CheckResponse {
-                    valid: false,
-                    peak_bytes: None,
-                    max_live_bytes: None,
-                    host_peak_bytes: None,
-                    execs: None,
-                    spills: None,
-                    violation: Some(ViolationView {
-                        instruction: v.instruction,
-                        message: v.to_string(),
-                    }),
-                },
+                Err(v) => CheckResponse::invalid(v.instruction, v.to_string()),
             })
         })
         .await?

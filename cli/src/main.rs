@@ -899,6 +899,14 @@ fn exec_options(
     }
 }
 
+/// Whether `g` runs conv algorithms chosen by memplan (which round differently from the
+/// original graph's kernels).
+fn runs_chosen_algos(g: &Graph) -> bool {
+    memplan::conv_algo::algo_mix(g)
+        .keys()
+        .any(|a| a != "none" && a != "given")
+}
+
 /// Relative tolerance of the equivalence check when the rewritten graph runs chosen conv
 /// algorithms (which round differently from the original's kernels).
 const CONV_ALGO_TOLERANCE: f64 = 1e-3;
@@ -927,10 +935,7 @@ fn run_plan(
     // chosen, which round differently: then 1e-3 relative unless a tolerance is given).
     let original = match original {
         None if p.rewritten_graph.is_some() && g != given => {
-            let chosen = memplan::conv_algo::algo_mix(&g)
-                .keys()
-                .any(|a| a != "none" && a != "given");
-            let tol = if chosen && original_tolerance == 0.0 {
+            let tol = if runs_chosen_algos(&g) && original_tolerance == 0.0 {
                 CONV_ALGO_TOLERANCE
             } else {
                 original_tolerance
@@ -1073,10 +1078,7 @@ fn run_plan(
                     ", bitwise".to_string()
                 }
             );
-            let chosen = memplan::conv_algo::algo_mix(&g)
-                .keys()
-                .any(|a| a != "none" && a != "given");
-            if !o.outputs_equal && o.tolerance == 0.0 && chosen {
+            if !o.outputs_equal && o.tolerance == 0.0 && runs_chosen_algos(&g) {
                 println!(
                     "note              the graph runs chosen conv algorithms, which round differently \
                      from the original's kernels: compare with --original-tolerance 1e-3, or plan \

@@ -3,6 +3,7 @@
 //! pipeline's for the same options.
 
 use memplan::pipeline::{self, PipelineOptions, Rewrite};
+use memplan::zoo::determinism::without_timing;
 use memplan::{Graph, Plan, Strategy};
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -52,23 +53,6 @@ fn check_plan_py(graph: &str, plan: &str) -> serde_json::Value {
         .expect("python3 runs");
     serde_json::from_slice(&r.stdout)
         .unwrap_or_else(|_| panic!("check_plan.py: {}", String::from_utf8_lossy(&r.stderr)))
-}
-
-/// The plan's JSON without the fields that measure time.
-fn without_timing(plan: &Plan) -> serde_json::Value {
-    fn strip(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::Object(m) => {
-                m.retain(|k, _| k != "ms" && k != "elapsed_ms");
-                m.values_mut().for_each(strip);
-            }
-            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    let mut v = serde_json::to_value(plan).unwrap();
-    strip(&mut v);
-    v
 }
 
 #[test]

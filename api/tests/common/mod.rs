@@ -227,22 +227,3 @@ impl Api {
             .await
     }
 }
-
-/// `v` without timing figures: `stats.elapsed_ms` and every `ms` field inside `stats`.
-pub fn without_timings(mut v: Value) -> Value {
-    fn strip(v: &mut Value) {
-        match v {
-            Value::Object(m) => {
-                m.remove("ms");
-                m.remove("elapsed_ms");
-                m.values_mut().for_each(strip);
-            }
-            Value::Array(a) => a.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    if let Some(stats) = v.get_mut("stats") {
-        strip(stats);
-    }
-    v
-}
