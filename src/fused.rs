@@ -249,11 +249,7 @@ pub(crate) fn resolve(
         }
         for (what, v) in [("flops", r.flops), ("time_us", r.time_us)] {
             if let Some(x) = v {
-                if !x.is_finite() || x < 0.0 {
-                    return Err(format!(
-                        "{who} {what} {x} is not a finite non-negative number"
-                    ));
-                }
+                crate::graph::check_op_figure(what, x).map_err(|m| format!("{who} {what} {m}"))?;
             }
         }
         let ws = r.workspace.unwrap_or(0);

@@ -23,6 +23,12 @@ pub mod trace;
 pub mod validate;
 pub mod zoo;
 
+/// Where unit tests find `../shared` and python3, and how they skip without them (the file
+/// the black-box tests share).
+#[cfg(test)]
+#[path = "../tests/support/shared.rs"]
+mod test_shared;
+
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
 pub use memplan_solver::CancelToken;
 pub use pipeline::{Control, PipelineOptions, PipelineResult, Rewrite};

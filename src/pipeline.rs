@@ -213,6 +213,30 @@ pub enum PipelineError {
 }
 
 impl PipelineError {
+    /// A budget run that the wall-clock cap of `time_limit_s` seconds stopped before any plan
+    /// fitted (`source`).
+    pub fn time_limit(time_limit_s: f64, source: BudgetError) -> PipelineError {
+        PipelineError::Stopped {
+            status: PlanStatus::TimeLimit,
+            why: format!("the time limit of {time_limit_s} s bound (raise time_limit_s)"),
+            source,
+        }
+    }
+
+    /// This error with a cancel read as the wall-clock cap of `time_limit_s` seconds: for
+    /// front ends whose watchdog raises the cancel token once the time limit has passed (a
+    /// stage that overran the cap), so that they answer as the CLI does.
+    pub fn cancel_as_time_limit(self, time_limit_s: f64) -> PipelineError {
+        match self {
+            PipelineError::Stopped {
+                status: PlanStatus::Cancelled,
+                source,
+                ..
+            } => PipelineError::time_limit(time_limit_s, source),
+            e => e,
+        }
+    }
+
     /// Whether the error is the caller's (options, graph, an unreachable budget) rather than
     /// an internal failure: the CLI exits 2, the HTTP service answers 4xx.
     pub fn is_bad_input(&self) -> bool {
@@ -225,6 +249,7 @@ impl PipelineError {
                 BudgetError::Infeasible { .. }
                 | BudgetError::Zero
                 | BudgetError::Parse(_)
+                | BudgetError::Percent(_)
                 | BudgetError::UnknownStrategy(..)
                 | BudgetError::Plan(PlanError::Graph(_)),
             ) => true,
@@ -307,8 +332,8 @@ impl PipelineOptions {
                 BudgetSpec::Bytes(0) => {
                     return bad("budget: the budget must be more than 0 bytes".into())
                 }
-                BudgetSpec::Percent(p) if !(p.is_finite() && p > 0.0) => {
-                    return bad(format!("budget: {p}% is not a positive percentage"))
+                BudgetSpec::Percent(p) => {
+                    budget::check_percent(p).map_err(|e| PipelineError::Options(e.to_string()))?;
                 }
                 _ => {}
             }
@@ -365,6 +390,26 @@ impl PipelineOptions {
             p.d2h_bytes_per_s = gbps * 1e9;
             p.check()
                 .map_err(|e| PipelineError::Options(format!("link_gbps {gbps}: {e}")))?;
+        }
+        // Rates under 1 per second would make modelled times overflow to infinity (which no
+        // plan can write); no device is that slow.
+        for (field, value) in [
+            ("half_flops_per_s", p.half_flops_per_s),
+            ("fp32_flops_per_s", p.fp32_flops_per_s),
+            ("memory_bytes_per_s", p.memory_bytes_per_s),
+            ("h2d_bytes_per_s", p.h2d_bytes_per_s),
+            ("d2h_bytes_per_s", p.d2h_bytes_per_s),
+        ] {
+            if value < 1.0 {
+                let link = field.starts_with("h2d") || field.starts_with("d2h");
+                let from = match self.link_gbps {
+                    Some(gbps) if link => format!("link_gbps {gbps}"),
+                    _ => "device_profile".to_string(),
+                };
+                return Err(PipelineError::Options(format!(
+                    "{from}: {field} is {value}, below the smallest accepted rate of 1 per second"
+                )));
+            }
         }
         Ok(p)
     }
@@ -470,21 +515,14 @@ pub fn run(
         let plan = match budget::plan_under_budget(&start, spec, &popts, &bopts) {
             Ok(p) => p,
             Err(source @ BudgetError::Cancelled { .. }) => {
-                let (status, why) = if cancel.is_cancelled() {
-                    (PlanStatus::Cancelled, "cancelled".to_string())
+                return Err(if cancel.is_cancelled() {
+                    PipelineError::Stopped {
+                        status: PlanStatus::Cancelled,
+                        why: "cancelled".to_string(),
+                        source,
+                    }
                 } else {
-                    (
-                        PlanStatus::TimeLimit,
-                        format!(
-                            "the time limit of {} s bound (raise time_limit_s)",
-                            options.time_limit_s
-                        ),
-                    )
-                };
-                return Err(PipelineError::Stopped {
-                    status,
-                    why,
-                    source,
+                    PipelineError::time_limit(options.time_limit_s, source)
                 });
             }
             Err(e) => return Err(e.into()),
@@ -570,6 +608,20 @@ pub enum PlanGraphError {
     /// The plan names conv algorithms the graph cannot take.
     #[error(transparent)]
     ConvAlgo(#[from] ConvAlgoError),
+}
+
+impl PlanGraphError {
+    /// Whether the error is the plan's fault (`check` answers "invalid", exit 1): a carried
+    /// graph not derived from the given one, or conv algorithms that are unknown, do not apply
+    /// to the op, or differ between execs of one op. A carried graph that is not a valid
+    /// graph document is unreadable input instead.
+    pub fn makes_plan_invalid(&self) -> bool {
+        match self {
+            PlanGraphError::Carried(_) => false,
+            PlanGraphError::NotDerived { .. } => true,
+            PlanGraphError::ConvAlgo(e) => !matches!(e, ConvAlgoError::Plan(_)),
+        }
+    }
 }
 
 /// The graph to replay `plan` against, given the graph the user planned (`original`): the
@@ -763,5 +815,106 @@ mod tests {
         assert_eq!(b.budget, Some(BudgetSpec::Bytes(4096)));
         let b: PipelineOptions = serde_json::from_str(r#"{"budget": "60%"}"#).unwrap();
         assert_eq!(b.budget, Some(BudgetSpec::Percent(60.0)));
+    }
+
+    #[test]
+    fn a_percentage_outside_0_to_100_is_refused_with_one_message_wherever_it_comes_from() {
+        for text in ["1e308%", "150%", "100.5%", "0%", "-5%", "inf%", "NaN%"] {
+            // The CLI's --budget and the HTTP option read the same text the same way.
+            let e = BudgetSpec::parse(text).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "budget {text:?} is not BYTES (a positive integer) or PCT% (a percentage \
+                     in (0, 100], e.g. 60%)"
+                )
+            );
+            let json = format!(r#"{{"budget": "{text}"}}"#);
+            let e = serde_json::from_str::<PipelineOptions>(&json).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("budget {text:?} is not BYTES")),
+                "{text}: {e}"
+            );
+        }
+        assert_eq!(
+            BudgetSpec::parse("100%").unwrap(),
+            BudgetSpec::Percent(100.0)
+        );
+        // Options built in code (the zoo batch, benchmarks) are checked the same way.
+        let opts = PipelineOptions {
+            budget: Some(BudgetSpec::Percent(1e308)),
+            ..PipelineOptions::default()
+        };
+        let e = run(&sample(), &opts, &Control::default()).unwrap_err();
+        assert!(e.is_bad_input());
+        assert_eq!(
+            e.to_string(),
+            budget::check_percent(1e308).unwrap_err().to_string()
+        );
+        assert!(e.to_string().contains("budget 1e308%"), "{e}");
+    }
+
+    #[test]
+    fn a_device_rate_under_1_per_second_is_refused_naming_it() {
+        let mut profile = DeviceProfile::h200();
+        profile.fp32_flops_per_s = 1e-300;
+        let opts = PipelineOptions {
+            device_profile: Some(profile),
+            ..PipelineOptions::default()
+        };
+        let e = opts.check().unwrap_err().to_string();
+        assert!(
+            e.contains("fp32_flops_per_s") && e.contains("device_profile"),
+            "{e}"
+        );
+        let opts = PipelineOptions {
+            link_gbps: Some(1e-12),
+            ..PipelineOptions::default()
+        };
+        let e = opts.check().unwrap_err().to_string();
+        assert!(e.starts_with("link_gbps 0.000000000001: "), "{e}");
+    }
+
+    #[test]
+    fn a_cancel_read_as_the_time_limit_gives_the_time_limits_words() {
+        let token = CancelToken::new();
+        token.cancel();
+        let control = Control {
+            cancel: Some(token),
+            progress: None,
+        };
+        let opts = PipelineOptions {
+            budget: Some(BudgetSpec::Bytes(1)),
+            time_limit_s: 0.25,
+            ..PipelineOptions::default()
+        };
+        let e = run(&sample(), &opts, &control).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                PipelineError::Stopped {
+                    status: PlanStatus::Cancelled,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = e.cancel_as_time_limit(0.25);
+        assert!(
+            matches!(
+                &e,
+                PipelineError::Stopped {
+                    status: PlanStatus::TimeLimit,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("the time limit of 0.25 s bound (raise time_limit_s): "),
+            "{e}"
+        );
     }
 }

@@ -14,6 +14,30 @@ use serde::{Deserialize, Serialize};
 /// The format string of a plan file.
 pub const PLAN_FORMAT: &str = "memplan-plan/1";
 
+/// `x` as a finite number: infinities saturate to the largest finite value of their sign and
+/// NaN becomes 0. Every figure a plan writes goes through it, so a written plan always reads
+/// back (JSON has no infinity; serde_json would write `null`).
+pub fn finite_f64(x: f64) -> f64 {
+    if x.is_nan() {
+        0.0
+    } else {
+        x.clamp(f64::MIN, f64::MAX)
+    }
+}
+
+/// Serialises an `f64` figure as [`finite_f64`] (for `#[serde(serialize_with)]`).
+pub fn finite<S: serde::Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(finite_f64(*x))
+}
+
+/// Serialises an optional `f64` figure as [`finite_f64`] (for `#[serde(serialize_with)]`).
+pub fn finite_opt<S: serde::Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match x {
+        Some(x) => s.serialize_some(&finite_f64(*x)),
+        None => s.serialize_none(),
+    }
+}
+
 /// A weight's place in the weights region.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WeightSlot {
@@ -84,6 +108,7 @@ pub struct MemberStat {
     /// Bytes it reached (peak for placers, LOAD for orderers).
     pub bytes: u64,
     /// Milliseconds it took.
+    #[serde(serialize_with = "finite")]
     pub ms: f64,
 }
 
@@ -106,6 +131,7 @@ pub struct ExactStat {
     /// Search nodes entered.
     pub nodes: u64,
     /// Milliseconds it took.
+    #[serde(serialize_with = "finite")]
     pub ms: f64,
 }
 
@@ -119,6 +145,7 @@ pub struct IlpStat {
     /// Models that lowered the peak.
     pub improved: usize,
     /// Milliseconds it took.
+    #[serde(serialize_with = "finite")]
     pub ms: f64,
 }
 
@@ -139,6 +166,7 @@ pub struct OrderIlpStat {
     /// graph was modelled).
     pub lower_bound_bytes: u64,
     /// Milliseconds it took.
+    #[serde(serialize_with = "finite")]
     pub ms: f64,
 }
 
@@ -159,6 +187,7 @@ pub struct PlanStats {
     pub status: Option<PlanStatus>,
     /// Relative gap `(peak - lower bound) / peak`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(serialize_with = "finite_opt")]
     pub gap: Option<f64>,
     /// LOAD of the chosen order (bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,10 +225,12 @@ pub struct PlanStats {
     pub budget: Option<crate::budget::BudgetStat>,
     /// Planning time in milliseconds.
     #[serde(default)]
+    #[serde(serialize_with = "finite")]
     pub elapsed_ms: f64,
     /// Seed 001 §4.1's fragmentation `1 − largest free block / total free` of the arena
     /// `[0, peak)` at the step with the most bytes reserved (see [`crate::tiers`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(serialize_with = "finite_opt")]
     pub fragmentation_at_peak: Option<f64>,
     /// The tier regions of a tiered plan (`memplan plan --tiers`); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -272,8 +303,7 @@ pub struct Plan {
     pub weights: Vec<WeightSlot>,
     /// The instruction stream.
     pub instructions: Vec<Instruction>,
-    /// Statistics.
-    #[serde(default)]
+    /// Statistics (`stats.peak_bytes` is required).
     pub stats: PlanStats,
     /// Extension: the memplan-graph/1 document the plan refers to, when graph rewrites
     /// (fusion, tiling, conv algorithms) changed the graph that was planned. Absent when the

@@ -259,6 +259,12 @@ pub fn plan_tiered(
     }
     for o in &mut act.ops {
         o.workspace = 0;
+        // A fused op's members share its workspace: gone with it.
+        if let Some(f) = &mut o.fused {
+            for m in &mut f.members {
+                m.workspace = 0;
+            }
+        }
     }
     // Re-check sizes and alignments (larger alignments can overflow a sum).
     let act = act.rebuilt().map_err(PlanError::from)?;
@@ -496,6 +502,34 @@ mod tests {
         assert!((a.fragmentation_at_peak - 0.5).abs() < 1e-12, "{a:?}");
         assert_eq!(p.arena_bytes, 128 + 64);
         assert_eq!(p.stats.peak_bytes, 128 + 5);
+    }
+
+    #[test]
+    fn a_fused_op_whose_member_needs_a_workspace_is_tiered() {
+        use crate::passes::{fuse::Fuse, Pass};
+        let mut v: serde_json::Value =
+            serde_json::from_str(include_str!("../samples/resnet_block.train.json")).unwrap();
+        for op in v["ops"].as_array_mut().unwrap() {
+            if op["name"] == "l0.relu0" {
+                op["workspace"] = 3.into();
+            }
+        }
+        let g = Fuse::default()
+            .run(&Graph::parse(&v.to_string()).unwrap())
+            .unwrap()
+            .graph;
+        let fused = g
+            .ops
+            .iter()
+            .find(|o| {
+                o.fused
+                    .as_ref()
+                    .is_some_and(|f| f.members.iter().any(|m| m.workspace == 3))
+            })
+            .expect("l0.relu0 is fused with its workspace");
+        assert!(fused.workspace >= 3);
+        let p = plan_tiered(&g, &opts(), &TierAlignment::default()).unwrap();
+        crate::validate::validate(&g, &p, None).unwrap();
     }
 
     #[test]

@@ -2,9 +2,16 @@
 //! only the graph and plan types — never a solver — and reports the first violation with the
 //! instruction index and the tensors or op involved.
 //!
-//! Extension honoured: `alloc T ... inplace_of D` may overlap D's range (and only D's) when
-//! T's producer declares the in-place pair, D is reserved and valid, and T fits inside D's
-//! range; after that exec D is no longer valid (its bytes now hold T).
+//! The validator tracks who owns every reserved byte. Graph inputs hold their data from their
+//! first `alloc` only: freed, their data is gone (FORMATS.md §2).
+//!
+//! Extension honoured, `alloc T ... inplace_of D` (in-place sharing): T may take D's bytes when
+//! T's producer P declares the pair `[output, input]` (T, D), D is reserved and valid and gives
+//! its bytes to no other tensor, T starts at D's offset and fits inside D's range. D must die
+//! at P: when P runs, D's bytes become T's (D is no longer valid) and D must be freed before
+//! the next `exec`. Until D is freed, no exec may write D's bytes (re-running D's producer
+//! would overwrite T), and D cannot be spilled while T is reserved in its bytes. The shared
+//! bytes count once in `max_live`.
 
 use crate::graph::{Graph, TensorId, TensorKind};
 use crate::plan::{Instruction, Plan, PLAN_FORMAT};
@@ -17,6 +24,14 @@ pub enum ViolationKind {
     /// Wrong `format`.
     #[error("format is {0:?}, expected \"{PLAN_FORMAT}\"")]
     Format(String),
+    /// The plan names another graph.
+    #[error("the plan is for graph {plan:?}, not {graph:?}")]
+    GraphName {
+        /// The plan's `graph`.
+        plan: String,
+        /// The graph's `name`.
+        graph: String,
+    },
     /// A name that is not a tensor / op of the graph.
     #[error("unknown {what} {name:?}")]
     Unknown {
@@ -148,10 +163,13 @@ struct State {
     range: Option<(u64, u64)>,
     valid: bool,
     host: Option<(u64, u64)>,
-    /// Set on an in-place output until its producer runs: the donor's id.
-    takes_from: Option<TensorId>,
-    /// Set on a donor once an in-place output has taken its bytes.
-    gives: bool,
+    /// On an in-place taker whose bytes its donor still reserves: the donor (its bytes are
+    /// counted with the donor's in the live total).
+    donor: Option<TensorId>,
+    /// On a donor while an in-place taker holds part of its bytes: the taker.
+    taker: Option<TensorId>,
+    /// A graph input that was reserved once already (its data is gone once freed).
+    input_used: bool,
 }
 
 /// Reserved byte ranges: start → (end, owner); ranges may nest only for in-place pairs.
@@ -195,6 +213,12 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
     if plan.format != PLAN_FORMAT {
         return Err(global(ViolationKind::Format(plan.format.clone())));
     }
+    if plan.graph != graph.name {
+        return Err(global(ViolationKind::GraphName {
+            plan: plan.graph.clone(),
+            graph: graph.name.clone(),
+        }));
+    }
     let tensor_ids = graph.tensor_ids();
     let op_ids = graph.op_indices();
     check_weights(graph, plan, &tensor_ids).map_err(global)?;
@@ -206,6 +230,8 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
     let mut ran = vec![false; graph.ops.len()];
     let mut r = Replay::default();
     let mut live: u64 = 0;
+    // (donor, taker, op) of in-place writes whose donor must be freed before the next exec.
+    let mut donated: Vec<(TensorId, TensorId, usize)> = Vec::new();
 
     let lookup = |name: &str| -> Result<TensorId, ViolationKind> {
         let t = *tensor_ids.get(name).ok_or_else(|| ViolationKind::Unknown {
@@ -236,13 +262,19 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                     check_inplace(graph, &st, t, d, *offset).map_err(err)?;
                 }
                 reserve(graph, &mut st, &mut ranges, t, *offset, donor).map_err(err)?;
-                st[t.index()].takes_from = donor;
-                if let Some(d) = donor {
-                    st[d.index()].gives = true;
+                match donor {
+                    // The taker's bytes are the donor's: counted once, with the donor.
+                    Some(d) => {
+                        st[t.index()].donor = Some(d);
+                        st[d.index()].taker = Some(t);
+                    }
+                    None => live = live.saturating_add(graph.tensor(t).size),
                 }
-                live = live.saturating_add(graph.tensor(t).size);
                 if graph.tensor(t).kind == TensorKind::Input {
-                    st[t.index()].valid = true;
+                    // An input holds its data from its first alloc only.
+                    let s = &mut st[t.index()];
+                    s.valid = !s.input_used;
+                    s.input_used = true;
                 }
             }
             Instruction::SpillIn { tensor, offset, .. } => {
@@ -259,14 +291,10 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
             }
             Instruction::Free { tensor } => {
                 let t = lookup(tensor).map_err(err)?;
-                let (lo, _) = st[t.index()]
-                    .range
-                    .take()
-                    .ok_or_else(|| err(ViolationKind::NotReserved(tensor.clone())))?;
-                ranges.remove(lo, t.0);
-                live = live.saturating_sub(graph.tensor(t).size);
-                st[t.index()].valid = false;
-                st[t.index()].gives = false;
+                if st[t.index()].range.is_none() {
+                    return Err(err(ViolationKind::NotReserved(tensor.clone())));
+                }
+                release(graph, &mut st, &mut ranges, &mut live, t);
             }
             Instruction::SpillOut {
                 tensor,
@@ -274,11 +302,20 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
             } => {
                 let t = lookup(tensor).map_err(err)?;
                 let s = st[t.index()];
-                let Some((lo, _)) = s.range.filter(|_| s.valid) else {
+                if s.range.is_none() || !s.valid {
                     return Err(err(ViolationKind::Host(format!(
                         "spill_out of {tensor:?}, which is not reserved and valid"
                     ))));
-                };
+                }
+                if let Some(x) = s.taker {
+                    return Err(err(ViolationKind::BadInplace {
+                        tensor: tname(x),
+                        donor: tensor.clone(),
+                        reason: "the donor is spilled while its in-place taker is reserved \
+                                 in its bytes"
+                            .into(),
+                    }));
+                }
                 let hhi = host_offset
                     .checked_add(graph.tensor(t).size)
                     .ok_or_else(|| {
@@ -292,15 +329,16 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                         graph.tensors[o as usize].name
                     ))));
                 }
+                // A tensor spilled again (re-allocated, not spilled in) gives back its
+                // earlier host range.
+                if let Some((old, _)) = s.host {
+                    host.remove(old, t.0);
+                }
                 host.insert(*host_offset, hhi, t.0);
                 r.host_peak = r.host_peak.max(hhi);
                 r.spills += 1;
-                ranges.remove(lo, t.0);
-                live = live.saturating_sub(graph.tensor(t).size);
-                st[t.index()] = State {
-                    host: Some((*host_offset, hhi)),
-                    ..State::default()
-                };
+                release(graph, &mut st, &mut ranges, &mut live, t);
+                st[t.index()].host = Some((*host_offset, hhi));
             }
             Instruction::Exec {
                 node,
@@ -314,6 +352,20 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                     })
                 })?;
                 let op = &graph.ops[k];
+                // A donor dies at its in-place op: freed before the next exec.
+                for (d, t, p) in donated.drain(..) {
+                    if st[d.index()].range.is_some() {
+                        return Err(err(ViolationKind::BadInplace {
+                            tensor: tname(t),
+                            donor: tname(d),
+                            reason: format!(
+                                "the donor is still reserved when op {:?} runs; a donor must \
+                                 die at the in-place op {:?} (freed before the next exec)",
+                                op.name, graph.ops[p].name
+                            ),
+                        }));
+                    }
+                }
                 for &t in &op.inputs {
                     if graph.tensor(t).kind == TensorKind::Weight {
                         continue;
@@ -385,10 +437,19 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
                     }
                 }
                 r.max_live = r.max_live.max(peak_live);
+                // No exec writes bytes that hold another tensor's data: outputs and workspaces
+                // overlap no reservation except an in-place donor, whose bytes become t's here,
+                // and a donor is freed before the next exec, so nothing can write it later.
                 for &t in &op.outputs {
-                    if let Some(d) = st[t.index()].takes_from.take() {
-                        st[d.index()].valid = false; // the donor's bytes now hold t
+                    if let Some(d) = st[t.index()].donor {
+                        if st[d.index()].valid {
+                            // The in-place write: the donor's bytes now hold t.
+                            st[d.index()].valid = false;
+                            donated.push((d, t, k));
+                        }
                     }
+                }
+                for &t in &op.outputs {
                     st[t.index()].valid = true;
                 }
                 ran[k] = true;
@@ -399,6 +460,16 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
             r.peak = r.peak.max(hi);
         }
         r.max_live = r.max_live.max(live);
+    }
+    if let Some(&(d, t, p)) = donated.iter().find(|(d, ..)| st[d.index()].range.is_some()) {
+        return Err(global(ViolationKind::BadInplace {
+            tensor: tname(t),
+            donor: tname(d),
+            reason: format!(
+                "the donor is still reserved at the end; a donor must die at the in-place op {:?}",
+                graph.ops[p].name
+            ),
+        }));
     }
     if let Some(k) = ran.iter().position(|&x| !x) {
         return Err(global(ViolationKind::NotExecuted(
@@ -447,6 +518,29 @@ fn ins_range(ins: &Instruction, st: &[State], ids: &HashMap<&str, TensorId>) -> 
         }
         _ => None,
     }
+}
+
+/// Releases `t`'s arena range (free or spill_out). An in-place taker still inside it becomes
+/// an ordinary reservation (counted on its own from now on); a donor still holding `t` forgets
+/// it.
+fn release(graph: &Graph, st: &mut [State], ranges: &mut Ranges, live: &mut u64, t: TensorId) {
+    let s = st[t.index()];
+    if let Some((lo, _)) = s.range {
+        ranges.remove(lo, t.0);
+    }
+    match s.donor {
+        Some(d) => st[d.index()].taker = None,
+        None => *live = live.saturating_sub(graph.tensor(t).size),
+    }
+    if let Some(x) = s.taker {
+        st[x.index()].donor = None;
+        *live = live.saturating_add(graph.tensor(x).size);
+    }
+    let me = &mut st[t.index()];
+    me.range = None;
+    me.valid = false;
+    me.donor = None;
+    me.taker = None;
 }
 
 /// Reserves `t` at `offset`: alignment, overflow, no double reservation, no overlap except
@@ -522,13 +616,24 @@ fn check_inplace(
     let Some((lo, hi)) = s.range.filter(|_| s.valid) else {
         return Err(bad("the donor is not reserved and valid".into()));
     };
-    if s.gives {
+    if let Some(x) = s.taker {
+        return Err(bad(format!(
+            "the donor already gives its bytes to {:?}",
+            graph.tensor(x).name
+        )));
+    }
+    if s.donor.is_some() {
         return Err(bad(
-            "the donor already gives its bytes to another tensor".into()
+            "the donor's own bytes are still shared with its donor".into()
         ));
     }
+    if offset != lo {
+        return Err(bad(format!(
+            "offset {offset} is not the donor's offset {lo} (in place means the same address)"
+        )));
+    }
     let end = offset.saturating_add(graph.tensor(t).size);
-    if offset < lo || end > hi {
+    if end > hi {
         return Err(bad(format!(
             "[{offset}, {end}) is not inside the donor's [{lo}, {hi})"
         )));

@@ -6,19 +6,19 @@
 use memplan::pipeline::PipelineOptions;
 use memplan::zoo::determinism::{plan_idle_and_loaded, without_timing};
 use memplan::{Graph, PlanStatus};
-use std::path::Path;
 use std::time::Instant;
+
+#[path = "support/shared.rs"]
+mod shared;
 
 /// Spinning threads of the loaded run: both cores of the CI machine.
 const BUSY_THREADS: usize = 2;
 
 #[test]
 fn every_zoo_graph_plans_identically_at_idle_and_under_load() {
-    let zoo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/zoo");
-    if !zoo.is_dir() {
-        eprintln!("note: {} absent, determinism test skipped", zoo.display());
+    let Some(zoo) = shared::shared_path("zoo") else {
         return;
-    }
+    };
     let mut paths: Vec<_> = std::fs::read_dir(&zoo)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -8,20 +8,14 @@ use memplan::graph::Graph;
 use memplan::passes::fuse::Fuse;
 use memplan::passes::Pass;
 use memplan::{plan, validate, OrderMode, PlanOptions, Strategy};
-use std::path::PathBuf;
 
-fn zoo_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../shared/zoo/{name}.json"))
-}
+#[path = "support/shared.rs"]
+mod shared;
 
+/// The zoo graph, or `None` when ../shared is missing (see `shared::skip`).
 fn zoo(name: &str) -> Option<Graph> {
-    match std::fs::read_to_string(zoo_path(name)) {
-        Ok(t) => Some(Graph::parse(&t).unwrap()),
-        Err(_) => {
-            eprintln!("skipping {name}: {} not found", zoo_path(name).display());
-            None
-        }
-    }
+    let p = shared::zoo_path(name)?;
+    Some(Graph::parse(&std::fs::read_to_string(p).unwrap()).unwrap())
 }
 
 fn heuristic() -> PlanOptions {

@@ -1,6 +1,10 @@
 //! GPU executor tests (feature `cuda`). Without a usable NVIDIA GPU and CUDA libraries each
-//! test prints why it is skipped and returns; it never passes silently on a GPU machine.
+//! test notes why it is skipped (on stderr, past the harness's capture) and returns; it never
+//! passes silently on a GPU machine. A GPU stays optional even under MEMPLAN_REQUIRE_SHARED.
 #![cfg(feature = "cuda")]
+
+#[path = "support/shared.rs"]
+mod shared;
 
 use memplan::executor::rewrite::{rewrite, RewriteOptions};
 use memplan::executor::{cuda, execute, Device, ExecOptions, KernelMode};
@@ -11,7 +15,7 @@ fn gpu_or_skip(test: &str) -> bool {
     match cuda::probe() {
         Ok(()) => true,
         Err(e) => {
-            println!("SKIPPED {test}: no GPU ({e})");
+            shared::optional(&format!("{test}: no GPU ({e})"));
             false
         }
     }

@@ -3,14 +3,15 @@
 //! checker, reproduce the reference run on the CPU executor, keep their tier regions apart and
 //! every offset on its tier's alignment. Zoo graphs carry no workspaces, so each is also
 //! planned with im2col workspaces on its k×k convolutions (k > 1) to fill the temporaries
-//! region. Skips zoo graphs (with a message) when ../shared is not present.
+//! region. Without ../shared the zoo graphs and the Python checks are skipped (see
+//! tests/support/shared.rs).
 //!
 //! Runtime: about a minute on two shared cores (the executor runs dominate).
 
 #[path = "support/check_plan.rs"]
 mod check_plan;
 
-use check_plan::python_check;
+use check_plan::{python_check, shared};
 use memplan::executor::{execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::plan::{Instruction, Plan};
@@ -18,22 +19,16 @@ use memplan::tiers::{plan_tiered, TierAlignment};
 use memplan::{validate, OrderMode, PlanOptions, Strategy};
 use std::path::{Path, PathBuf};
 
-fn shared() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
-}
-
 fn sample_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/resnet_block.train.json")
 }
 
-fn load(path: &Path) -> Option<Graph> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => Some(Graph::parse(&t).unwrap()),
-        Err(_) => {
-            eprintln!("skipping {}: not found", path.display());
-            None
-        }
-    }
+fn load(path: &Path) -> Graph {
+    Graph::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn zoo(name: &str) -> Option<Graph> {
+    shared::zoo_path(name).map(|p| load(&p))
 }
 
 fn opts() -> PlanOptions {
@@ -128,7 +123,7 @@ fn assert_runs_equal(g: &Graph, p: &Plan, kernels: KernelMode, tag: &str) {
 
 #[test]
 fn tiered_plans_of_the_sample_are_valid_aligned_and_reproduce_the_reference() {
-    let g = load(&sample_path()).unwrap();
+    let g = load(&sample_path());
     assert!(g.ops.iter().any(|o| o.workspace > 0));
     let untiered = memplan::plan(&g, &opts()).unwrap();
     for a in [64, 256, 512] {
@@ -145,7 +140,7 @@ fn tiered_plans_of_the_sample_are_valid_aligned_and_reproduce_the_reference() {
 #[test]
 fn tiered_plans_of_zoo_inference_graphs_are_valid_aligned_and_reproduce_the_reference() {
     for name in ["resnet50.1.inference", "vgg16.1.inference"] {
-        let Some(g) = load(&shared().join(format!("zoo/{name}.json"))) else {
+        let Some(g) = zoo(name) else {
             continue;
         };
         let gw = with_im2col(&g);

@@ -262,7 +262,7 @@ fn inplace_without_the_graphs_permission_is_refused() {
 }
 
 #[test]
-fn reading_a_donor_after_it_gave_its_bytes_away_is_reported() {
+fn a_donor_that_outlives_its_inplace_op_is_reported() {
     let text = json!({
         "format": "memplan-graph/1",
         "alignment": 64,
@@ -295,6 +295,140 @@ fn reading_a_donor_after_it_gave_its_bytes_away_is_reported() {
     .unwrap();
     assert_eq!(
         validate(&g, &p, None).unwrap_err().to_string(),
-        "instruction 6: op \"r\" reads \"a\", which does not hold valid data"
+        "instruction 6: tensor \"b\" cannot take the bytes of \"a\" in place: the donor is \
+         still reserved when op \"r\" runs; a donor must die at the in-place op \"q\" (freed \
+         before the next exec)"
     );
+}
+
+/// x → p → a → q (in place) → b → r → y, with `a` twice as large as `b` when `wide`.
+fn inplace_chain(wide: bool) -> Graph {
+    let a = if wide { 128 } else { 64 };
+    Graph::parse(
+        &json!({
+            "format": "memplan-graph/1",
+            "name": "chain",
+            "alignment": 64,
+            "tensors": [
+                {"name": "x", "size": 64, "kind": "input"},
+                {"name": "a", "size": a, "kind": "activation"},
+                {"name": "b", "size": 64, "kind": "activation"},
+                {"name": "y", "size": 64, "kind": "output"}
+            ],
+            "ops": [
+                {"name": "p", "inputs": ["x"], "outputs": ["a"]},
+                {"name": "q", "inputs": ["a"], "outputs": ["b"], "inplace": [[0, 0]]},
+                {"name": "r", "inputs": ["b"], "outputs": ["y"]}
+            ]
+        })
+        .to_string(),
+    )
+    .unwrap()
+}
+
+fn chain_plan(arena: u64, instructions: Vec<serde_json::Value>) -> Plan {
+    serde_json::from_value(json!({
+        "format": "memplan-plan/1", "graph": "chain", "arena_bytes": arena,
+        "instructions": instructions,
+        "stats": {"peak_bytes": arena}
+    }))
+    .unwrap()
+}
+
+/// The valid in-place stream of [`inplace_chain`]: `b` takes `a`'s bytes at `b_offset`, and
+/// `a` is freed right after `q`.
+fn chain_steps(b_offset: u64) -> Vec<serde_json::Value> {
+    vec![
+        json!({"op": "alloc", "tensor": "x", "offset": 0}),
+        json!({"op": "alloc", "tensor": "a", "offset": 64}),
+        json!({"op": "exec", "node": "p"}),
+        json!({"op": "free", "tensor": "x"}),
+        json!({"op": "alloc", "tensor": "b", "offset": b_offset, "inplace_of": "a"}),
+        json!({"op": "exec", "node": "q"}),
+        json!({"op": "free", "tensor": "a"}),
+        json!({"op": "alloc", "tensor": "y", "offset": 0}),
+        json!({"op": "exec", "node": "r"}),
+        json!({"op": "free", "tensor": "b"}),
+    ]
+}
+
+#[test]
+fn an_inplace_chain_whose_donor_dies_at_the_op_is_valid_and_counts_shared_bytes_once() {
+    let g = inplace_chain(false);
+    let r = validate(&g, &chain_plan(128, chain_steps(64)), None).unwrap();
+    assert_eq!(r.peak, 128);
+    assert_eq!(r.max_live, 128, "a and b share 64 bytes, counted once");
+}
+
+#[test]
+fn recomputing_a_donor_while_its_taker_holds_the_bytes_is_refused() {
+    // The issue's case: `alloc b inplace_of a; exec q; exec p` re-runs a's producer, which
+    // overwrites the bytes b now holds; the frees come after.
+    let g = inplace_chain(false);
+    let mut steps = chain_steps(64);
+    let free_x = steps.remove(3);
+    steps.insert(5, json!({"op": "exec", "node": "p"}));
+    steps.insert(7, free_x);
+    let v = validate(&g, &chain_plan(128, steps), None).unwrap_err();
+    assert_eq!(v.instruction, Some(5));
+    assert!(
+        matches!(&v.kind, ViolationKind::BadInplace { tensor, donor, reason }
+            if tensor == "b" && donor == "a" && reason.contains("still reserved when op \"p\" runs")),
+        "{v}"
+    );
+}
+
+#[test]
+fn an_inplace_taker_must_start_at_its_donors_offset() {
+    let g = inplace_chain(true);
+    let v = validate(&g, &chain_plan(192, chain_steps(128)), None).unwrap_err();
+    assert_eq!(v.instruction, Some(4));
+    assert!(
+        matches!(&v.kind, ViolationKind::BadInplace { reason, .. } if reason.contains("not the donor's offset 64")),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_freed_graph_input_allocated_again_holds_no_data() {
+    let g = inplace_chain(false);
+    let mut steps = chain_steps(64);
+    steps.insert(1, json!({"op": "free", "tensor": "x"}));
+    steps.insert(2, json!({"op": "alloc", "tensor": "x", "offset": 0}));
+    let v = validate(&g, &chain_plan(128, steps), None).unwrap_err();
+    assert_eq!(v.instruction, Some(4));
+    assert_eq!(
+        v.kind,
+        ViolationKind::InputNotValid {
+            op: "p".into(),
+            tensor: "x".into()
+        }
+    );
+}
+
+#[test]
+fn a_plan_for_another_graph_is_refused() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    p.graph = "something else".into();
+    assert_eq!(
+        kind_of(&g, &p),
+        ViolationKind::GraphName {
+            plan: "something else".into(),
+            graph: "v".into()
+        }
+    );
+}
+
+#[test]
+fn a_plan_without_stats_is_a_parse_error_naming_the_field() {
+    let g = graph(false);
+    let mut doc = serde_json::to_value(planned(&g, false)).unwrap();
+    doc.as_object_mut().unwrap().remove("stats");
+    let e = Plan::parse(&doc.to_string()).unwrap_err();
+    assert!(e.message.contains("missing field `stats`"), "{e}");
+    let mut doc = serde_json::to_value(planned(&g, false)).unwrap();
+    doc["stats"].as_object_mut().unwrap().remove("peak_bytes");
+    let e = Plan::parse(&doc.to_string()).unwrap_err();
+    assert!(e.message.contains("missing field `peak_bytes`"), "{e}");
 }

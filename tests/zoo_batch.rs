@@ -6,6 +6,9 @@ use memplan::zoo::{run_zoo, GraphResult, ZooError, ZooOptions, ZooResults};
 use memplan::PlanStatus;
 use std::path::{Path, PathBuf};
 
+#[path = "support/shared.rs"]
+mod shared;
+
 fn sample() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/resnet_block.train.json")
 }
@@ -13,17 +16,9 @@ fn sample() -> PathBuf {
 /// The sample and, when ../shared is present, two small zoo graphs.
 fn inputs() -> Vec<PathBuf> {
     let mut v = vec![sample()];
-    let zoo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/zoo");
-    for name in ["alexnet.64.train.json", "resnet18.1.inference.json"] {
-        let p = zoo.join(name);
-        if p.is_file() {
-            v.push(p);
-        } else {
-            eprintln!(
-                "note: {} absent, batch runs on the sample only",
-                p.display()
-            );
-        }
+    for name in ["alexnet.64.train", "resnet18.1.inference"] {
+        // Without it the batch runs on the sample only.
+        v.extend(shared::zoo_path(name));
     }
     v
 }
@@ -297,11 +292,9 @@ fn zero_jobs_are_refused() {
 
 #[test]
 fn the_report_of_the_whole_shared_zoo_has_every_graph_with_well_formed_charts() {
-    let zoo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/zoo");
-    if !zoo.is_dir() {
-        eprintln!("note: {} absent, test skipped", zoo.display());
+    let Some(zoo) = shared::shared_path("zoo") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let s = run_zoo(&[zoo], dir.path(), &opts(0.1), &mut |_| {}).unwrap();
     assert!(s.results.len() >= 2);

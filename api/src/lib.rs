@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod body_limit;
 pub mod config;
 pub mod error;
 pub mod metrics;
@@ -112,6 +113,9 @@ pub fn app(service: AppState) -> Router {
     let metrics = service.metrics().clone();
     router
         .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::from("/openapi.json")))
+        // 413 before the body is read, so that the client gets to read it (inside the route
+        // tag, so that the 413 counts under its route).
+        .route_layer(from_fn_with_state(service.clone(), body_limit::guard))
         .route_layer(from_fn(metrics::tag_route))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)

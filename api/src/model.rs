@@ -278,14 +278,15 @@ impl PartialSchema for BudgetValue {
                     .schema_type(Type::String)
                     .pattern(Some(r"^\s*([0-9]+|[0-9]*\.?[0-9]+\s*%)\s*$"))
                     .description(Some(
-                        "Bytes as digits, or a percentage of the unconstrained plan's peak (`60%`)",
+                        "Bytes as digits, or a percentage in (0, 100] of the unconstrained \
+                         plan's peak (`60%`)",
                     )),
             )
             .description(Some(
                 "Arena budget the plan must fit, by spilling to host memory and recomputing: \
-                 bytes, or a percentage of the unconstrained plan's peak (`\"60%\"`). A budget \
-                 below what any plan can reach is refused with 422 naming the smallest peak \
-                 reached.",
+                 bytes, or a percentage in (0, 100] of the unconstrained plan's peak \
+                 (`\"60%\"`). A budget below what any plan can reach is refused with 422 \
+                 naming the smallest peak reached.",
             ))
             .examples([json!("60%"), json!(1_073_741_824u64)])
             .into()
@@ -438,8 +439,8 @@ pub struct PlanQuery {
     pub time_limit_s: Option<f64>,
     /// Honour the graph's in-place hints (default false).
     pub inplace: Option<bool>,
-    /// Arena budget: bytes, or a percentage of the unconstrained peak (`60%`, URL-encoded
-    /// `60%25`).
+    /// Arena budget: bytes, or a percentage in (0, 100] of the unconstrained peak (`60%`,
+    /// URL-encoded `60%25`).
     #[param(example = "60%")]
     pub budget: Option<String>,
     /// With a budget: the spill strategy (default `best`).

@@ -16,7 +16,7 @@
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::model::ResolvedOptions;
-use memplan::pipeline::{PipelineError, PlanGraphError};
+use memplan::pipeline::PipelineError;
 use memplan::{Graph, GraphError, PipelineOptions, Rewrite};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -680,9 +680,10 @@ pub fn prepare_check(
 }
 
 /// The graph to replay `plan` against, given the request's graph
-/// ([`memplan::pipeline::graph_for_plan`]): `Ok(Err(reason))` when the plan's carried graph
-/// was not derived from it (an invalid plan), `Err` when the carried graph or the plan's conv
-/// algorithms cannot be read (422).
+/// ([`memplan::pipeline::graph_for_plan`]): `Ok(Err(reason))` when the plan is at fault
+/// ([`memplan::pipeline::PlanGraphError::makes_plan_invalid`]: a carried graph not derived
+/// from it, unknown or
+/// inapplicable conv algorithms), `Err` when the carried graph cannot be read (422).
 pub fn graph_for_check(
     graph: Graph,
     plan: &memplan::Plan,
@@ -693,7 +694,7 @@ pub fn graph_for_check(
             check_size(&g, config)?;
             Ok(Ok(g))
         }
-        Err(e @ PlanGraphError::NotDerived { .. }) => Ok(Err(e.to_string())),
+        Err(e) if e.makes_plan_invalid() => Ok(Err(e.to_string())),
         Err(e) => Err(ApiError::plan(e.to_string())),
     }
 }

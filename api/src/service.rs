@@ -11,7 +11,8 @@
 //!   [`memplan::PipelineOptions`] and the solve's [`CancelToken`] in its
 //!   [`memplan::Control`]. A watchdog raises that token once the time limit (plus a grace) has
 //!   passed; the pipeline then returns its best plan at its next check (its status then says
-//!   `time_limit`, not `cancelled`: only a user's cancel is a cancel).
+//!   `time_limit`, not `cancelled`: only a user's cancel is a cancel), and a budget run it
+//!   stopped before any plan fitted is answered with the time limit's words, as the CLI's.
 //! - **Jobs** are written to SQLite (queued) before the 202 is sent. A runner task per job
 //!   waits for a slot, marks the job running (an attempt), re-reads its request from the
 //!   database, solves with a progress sink that updates a watch channel (read by
@@ -260,6 +261,23 @@ fn time_limit_of(options: &ResolvedOptions, config: &Config) -> Duration {
     Duration::try_from_secs_f64(options.pipeline.time_limit_s).unwrap_or(config.default_time_limit)
 }
 
+/// A synchronous plan as JSON. While its answer is still wanted only the watchdog raises
+/// `control.cancel` (the client gone, nobody reads the answer): a run it stopped is answered as
+/// the time limit that stopped it, with the words and status the CLI uses.
+fn sync_plan(
+    graph: &Graph,
+    options: &memplan::PipelineOptions,
+    control: &Control,
+) -> Result<String, ApiError> {
+    let mut plan = pipeline::run(graph, options, control)
+        .map_err(|e| request::pipeline_error(e.cancel_as_time_limit(options.time_limit_s)))?
+        .plan;
+    if plan.stats.status == Some(PlanStatus::Cancelled) {
+        plan.stats.status = Some(PlanStatus::TimeLimit);
+    }
+    serde_json::to_string(&plan).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
 /// The server-sent event for a job state.
 fn event(view: &JobView, seq: u64) -> Event {
     let name = if view.status.is_terminal() {
@@ -479,15 +497,7 @@ impl Service {
         };
         let result = self
             .solve("plan", permit, ticket, limit, cancel, move || {
-                let mut plan = pipeline::run(&graph, &options, &control)
-                    .map_err(request::pipeline_error)?
-                    .plan;
-                // While the answer is still wanted only the watchdog raises this token: the
-                // time limit stopped the run.
-                if plan.stats.status == Some(PlanStatus::Cancelled) {
-                    plan.stats.status = Some(PlanStatus::TimeLimit);
-                }
-                serde_json::to_string(&plan).map_err(|e| ApiError::Internal(e.to_string()))
+                sync_plan(&graph, &options, &control)
             })
             .await?;
         guard.0 = None;
@@ -644,6 +654,7 @@ impl Service {
         let cancel = live.cancel.clone();
         let work = {
             let cancel = cancel.clone();
+            let live = live.clone();
             move || -> Result<memplan::Plan, ApiError> {
                 let options = options.map_err(|e| {
                     ApiError::Internal(format!("the stored job cannot be read: {e}"))
@@ -657,7 +668,17 @@ impl Service {
                 };
                 pipeline::run(&graph, &options.pipeline, &control)
                     .map(|r| r.plan)
-                    .map_err(request::pipeline_error)
+                    .map_err(|e| {
+                        // A user's cancel marks the job cancelled before it raises the token;
+                        // else the watchdog raised it: the time limit stopped the run.
+                        let by_user = live.state.borrow().status == JobStatus::Cancelled;
+                        let e = if by_user {
+                            e
+                        } else {
+                            e.cancel_as_time_limit(options.pipeline.time_limit_s)
+                        };
+                        request::pipeline_error(e)
+                    })
             }
         };
         let outcome = self
@@ -1197,4 +1218,47 @@ fn parse_place(
             exact: !heuristic,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Graph {
+        Graph::parse(include_str!("../../samples/resnet_block.train.json")).unwrap()
+    }
+
+    #[test]
+    fn a_budgeted_plan_the_watchdog_stopped_is_answered_as_the_time_limit_as_the_cli_does() {
+        // The watchdog raised the token before the pipeline's own cap (a stage overran it).
+        let token = CancelToken::new();
+        token.cancel();
+        let control = Control {
+            cancel: Some(token),
+            progress: None,
+        };
+        let options = memplan::PipelineOptions {
+            budget: Some(memplan::budget::BudgetSpec::Bytes(1)),
+            time_limit_s: 0.1,
+            ..memplan::PipelineOptions::default()
+        };
+        let e = sync_plan(&sample(), &options, &control).unwrap_err();
+        let p = e.problem();
+        assert_eq!(p.status, 422);
+        assert!(
+            p.detail.starts_with(
+                "the time limit of 0.1 s bound (raise time_limit_s): planning under the budget of 1 bytes"
+            ),
+            "{}",
+            p.detail
+        );
+        // Without a budget the best plan so far is answered, its status the time limit.
+        let free = memplan::PipelineOptions {
+            time_limit_s: 0.1,
+            ..memplan::PipelineOptions::default()
+        };
+        let text = sync_plan(&sample(), &free, &control).unwrap();
+        let plan = memplan::Plan::parse(&text).unwrap();
+        assert_eq!(plan.stats.status, Some(PlanStatus::TimeLimit));
+    }
 }

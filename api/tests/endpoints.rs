@@ -123,6 +123,7 @@ async fn a_budget_gives_a_valid_plan_under_it_and_an_unreachable_one_is_refused(
     assert!(plan.arena_bytes <= budget);
     let graph = memplan::Graph::parse(&sample_text()).unwrap();
     memplan::validate(&graph, &plan, Some(budget)).unwrap();
+    check_plan_py(&sample(), &r.json(), Some(budget));
     assert!(plan.stats.budget.is_some());
     let r = api
         .post_json("/v1/plan", &plan_request(sample(), json!({"budget": 1000})))

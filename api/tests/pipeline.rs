@@ -162,6 +162,12 @@ async fn query_parameters_and_wrapped_options_share_one_cache_key() {
     assert_eq!(r.header("x-memplan-cache"), Some("miss"));
     let plan = r.json();
     assert!(plan["stats"]["budget"].is_object(), "a budgeted plan");
+    // Against the rewritten graph it carries, within its budget.
+    check_plan_py(
+        &plan["rewritten_graph"],
+        &plan,
+        plan["stats"]["budget"]["budget_bytes"].as_u64(),
+    );
     // The same options as query parameters, written otherwise: the stored plan answers.
     let q = "/plan?time_limit_s=2.0&budget=80%25&effort=2&spill_strategy=sweep&rewrite=fuse&rewrite=conv-algos&strategy=heuristic";
     let again = api.post_text(q, sample().to_string()).await;
@@ -307,7 +313,11 @@ async fn every_option_reaches_the_pipeline_from_the_query_string() {
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    assert!(r.json()["stats"]["budget"].is_object());
+    let plan = r.json();
+    assert!(plan["stats"]["budget"].is_object());
+    let budget = plan["stats"]["budget"]["budget_bytes"].as_u64();
+    assert!(budget.is_some(), "{}", plan["stats"]);
+    check_plan_py(&sample(), &plan, budget);
 }
 
 #[tokio::test]
@@ -331,7 +341,7 @@ async fn a_running_budgeted_job_stops_within_a_second_of_delete() {
         .post_json(
             "/v1/jobs",
             &plan_request(
-                graph,
+                graph.clone(),
                 // The unconstrained plan by the heuristics (well under a second), then the
                 // budget program with 20 times the default work (about 50 s on 2 cores).
                 json!({"budget": "50%", "spill_strategy": "ilp", "strategy": "heuristic",
@@ -384,6 +394,10 @@ async fn a_running_budgeted_job_stops_within_a_second_of_delete() {
     );
     if let Some(plan) = plan {
         assert_eq!(plan["stats"]["status"], "cancelled");
+        // The best fitting plan so far: within the budget.
+        let budget = plan["stats"]["budget"]["budget_bytes"].as_u64();
+        assert!(budget.is_some(), "{}", plan["stats"]);
+        check_plan_py(&graph, &plan, budget);
     }
     let v = api.get(&format!("/v1/jobs/{id}")).await.json();
     assert_eq!(v["status"], "cancelled");

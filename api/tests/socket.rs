@@ -1,5 +1,6 @@
 //! The service on a real socket (port 0): 200 concurrent requests are all answered, correctly,
-//! with and without overload; shutdown is graceful.
+//! with and without overload (where exactly the free places are served and every other request
+//! gets a 503); shutdown is graceful.
 
 mod common;
 
@@ -8,9 +9,10 @@ use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
-use memplan_api::{serve, Config, Service};
+use memplan_api::{app, serve, Config, Service};
 use serde_json::json;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
@@ -18,17 +20,28 @@ struct Server {
     addr: SocketAddr,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// The same service through its router (no socket), to submit and cancel jobs.
+    api: Api,
 }
 
 async fn server(config: Config) -> Server {
     let service = Service::start(config).await.unwrap();
+    let api = Api {
+        service: service.clone(),
+        app: app(service.clone()),
+    };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(serve(service, listener, async {
         let _ = rx.await;
     }));
-    Server { addr, stop, task }
+    Server {
+        addr,
+        stop,
+        task,
+        api,
+    }
 }
 
 /// One request on its own connection: (status, Retry-After, body).
@@ -87,11 +100,30 @@ async fn two_hundred_concurrent_plans_are_all_answered_correctly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_overload_every_request_is_answered_either_with_a_plan_or_503_and_retry_after() {
+async fn with_the_worker_busy_the_queue_places_are_served_and_every_other_request_gets_503() {
+    const QUEUE: usize = 8;
     let mut c = config(None);
     c.workers = 1;
-    c.queue = 8;
+    c.queue = QUEUE;
     let s = server(c).await;
+    // A job that keeps the only worker busy until it is cancelled.
+    let r = s
+        .api
+        .post_json(
+            "/v1/jobs",
+            &plan_request(
+                busy_graph(),
+                json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 202, "{}", r.text);
+    let job = r.json()["id"].as_str().unwrap().to_string();
+    s.api
+        .wait_job(&job, Duration::from_secs(60), |st| st == "running")
+        .await;
+    // 200 requests at once: the queue's places admit QUEUE of them, which wait for the worker;
+    // every other one is refused at once.
     let tasks: Vec<_> = (0..200)
         .map(|i| {
             let body = plan_request(
@@ -101,6 +133,17 @@ async fn under_overload_every_request_is_answered_either_with_a_plan_or_503_and_
             tokio::spawn(post(s.addr, "/v1/plan", body.to_string()))
         })
         .collect();
+    let refused = 200 - QUEUE;
+    let until = Instant::now() + Duration::from_secs(60);
+    while tasks.iter().filter(|t| t.is_finished()).count() < refused {
+        assert!(Instant::now() < until, "the refusals did not come");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The admitted requests still wait: the worker is busy.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(tasks.iter().filter(|t| t.is_finished()).count(), refused);
+    let r = s.api.delete(&format!("/v1/jobs/{job}")).await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
     let (mut ok, mut busy) = (0, 0);
     for (i, t) in tasks.into_iter().enumerate() {
         match t.await.unwrap() {
@@ -116,11 +159,10 @@ async fn under_overload_every_request_is_answered_either_with_a_plan_or_503_and_
             (status, _, body) => panic!("request {i}: {status} {body}"),
         }
     }
-    eprintln!("{ok} plans, {busy} refused with 503");
-    assert_eq!(ok + busy, 200);
-    assert!(
-        ok >= 9,
-        "at least the worker and the queue's places are served: {ok}"
+    assert_eq!(
+        (ok, busy),
+        (QUEUE, refused),
+        "the queue's places are served, every other request is refused"
     );
     s.stop.send(()).unwrap();
     s.task.await.unwrap().unwrap();

@@ -1,7 +1,7 @@
 //! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
 //! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
-//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency]`
+//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations]`
 //! (SHARED_DIR defaults to `../shared`). Every graph is planned through the one planning
 //! pipeline ([`memplan::pipeline::run`]) with [`PipelineOptions`]: the defaults (effort in
 //! deterministic work units, [`memplan::pipeline::DEFAULT_TIME_LIMIT_S`] as a wall-clock cap),
@@ -45,6 +45,9 @@
 //! - **latency** (`--only latency`): the heuristic strategy on densenet121.16.train with
 //!   `--order auto` and `--order given` (median of 10 runs, ms), then the default pipeline's
 //!   time per zoo graph (see `determinism.rs`).
+//! - **mutations** (`--only mutations [--mutants N]`; not part of the default run): N (default
+//!   10,000) seeded mutations of valid plans through the validator, check_plan.py and the
+//!   executor: accepted, accepted-and-corrupt, disagreements (see `mutations.rs`).
 //!
 //! Every zoo plan is replayed by the validator and every placement re-checked; a failure
 //! aborts the run.
@@ -52,6 +55,7 @@
 mod conv_algos;
 mod determinism;
 mod fusion;
+mod mutations;
 
 use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
@@ -86,6 +90,7 @@ fn main() -> Result<()> {
     let mut effort: Option<u64> = None;
     let mut only: Option<String> = None;
     let mut extra_graphs: Option<PathBuf> = None;
+    let mut mutants = mutations::DEFAULT_MUTANTS;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -101,9 +106,12 @@ fn main() -> Result<()> {
                 ))
             }
             "--only" => only = Some(args.next().context("--only needs a table's name")?),
+            "--mutants" => {
+                mutants = args.next().context("--mutants needs a number")?.parse()?;
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency] [--graphs DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations] [--graphs DIR] [--mutants N]"
                 );
                 return Ok(());
             }
@@ -128,6 +136,9 @@ fn main() -> Result<()> {
     }
     if only.as_deref() == Some("determinism") {
         return determinism::determinism(&shared.join("zoo"), &base);
+    }
+    if only.as_deref() == Some("mutations") {
+        return mutations::run(&shared, mutants);
     }
     if only.as_deref() == Some("latency") {
         return determinism::latency(&shared.join("zoo"), &base);

@@ -327,13 +327,6 @@ fn conv_algo_names() -> PossibleValuesParser {
     PossibleValuesParser::new(memplan::conv_algo::ConvAlgoMode::ALL.map(|m| m.name()))
 }
 
-/// The graph to replay a plan against, given the graph the user planned: the plan's carried
-/// rewritten graph (proven derived from it) or the graph itself.
-fn graph_of_plan(g: Graph, p: &Plan) -> Result<Graph> {
-    let name = g.name.clone();
-    memplan::pipeline::graph_for_plan(g, p).map_err(|e| bad(format!("{name}: {e}")))
-}
-
 fn spill_strategy_names() -> PossibleValuesParser {
     PossibleValuesParser::new(budget::strategy_names())
 }
@@ -520,7 +513,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Plan::parse(&read(&plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
             let g = match memplan::pipeline::graph_for_plan(g, &p) {
                 Ok(g) => g,
-                Err(e @ memplan::pipeline::PlanGraphError::NotDerived { .. }) => {
+                Err(e) if e.makes_plan_invalid() => {
                     eprintln!("invalid: {e}");
                     return Ok(ExitCode::from(1));
                 }
@@ -731,8 +724,11 @@ fn zoo(
         for item in list.split(',') {
             let t = item.trim().trim_end_matches('%');
             match t.parse::<f64>() {
-                Ok(p) if p.is_finite() && p > 0.0 && p <= 100.0 => percents.push(p),
-                _ => {
+                // The one percentage rule and message (`--budget`, HTTP, zoo).
+                Ok(p) => percents.push(
+                    budget::check_percent(p).map_err(|e| bad(format!("--budgets {list}: {e}")))?,
+                ),
+                Err(_) => {
                     return Err(bad(format!(
                         "--budgets {list}: {item:?} is not a percentage in (0, 100] \
                          (e.g. --budgets 80,60,40)"
@@ -929,7 +925,14 @@ fn run_plan(
     use memplan::executor::{self, ExecError};
     let given = load_graph(graph)?;
     let p = Plan::parse(&read(plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
-    let g = graph_of_plan(given.clone(), &p)?;
+    let g = match memplan::pipeline::graph_for_plan(given.clone(), &p) {
+        Ok(g) => g,
+        Err(e) if e.makes_plan_invalid() => {
+            eprintln!("invalid: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(bad(format!("{}: {e}", plan.display()))),
+    };
     // A plan that carries its rewritten graph is run on that graph, and the graph given is
     // the original it must compute the outputs of (bitwise unless conv algorithms were
     // chosen, which round differently: then 1e-3 relative unless a tolerance is given).

@@ -3,20 +3,16 @@
 //! graph's outputs; by default (and with --no-fuse) the input graph is planned as it is.
 
 use memplan::graph::Graph;
-use std::path::PathBuf;
 use std::process::Command;
 
-fn zoo_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../shared/zoo/{name}.json"))
-}
+mod common;
+use common::{check_plan_py, shared};
 
 #[test]
 fn the_cli_plans_the_fused_graph_and_the_checker_accepts_it() {
-    let g = zoo_path("resnet18.1.inference");
-    if !g.exists() {
-        eprintln!("skipping: {} not found", g.display());
+    let Some(g) = shared::zoo_path("resnet18.1.inference") else {
         return;
-    }
+    };
     let dir = std::env::temp_dir().join(format!("memplan-fusion-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (f, p) = (dir.join("fused.json"), dir.join("plan.json"));
@@ -41,24 +37,7 @@ fn the_cli_plans_the_fused_graph_and_the_checker_accepts_it() {
     );
     let fused = Graph::parse(&std::fs::read_to_string(&f).unwrap()).unwrap();
     assert!(fused.ops.iter().any(|o| o.fused.is_some()));
-    let checker =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/check_plan.py");
-    if checker.exists() {
-        let out = Command::new("python3")
-            .arg(&checker)
-            .arg(&f)
-            .arg(&p)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "check_plan.py: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    } else {
-        eprintln!("check_plan.py not found: skipping the independent check");
-    }
+    check_plan_py(&f, &p, None);
     let out = Command::new(bin)
         .arg("run")
         .arg(&f)

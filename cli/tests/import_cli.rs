@@ -8,15 +8,10 @@ mod onnx_writer;
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 fn memplan() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memplan"))
-}
-
-fn checker() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/tools/check_plan.py")
-        .display()
-        .to_string()
 }
 
 #[test]
@@ -55,17 +50,7 @@ fn an_imported_onnx_model_plans_checks_and_runs() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    if Path::new(&checker()).is_file() {
-        let out = Command::new("python3")
-            .arg(checker())
-            .arg(&fused)
-            .arg(&plan)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{stdout}");
-        assert!(stdout.contains("\"valid\": true"), "{stdout}");
-    }
+    common::check_plan_py(&fused, &plan, None);
     let out = memplan()
         .arg("run")
         .arg(&fused)

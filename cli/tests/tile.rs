@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod common;
+
 fn memplan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memplan"))
         .args(args)
@@ -19,14 +21,9 @@ fn tmp(name: &str) -> PathBuf {
 
 #[test]
 fn plan_with_tile_auto_writes_a_graph_that_runs_to_the_original_outputs() {
-    let zoo = format!(
-        "{}/../../shared/zoo/resnet18.1.inference.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    if !std::path::Path::new(&zoo).exists() {
-        eprintln!("skipping: {zoo} not found");
+    let Some(zoo) = common::zoo("resnet18.1.inference") else {
         return;
-    }
+    };
     let (g, p) = (tmp("r18.tiled.json"), tmp("r18.tiled.plan.json"));
     let r = memplan(&[
         "plan",

@@ -40,5 +40,11 @@ pub mod place;
 pub mod placement;
 pub mod problem;
 
+/// Where unit tests find `../shared` (benchmark traces) and how they skip without it: the
+/// workspace's tests/support/shared.rs (a note, or a failure under `MEMPLAN_REQUIRE_SHARED=1`).
+#[cfg(test)]
+#[path = "../../tests/support/shared.rs"]
+pub(crate) mod test_shared;
+
 pub use budget::{Budget, CancelToken, Deadline, ProgressFn, SolveStats, SolveStatus};
 pub use problem::{align_up, Buffer, Lifetime, Placement, PlacementError, PlacementProblem};

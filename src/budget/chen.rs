@@ -121,3 +121,40 @@ fn make_inputs_resident(ctx: &Ctx, sched: &mut Sched, t: TensorId, b: usize) -> 
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::budget::tests::{training_chain, unbudgeted_peak};
+    use crate::budget::{plan_with_budget, BudgetOptions};
+
+    #[test]
+    fn sqrt_n_checkpointing_fits_26_of_the_64_layer_training_chain_s_mib_by_recomputing() {
+        const MIB: u64 = 1 << 20;
+        let g = training_chain(64, MIB);
+        let order: Vec<usize> = (0..g.ops.len()).collect();
+        // Every activation is alive at the loss: over 64 MiB. √n checkpointing (129 steps,
+        // segments of 12) keeps at most 11 checkpoints plus one recomputed segment (12), the
+        // input and two gradients: at most 26 MiB (it needs 17).
+        assert!(unbudgeted_peak(&g) >= 64 * MIB);
+        let budget = 26 * MIB;
+        let p = plan_with_budget(
+            &g,
+            &order,
+            &BudgetOptions {
+                budget,
+                strategy: "chen".into(),
+                ..BudgetOptions::default()
+            },
+        )
+        .unwrap();
+        let st = p.stats.budget.clone().unwrap();
+        assert_eq!(st.strategy, "chen");
+        assert!(st.recomputed_ops > 0, "{st:?}");
+        assert_eq!(
+            st.spills, 0,
+            "checkpointing recomputes, it does not spill: {st:?}"
+        );
+        assert!(p.arena_bytes <= budget);
+        crate::validate::validate(&g, &p, Some(budget)).unwrap();
+    }
+}

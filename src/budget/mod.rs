@@ -42,7 +42,7 @@ use memplan_solver::place;
 use memplan_solver::{Budget, Buffer, Lifetime, PlacementError, PlacementProblem};
 use schedule::{Ctx, End, Params, Sched, Start};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -153,17 +153,23 @@ pub struct BudgetStat {
     /// Number of re-executed ops.
     pub recomputed_ops: usize,
     /// Flops of the re-executed ops.
+    #[serde(serialize_with = "crate::plan::finite")]
     pub recompute_flops: f64,
     /// Modelled time of the re-executed ops (µs).
+    #[serde(serialize_with = "crate::plan::finite")]
     pub recompute_us: f64,
     /// Modelled step time without any spill or recompute: the ops' times summed, convs at
     /// their starting algorithm (µs; conv downgrades count as overhead).
+    #[serde(serialize_with = "crate::plan::finite")]
     pub base_step_us: f64,
     /// Modelled step time of this plan (µs).
+    #[serde(serialize_with = "crate::plan::finite")]
     pub step_us: f64,
     /// `step_us - base_step_us` (µs).
+    #[serde(serialize_with = "crate::plan::finite")]
     pub overhead_us: f64,
     /// Overhead as a percentage of `base_step_us`.
+    #[serde(serialize_with = "crate::plan::finite")]
     pub overhead_pct: f64,
     /// A lower bound on any plan's peak ([`min_bytes`]): no plan fits a smaller budget.
     pub min_bytes: u64,
@@ -176,6 +182,7 @@ pub struct BudgetStat {
     pub algo_downgrades: usize,
     /// Modelled time those downgrades add (µs; part of `overhead_us`).
     #[serde(default)]
+    #[serde(serialize_with = "crate::plan::finite")]
     pub algo_downgrade_us: f64,
     /// The chosen strategy's solver report (the integer program: status, bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,6 +200,7 @@ pub struct TriedStat {
     /// Lowest peak it reached (bytes).
     pub peak_bytes: u64,
     /// Its modelled overhead (% of the base step time).
+    #[serde(serialize_with = "crate::plan::finite")]
     pub overhead_pct: f64,
     /// Whether it fitted the budget.
     pub fits: bool,
@@ -233,11 +241,20 @@ pub enum BudgetError {
     /// A placement problem was malformed (internal).
     #[error("placement: {0}")]
     Placement(#[from] PlacementError),
-    /// A `--budget` argument that is neither bytes nor a percentage.
+    /// A `--budget` argument (or HTTP `budget`) that is neither bytes nor a percentage in
+    /// (0, 100].
     #[error(
-        "budget {0:?} is not BYTES (a positive integer) or PCT% (a positive percentage, e.g. 60%)"
+        "budget {0:?} is not BYTES (a positive integer) or PCT% (a percentage in (0, 100], \
+         e.g. 60%)"
     )]
     Parse(String),
+    /// A percentage (a number, as the zoo batch's `--budgets` gives them) that is not finite,
+    /// not more than 0 or over 100.
+    #[error(
+        "budget {0} is not a percentage in (0, 100]: a percentage must be finite, more than 0 \
+         and at most 100 (e.g. 60%)"
+    )]
+    Percent(String),
     /// The unconstrained planning failed.
     #[error(transparent)]
     Plan(#[from] crate::planner::PlanError),
@@ -274,17 +291,34 @@ pub enum BudgetSpec {
     Percent(f64),
 }
 
+/// Checks a budget percentage: finite, more than 0 and at most 100 (more than 100 % of the
+/// unconstrained peak is no budget, and a huge one would saturate the bytes).
+pub fn check_percent(p: f64) -> Result<f64, BudgetError> {
+    if p.is_finite() && p > 0.0 && p <= 100.0 {
+        Ok(p)
+    } else {
+        Err(BudgetError::Percent(format!("{}%", percent_text(p))))
+    }
+}
+
+/// `p` for a message: plain, or in exponent form when plain would be unreadably long.
+fn percent_text(p: f64) -> String {
+    if p.is_finite() && p != 0.0 && !(1e-6..1e16).contains(&p.abs()) {
+        format!("{p:e}")
+    } else {
+        format!("{p}")
+    }
+}
+
 impl BudgetSpec {
-    /// Parses `BYTES` or `PCT%` (zero, negative, non-finite and unparsable values are
-    /// refused).
+    /// Parses `BYTES` or `PCT%`: zero and unparsable values are refused, and so are
+    /// percentages outside (0, 100] ([`check_percent`]; a huge one would saturate the bytes).
     pub fn parse(text: &str) -> Result<Self, BudgetError> {
         let t = text.trim();
         let bad = || BudgetError::Parse(text.to_string());
         if let Some(p) = t.strip_suffix('%') {
             let v: f64 = p.trim().parse().map_err(|_| bad())?;
-            if !(v.is_finite() && v > 0.0) {
-                return Err(bad());
-            }
+            check_percent(v).map_err(|_| bad())?;
             return Ok(BudgetSpec::Percent(v));
         }
         let v: u64 = t.parse().map_err(|_| bad())?;
@@ -660,13 +694,16 @@ pub fn plan_with_budget(
     }
     let mut execs = vec![0usize; graph.ops.len()];
     let op_ids = graph.op_indices();
+    let tensor_ids = graph.tensor_ids();
     for ins in &plan.instructions {
         match ins {
             Instruction::SpillOut { tensor, .. } => {
                 stat.spills += 1;
-                stat.spilled_out_bytes += size_of(graph, tensor);
+                stat.spilled_out_bytes += size_of(graph, &tensor_ids, tensor);
             }
-            Instruction::SpillIn { tensor, .. } => stat.spilled_in_bytes += size_of(graph, tensor),
+            Instruction::SpillIn { tensor, .. } => {
+                stat.spilled_in_bytes += size_of(graph, &tensor_ids, tensor)
+            }
             Instruction::Exec { node, .. } => {
                 if let Some(&k) = op_ids.get(node.as_str()) {
                     execs[k] += 1;
@@ -680,16 +717,29 @@ pub fn plan_with_budget(
             _ => {}
         }
     }
+    // Modelled times stay finite (the graph's figures and the profile's rates are bounded so
+    // that they do; this keeps the stats readable whatever the model gives).
+    for x in [
+        &mut stat.recompute_flops,
+        &mut stat.recompute_us,
+        &mut stat.base_step_us,
+        &mut stat.step_us,
+        &mut stat.overhead_us,
+        &mut stat.overhead_pct,
+        &mut stat.algo_downgrade_us,
+    ] {
+        *x = crate::plan::finite_f64(*x);
+    }
     plan.stats.method = format!("budget:{name}");
     plan.stats.budget = Some(stat);
     plan.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(plan)
 }
 
-fn size_of(graph: &Graph, name: &str) -> u64 {
-    graph
-        .tensor_by_name(name)
-        .map_or(0, |t| graph.tensor(t).size)
+/// The size of the tensor called `name` (0 when there is none), by the name index `ids`
+/// ([`Graph::tensor_ids`]: a lookup per instruction must not scan the tensors).
+fn size_of(graph: &Graph, ids: &HashMap<&str, TensorId>, name: &str) -> u64 {
+    ids.get(name).map_or(0, |&t| graph.tensor(t).size)
 }
 
 /// What a buffer of the device placement problem is.
@@ -944,6 +994,9 @@ impl Timing {
 /// Simulates the plan's compute stream and its two copy streams (see the module doc).
 pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
     let op_ids = graph.op_indices();
+    // By name through an index: a scan of the tensors per instruction made this quadratic
+    // (seconds on a 20,000-op chain, after the time cap had stopped the search).
+    let tensor_ids = graph.tensor_ids();
     let nt = graph.tensors.len();
     let mut range: Vec<Option<(u64, u64)>> = vec![None; nt];
     let mut ready = vec![0f64; nt];
@@ -967,7 +1020,7 @@ pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
     for ins in &plan.instructions {
         match ins {
             Instruction::Alloc { tensor, offset, .. } => {
-                if let Some(t) = graph.tensor_by_name(tensor) {
+                if let Some(&t) = tensor_ids.get(tensor.as_str()) {
                     let hi = offset + graph.tensor(t).size;
                     let w = wait(&mut released, *offset, hi);
                     gate = gate.max(w);
@@ -976,14 +1029,14 @@ pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
                 }
             }
             Instruction::Free { tensor } => {
-                if let Some(t) = graph.tensor_by_name(tensor) {
+                if let Some(&t) = tensor_ids.get(tensor.as_str()) {
                     if let Some((lo, hi)) = range[t.index()].take() {
                         released.push((lo, hi, touched[t.index()]));
                     }
                 }
             }
             Instruction::SpillOut { tensor, .. } => {
-                if let Some(t) = graph.tensor_by_name(tensor) {
+                if let Some(&t) = tensor_ids.get(tensor.as_str()) {
                     let i = t.index();
                     let start = d2h.max(ready[i]);
                     d2h = start + ctx.profile.d2h_us(graph.tensor(t).size);
@@ -994,7 +1047,7 @@ pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
                 }
             }
             Instruction::SpillIn { tensor, offset, .. } => {
-                if let Some(t) = graph.tensor_by_name(tensor) {
+                if let Some(&t) = tensor_ids.get(tensor.as_str()) {
                     let i = t.index();
                     let hi = offset + graph.tensor(t).size;
                     let start = h2d.max(on_host[i]).max(wait(&mut released, *offset, hi));
@@ -1049,3 +1102,6 @@ pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod limits_tests;

@@ -171,3 +171,45 @@ fn a_raised_token_stops_the_sweep_with_the_schedule_so_far() {
         Sched::keep_all(&ctx).live(&ctx)
     );
 }
+
+/// A training chain of `n` layers with `size`-byte tensors: forward `f1..fn`
+/// (`a_i = f_i(a_{i-1})`, `a0` the input), a loss, then backward `bn..b1`
+/// (`g_{i-1} = b_i(g_i, a_{i-1})`, `g0` the output). In the listed order every activation is
+/// alive at the loss, so without spills or recomputes the peak is over `n · size`.
+pub(crate) fn training_chain(n: usize, size: u64) -> Graph {
+    let mut tensors = vec![serde_json::json!({"name": "a0", "size": size, "kind": "input"})];
+    let mut ops = Vec::new();
+    for i in 1..=n {
+        tensors
+            .push(serde_json::json!({"name": format!("a{i}"), "size": size, "kind": "activation"}));
+        ops.push(serde_json::json!({"name": format!("f{i}"), "type": "relu",
+            "inputs": [format!("a{}", i - 1)], "outputs": [format!("a{i}")], "time_us": 1000}));
+    }
+    for i in 0..=n {
+        let kind = if i == 0 { "output" } else { "activation" };
+        tensors.push(serde_json::json!({"name": format!("g{i}"), "size": size, "kind": kind}));
+    }
+    ops.push(
+        serde_json::json!({"name": "loss", "type": "relu", "inputs": [format!("a{n}")],
+        "outputs": [format!("g{n}")], "time_us": 1000}),
+    );
+    for i in (1..=n).rev() {
+        ops.push(serde_json::json!({"name": format!("b{i}"), "type": "add",
+            "inputs": [format!("g{i}"), format!("a{}", i - 1)],
+            "outputs": [format!("g{}", i - 1)], "time_us": 1000}));
+    }
+    let g = serde_json::json!({"format": "memplan-graph/1", "name": format!("chain{n}"),
+        "alignment": 256, "tensors": tensors, "ops": ops});
+    Graph::parse(&g.to_string()).unwrap()
+}
+
+/// The peak of `g` planned in its listed order without a budget.
+pub(crate) fn unbudgeted_peak(g: &Graph) -> u64 {
+    let opts = crate::PlanOptions {
+        order: crate::OrderMode::Given,
+        strategy: crate::Strategy::Heuristic,
+        time_limit: None,
+        ..crate::PlanOptions::default()
+    };
+    crate::plan(g, &opts).unwrap().stats.peak_bytes
+}

@@ -111,11 +111,7 @@ impl ZooOptions {
             return Err(ZooError::Options("--jobs must be at least 1".into()));
         }
         for &p in &self.budgets {
-            if !(p.is_finite() && p > 0.0 && p <= 100.0) {
-                return Err(ZooError::Options(format!(
-                    "budget {p}% is not a percentage in (0, 100]"
-                )));
-            }
+            crate::budget::check_percent(p).map_err(|e| ZooError::Options(e.to_string()))?;
         }
         let mut ways = vec![self.listed(), self.heuristic(), self.full()];
         if let Some(&p) = self.budgets.first() {

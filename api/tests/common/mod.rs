@@ -1,6 +1,11 @@
 //! Shared helpers of the service's black-box tests: a service over a fresh database, one-shot
-//! requests, the sample graph and a graph that keeps the exact search busy.
+//! requests, the sample graph and a graph that keeps the exact search busy; `../shared` and
+//! python3 (the workspace's tests/support/shared.rs: skip with a note, or fail under
+//! `MEMPLAN_REQUIRE_SHARED=1`) and the independent checker.
 #![allow(dead_code)]
+
+#[path = "../../../tests/support/shared.rs"]
+pub mod shared;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
@@ -207,17 +212,41 @@ pub fn assert_valid_plan(graph: &Value, plan: &str) {
     memplan::validate(&g, &p, None).unwrap_or_else(|v| panic!("invalid plan: {v}"));
 }
 
-/// A graph of the shared zoo (`../shared/zoo/NAME`), or `None` (with a note) when the shared
-/// folder is not there.
+/// A graph of the shared zoo (`../shared/zoo/NAME`), or `None` when the shared folder is not
+/// there (see [`shared::skip`]).
+#[track_caller]
 pub fn zoo(name: &str) -> Option<Value> {
-    let path = repo().join("../shared/zoo").join(name);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Some(serde_json::from_str(&text).unwrap()),
-        Err(e) => {
-            eprintln!("skipped: {} not readable ({e})", path.display());
-            None
-        }
+    let path = shared::shared_path(&format!("zoo/{name}"))?;
+    Some(serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap())
+}
+
+/// Runs `../shared/tools/check_plan.py` on a graph and a plan document (with
+/// `--budget BYTES` when `budget` is given) and asserts that the plan is valid (within the
+/// budget) and that the checker's peak is the plan's `stats.peak_bytes`. Without the checker
+/// or python3: see [`shared::skip`].
+#[track_caller]
+pub fn check_plan_py(graph: &Value, plan: &Value, budget: Option<u64>) {
+    let Some(script) = shared::check_plan_py() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (gp, pp) = (dir.path().join("graph.json"), dir.path().join("plan.json"));
+    std::fs::write(&gp, graph.to_string()).unwrap();
+    std::fs::write(&pp, plan.to_string()).unwrap();
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(script).arg(&gp).arg(&pp);
+    if let Some(b) = budget {
+        cmd.args(["--budget", &b.to_string()]);
     }
+    let r = cmd.output().expect("python3 runs");
+    let v: Value = serde_json::from_slice(&r.stdout)
+        .unwrap_or_else(|_| panic!("check_plan.py: {}", String::from_utf8_lossy(&r.stderr)));
+    assert_eq!(
+        v["valid"], true,
+        "{} (budget {budget:?}): {}",
+        graph["name"], v["error"]
+    );
+    assert_eq!(v["peak"], plan["stats"]["peak_bytes"], "{}", graph["name"]);
 }
 
 impl Api {

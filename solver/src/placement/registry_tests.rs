@@ -1,12 +1,11 @@
 //! Tests over the whole registry: every member gives a valid placement on random problems,
 //! reports overflow instead of wrapping, and the portfolio meets its targets on the shared
-//! benchmark traces when they are present.
+//! benchmark traces (../shared; see tests/support/shared.rs when they are missing).
 
 use super::{by_name, registry, run_portfolio};
 use crate::budget::Budget;
 use crate::problem::{Buffer, Lifetime, PlacementError, PlacementProblem};
 use proptest::prelude::*;
-use std::path::PathBuf;
 
 fn problem_strategy() -> impl Strategy<Value = PlacementProblem> {
     let buffer = (0u64..40, 1u64..12, 1u64..2000, 0u32..10, any::<bool>()).prop_map(
@@ -93,13 +92,14 @@ fn every_member_places_an_empty_problem() {
     }
 }
 
-/// A shared benchmark file (`../../shared/bench/...` from the crate), if present.
+/// A shared benchmark file (`../shared/bench/RELATIVE` next to the workspace), if present
+/// (see `test_shared::skip`); a file that is there but does not parse fails the test.
+#[track_caller]
 fn shared(relative: &str) -> Option<PlacementProblem> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/bench")
-        .join(relative);
-    let text = std::fs::read_to_string(path).ok()?;
-    crate::csv::parse(&text, 1).ok().map(|csv| csv.problem)
+    let path = crate::test_shared::shared_path(&format!("bench/{relative}"))?;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let csv = crate::csv::parse(&text, 1).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Some(csv.problem)
 }
 
 #[test]
