@@ -53,86 +53,20 @@
 //! so the upgrades never interact: the greedy is optimal for that placement and the peak
 //! stays the min-memory plan's. One plan plus O(instructions · live tensors) work.
 
+pub use crate::cost::{algo_us, chosen_us, CHUNK_US, DIRECT_EFFICIENCY, GEMM_EFFICIENCY};
+pub use crate::ops::{
+    algo_of, applies, choice_of, chunk_units, modelled_conv, option_name, parse_option_name,
+    winograd_parts, workspace_bytes, workspace_elems, workspace_elems_chunked, ConvAlgo, ALGO_ATTR,
+    CHUNKS,
+};
+
 use crate::cost::DeviceProfile;
-use crate::executor::kernels::{conv_shape, Conv2d};
 use crate::graph::{Graph, Op, TensorKind};
+use crate::ops::{conv_workspace, is_conv_type, is_conv_type_name, ELEM};
 use crate::plan::{Instruction, Plan};
 use crate::planner::{PlanError, PlanOptions};
 use std::collections::BTreeMap;
 use thiserror::Error;
-
-/// The op attribute that names a conv's chosen algorithm.
-pub const ALGO_ATTR: &str = "algo";
-/// Share of the fp32/16-bit peak a blocked GEMM reaches (im2col, Winograd's products).
-pub const GEMM_EFFICIENCY: f64 = 0.75;
-/// Share of the peak a workspace-free direct convolution reaches (assumption, module doc).
-pub const DIRECT_EFFICIENCY: f64 = 0.40;
-/// Bytes per element (the model covers f32 convs).
-const ELEM: u64 = 4;
-/// Modelled cost of each extra chunk of a chunked im2col / Winograd run (µs): launching the
-/// chunk's two or three kernels from a captured CUDA graph (well under 1 µs each; assumption,
-/// rounded up). Chunking moves no extra bytes: each chunk's part is written and read once.
-pub const CHUNK_US: f64 = 1.0;
-/// Chunk counts tried for im2col and Winograd (each at most the columns / tiles).
-pub const CHUNKS: [u32; 6] = [1, 2, 4, 8, 16, 32];
-
-/// A convolution implementation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ConvAlgo {
-    /// Nested loops, no workspace.
-    Direct,
-    /// im2col column matrix + GEMM.
-    Im2col,
-    /// Winograd F(2×2, 3×3).
-    WinogradF2,
-    /// Winograd F(4×4, 3×3).
-    WinogradF4,
-}
-
-impl ConvAlgo {
-    /// Every algorithm.
-    pub const ALL: [ConvAlgo; 4] = [
-        ConvAlgo::Direct,
-        ConvAlgo::Im2col,
-        ConvAlgo::WinogradF2,
-        ConvAlgo::WinogradF4,
-    ];
-
-    /// Stable name (the `algo` attribute and plan field).
-    pub fn name(self) -> &'static str {
-        match self {
-            ConvAlgo::Direct => "direct",
-            ConvAlgo::Im2col => "im2col",
-            ConvAlgo::WinogradF2 => "winograd_f2",
-            ConvAlgo::WinogradF4 => "winograd_f4",
-        }
-    }
-
-    /// The algorithm of a name.
-    pub fn from_name(name: &str) -> Option<ConvAlgo> {
-        ConvAlgo::ALL.into_iter().find(|a| a.name() == name)
-    }
-
-    /// Output tile size m of a Winograd algorithm.
-    pub fn winograd_m(self) -> Option<usize> {
-        match self {
-            ConvAlgo::WinogradF2 => Some(2),
-            ConvAlgo::WinogradF4 => Some(4),
-            _ => None,
-        }
-    }
-
-    /// Multiplies saved per output by Winograd F(m×m, 3×3): m²·9 / α².
-    pub fn multiply_reduction(self) -> f64 {
-        match self.winograd_m() {
-            Some(m) => {
-                let alpha = (m + 2) as f64;
-                (m * m * 9) as f64 / (alpha * alpha)
-            }
-            None => 1.0,
-        }
-    }
-}
 
 /// How convs pick their algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -220,253 +154,6 @@ impl AlgoOption {
     pub fn name(&self) -> String {
         option_name(self.algo, self.chunks)
     }
-}
-
-/// An algorithm and chunk count as a name (`winograd_f4`, `im2col/4`).
-pub fn option_name(algo: ConvAlgo, chunks: u32) -> String {
-    if chunks > 1 {
-        format!("{}/{chunks}", algo.name())
-    } else {
-        algo.name().to_string()
-    }
-}
-
-/// Parses `NAME` or `NAME/CHUNKS` (chunks ≥ 1; direct is never chunked).
-pub fn parse_option_name(name: &str) -> Option<(ConvAlgo, u32)> {
-    let (base, chunks) = match name.split_once('/') {
-        Some((b, c)) => (b, c.parse::<u32>().ok().filter(|&c| c >= 1)?),
-        None => (name, 1),
-    };
-    let algo = ConvAlgo::from_name(base)?;
-    (algo != ConvAlgo::Direct || chunks == 1).then_some((algo, chunks))
-}
-
-/// The conv member of a fused op ([`crate::fused`]): its first member, when that is a conv.
-/// A fused conv → batch_norm → activation runs its conv with the member's algorithm inside
-/// the fused op's workspace, so the choice is the member's and is modelled on the fused op
-/// (its flops and operands are the conv's plus the cheap element-wise tail).
-fn fused_conv(op: &Op) -> Option<&crate::fused::Member> {
-    let m = op.fused.as_ref()?.members.first()?;
-    is_conv_type_name(&m.op_type).then_some(m)
-}
-
-/// The attributes that carry an op's algorithm: its own, or its fused conv member's.
-fn algo_attrs(op: &Op) -> Option<&serde_json::Value> {
-    match fused_conv(op) {
-        Some(m) => m.attrs.as_ref(),
-        None => op.attrs.as_ref(),
-    }
-}
-
-/// The workspace an op's conv needs as the graph gives it (a fused op: its conv member's).
-fn conv_workspace(op: &Op) -> u64 {
-    fused_conv(op).map_or(op.workspace, |m| m.workspace)
-}
-
-/// The algorithm and chunk count named by an op's `algo` attribute (a fused op: its conv
-/// member's).
-pub fn choice_of(op: &Op) -> Option<(ConvAlgo, u32)> {
-    algo_attrs(op)?
-        .get(ALGO_ATTR)?
-        .as_str()
-        .and_then(parse_option_name)
-}
-
-/// The algorithm named by an op's `algo` attribute.
-pub fn algo_of(op: &Op) -> Option<ConvAlgo> {
-    choice_of(op).map(|(a, _)| a)
-}
-
-fn is_conv_type_name(op_type: &str) -> bool {
-    let ty = op_type.trim_start_matches("aten.").trim_end_matches('_');
-    matches!(ty, "conv2d" | "convolution" | "conv")
-}
-
-/// A conv, or a fused op whose first member is a conv.
-fn is_conv_type(op: &Op) -> bool {
-    is_conv_type_name(&op.op_type) || fused_conv(op).is_some()
-}
-
-/// The conv parameters of an op the model covers: a conv2d with f32 shapes (or a fused op
-/// led by one) whose workspace is not given by the graph (or was chosen by this model: it has
-/// an `algo` attribute).
-pub fn modelled_conv(graph: &Graph, op: &Op) -> Option<Conv2d> {
-    if !is_conv_type(op) || (conv_workspace(op) > 0 && algo_of(op).is_none()) {
-        return None;
-    }
-    if fused_conv(op).is_some() {
-        let mg = crate::fused::MemberGraph::of(graph, op)?;
-        return conv_shape(&mg.graph, mg.graph.ops.first()?);
-    }
-    conv_shape(graph, op)
-}
-
-fn is_pointwise(c: &Conv2d) -> bool {
-    c.kh == 1 && c.kw == 1 && c.stride == (1, 1) && c.pad == (0, 0)
-}
-
-/// Whether `algo` can run `c`.
-pub fn applies(c: &Conv2d, algo: ConvAlgo) -> bool {
-    match algo {
-        ConvAlgo::Direct | ConvAlgo::Im2col => true,
-        ConvAlgo::WinogradF2 | ConvAlgo::WinogradF4 => {
-            c.kh == 3 && c.kw == 3 && c.stride == (1, 1) && c.dilation == (1, 1) && c.groups == 1
-        }
-    }
-}
-
-/// Workspace elements of `algo` on `c` (module doc), `None` when it does not apply.
-pub fn workspace_elems(c: &Conv2d, algo: ConvAlgo) -> Option<u64> {
-    if !applies(c, algo) {
-        return None;
-    }
-    let u = |x: usize| x as u64;
-    Some(match algo {
-        ConvAlgo::Direct => 0,
-        ConvAlgo::Im2col if is_pointwise(c) => 0,
-        ConvAlgo::Im2col => u(c.c / c.groups) * u(c.kh) * u(c.kw) * u(c.n) * u(c.oh) * u(c.ow),
-        ConvAlgo::WinogradF2 | ConvAlgo::WinogradF4 => {
-            let (input, filter, output) = winograd_parts(c, algo.winograd_m().unwrap_or(2));
-            input + filter + output
-        }
-    })
-}
-
-/// Winograd F(m×m, 3×3) buffers in elements: transformed input `α²·C·P`, filter `α²·C·K`,
-/// output `α²·K·P`.
-pub fn winograd_parts(c: &Conv2d, m: usize) -> (u64, u64, u64) {
-    let alpha2 = ((m + 2) * (m + 2)) as u64;
-    let p = (c.n * c.oh.div_ceil(m) * c.ow.div_ceil(m)) as u64;
-    let (cc, k) = (c.c as u64, c.o as u64);
-    (alpha2 * cc * p, alpha2 * cc * k, alpha2 * k * p)
-}
-
-/// Workspace bytes of `algo` on `c`.
-pub fn workspace_bytes(c: &Conv2d, algo: ConvAlgo) -> Option<u64> {
-    workspace_elems(c, algo).map(|e| e * ELEM)
-}
-
-/// Columns (im2col: `N·Ho·Wo`) or tiles (Winograd: `P`) that chunking splits; 0 for direct
-/// and pointwise im2col (nothing to chunk).
-pub fn chunk_units(c: &Conv2d, algo: ConvAlgo) -> u64 {
-    match algo {
-        ConvAlgo::Direct => 0,
-        ConvAlgo::Im2col if is_pointwise(c) => 0,
-        ConvAlgo::Im2col => (c.n * c.oh * c.ow) as u64,
-        ConvAlgo::WinogradF2 | ConvAlgo::WinogradF4 => {
-            let m = algo.winograd_m().unwrap_or(2);
-            (c.n * c.oh.div_ceil(m) * c.ow.div_ceil(m)) as u64
-        }
-    }
-}
-
-/// Workspace elements of `algo` on `c` run in `chunks` chunks: im2col
-/// `cg·Kh·Kw × ⌈N·Ho·Wo / chunks⌉`; Winograd the whole transformed filter `α²·C·K` plus
-/// `α²·(C + K)·⌈P / chunks⌉` for one chunk of transformed input and output tiles.
-pub fn workspace_elems_chunked(c: &Conv2d, algo: ConvAlgo, chunks: u32) -> Option<u64> {
-    let units = chunk_units(c, algo);
-    if chunks <= 1 || units == 0 {
-        return workspace_elems(c, algo).filter(|_| chunks >= 1);
-    }
-    if u64::from(chunks) > units || !applies(c, algo) {
-        return None;
-    }
-    let per = units.div_ceil(u64::from(chunks));
-    Some(match algo.winograd_m() {
-        None => (c.c / c.groups * c.kh * c.kw) as u64 * per,
-        Some(m) => {
-            let alpha2 = ((m + 2) * (m + 2)) as u64;
-            let (cc, k) = (c.c as u64, c.o as u64);
-            alpha2 * cc * k + alpha2 * (cc + k) * per
-        }
-    })
-}
-
-/// The op's flops: the graph's, else `2·N·K·Ho·Wo·cg·Kh·Kw`.
-fn flops(op: &Op, c: &Conv2d) -> f64 {
-    op.flops.unwrap_or_else(|| {
-        2.0 * (c.n * c.o * c.oh * c.ow) as f64 * (c.c / c.groups * c.kh * c.kw) as f64
-    })
-}
-
-/// Modelled time of `algo` on the conv `op` from the roofline figures alone (module doc).
-fn model_us(
-    profile: &DeviceProfile,
-    graph: &Graph,
-    op: &Op,
-    c: &Conv2d,
-    algo: ConvAlgo,
-    chunks: u32,
-) -> f64 {
-    let wide = op.outputs.iter().all(|&t| {
-        matches!(
-            graph.tensor(t).dtype.as_deref(),
-            None | Some("f32") | Some("f64") | Some("float32") | Some("float64")
-        )
-    });
-    let peak = if wide {
-        profile.fp32_flops_per_s
-    } else {
-        profile.half_flops_per_s
-    };
-    let io: u64 = op
-        .inputs
-        .iter()
-        .chain(&op.outputs)
-        .map(|&t| graph.tensor(t).size)
-        .sum();
-    let io_s = io as f64 / profile.memory_bytes_per_s;
-    let f = flops(op, c);
-    // Chunks move the same bytes in total: the unchunked workspace's.
-    let ws = workspace_bytes(c, algo).unwrap_or(0) as f64;
-    let traffic = 2.0 * ws / profile.memory_bytes_per_s;
-    let chunking = f64::from(chunks.max(1) - 1) * CHUNK_US * 1e-6;
-    let s = match algo {
-        ConvAlgo::Direct => (f / (DIRECT_EFFICIENCY * peak)).max(io_s),
-        ConvAlgo::Im2col | ConvAlgo::WinogradF2 | ConvAlgo::WinogradF4 => {
-            (f / (algo.multiply_reduction() * GEMM_EFFICIENCY * peak)).max(io_s)
-                + traffic
-                + chunking
-        }
-    };
-    s * 1e6
-}
-
-/// Modelled time (µs) of `algo` on the conv `op`; with a measured `time_us`, that time is the
-/// fastest algorithm's and the others are scaled by the model's ratio.
-pub fn algo_us(
-    profile: &DeviceProfile,
-    graph: &Graph,
-    op: &Op,
-    c: &Conv2d,
-    algo: ConvAlgo,
-    chunks: u32,
-) -> f64 {
-    let us = model_us(profile, graph, op, c, algo, chunks);
-    match op.time_us {
-        Some(t) => {
-            let best = ConvAlgo::ALL
-                .into_iter()
-                .filter(|&a| applies(c, a))
-                .map(|a| model_us(profile, graph, op, c, a, 1))
-                .fold(f64::INFINITY, f64::min);
-            if best > 0.0 && best.is_finite() {
-                t * us / best
-            } else {
-                t
-            }
-        }
-        None => us,
-    }
-}
-
-/// The modelled time of an op whose `algo` attribute names a modelled algorithm
-/// ([`DeviceProfile::op_us`] uses it), `None` for every other op.
-pub fn chosen_us(profile: &DeviceProfile, graph: &Graph, op: &Op) -> Option<f64> {
-    let (algo, chunks) = choice_of(op)?;
-    let c = modelled_conv(graph, op)?;
-    workspace_elems_chunked(&c, algo, chunks)?;
-    Some(algo_us(profile, graph, op, &c, algo, chunks))
 }
 
 /// Every algorithm of a modelled conv that is not dominated (another with no more workspace
@@ -841,6 +528,7 @@ pub fn graph_for_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::Conv2d;
 
     fn conv_graph(x: [u64; 4], w: [u64; 4], y: [u64; 4], attrs: &str) -> Graph {
         let sz = |d: [u64; 4]| d.iter().product::<u64>() * 4;

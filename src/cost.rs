@@ -15,6 +15,9 @@
 //! fp32, 4.8 TB/s HBM3e, 55 GB/s effective PCIe Gen5 x16 per direction.
 
 use crate::graph::{Graph, Op};
+use crate::ops::{
+    applies, choice_of, modelled_conv, workspace_bytes, workspace_elems_chunked, Conv2d, ConvAlgo,
+};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -99,7 +102,7 @@ impl DeviceProfile {
     /// A conv whose `attrs.algo` names an algorithm takes that algorithm's modelled time
     /// ([`crate::conv_algo`]).
     pub fn op_us(&self, graph: &Graph, op: &Op) -> f64 {
-        if let Some(t) = crate::conv_algo::chosen_us(self, graph, op) {
+        if let Some(t) = chosen_us(self, graph, op) {
             return t;
         }
         if let Some(t) = op.time_us {
@@ -171,6 +174,104 @@ pub fn is_cheap(op_type: &str) -> bool {
         "embedding",
     ];
     !heavy.iter().any(|h| t.contains(h)) && CHEAP_OPS.iter().any(|c| t.contains(c))
+}
+
+// Conv algorithm timings (the speed model of `crate::conv_algo`'s module doc).
+
+/// Share of the fp32/16-bit peak a blocked GEMM reaches (im2col, Winograd's products).
+pub const GEMM_EFFICIENCY: f64 = 0.75;
+/// Share of the peak a workspace-free direct convolution reaches (assumption, module doc).
+pub const DIRECT_EFFICIENCY: f64 = 0.40;
+/// Modelled cost of each extra chunk of a chunked im2col / Winograd run (µs): launching the
+/// chunk's two or three kernels from a captured CUDA graph (well under 1 µs each; assumption,
+/// rounded up). Chunking moves no extra bytes: each chunk's part is written and read once.
+pub const CHUNK_US: f64 = 1.0;
+
+/// The op's flops: the graph's, else `2·N·K·Ho·Wo·cg·Kh·Kw`.
+fn flops(op: &Op, c: &Conv2d) -> f64 {
+    op.flops.unwrap_or_else(|| {
+        2.0 * (c.n * c.o * c.oh * c.ow) as f64 * (c.c / c.groups * c.kh * c.kw) as f64
+    })
+}
+
+/// Modelled time of `algo` on the conv `op` from the roofline figures alone (module doc).
+fn model_us(
+    profile: &DeviceProfile,
+    graph: &Graph,
+    op: &Op,
+    c: &Conv2d,
+    algo: ConvAlgo,
+    chunks: u32,
+) -> f64 {
+    let wide = op.outputs.iter().all(|&t| {
+        matches!(
+            graph.tensor(t).dtype.as_deref(),
+            None | Some("f32") | Some("f64") | Some("float32") | Some("float64")
+        )
+    });
+    let peak = if wide {
+        profile.fp32_flops_per_s
+    } else {
+        profile.half_flops_per_s
+    };
+    let io: u64 = op
+        .inputs
+        .iter()
+        .chain(&op.outputs)
+        .map(|&t| graph.tensor(t).size)
+        .sum();
+    let io_s = io as f64 / profile.memory_bytes_per_s;
+    let f = flops(op, c);
+    // Chunks move the same bytes in total: the unchunked workspace's.
+    let ws = workspace_bytes(c, algo).unwrap_or(0) as f64;
+    let traffic = 2.0 * ws / profile.memory_bytes_per_s;
+    let chunking = f64::from(chunks.max(1) - 1) * CHUNK_US * 1e-6;
+    let s = match algo {
+        ConvAlgo::Direct => (f / (DIRECT_EFFICIENCY * peak)).max(io_s),
+        ConvAlgo::Im2col | ConvAlgo::WinogradF2 | ConvAlgo::WinogradF4 => {
+            (f / (algo.multiply_reduction() * GEMM_EFFICIENCY * peak)).max(io_s)
+                + traffic
+                + chunking
+        }
+    };
+    s * 1e6
+}
+
+/// Modelled time (µs) of `algo` on the conv `op`; with a measured `time_us`, that time is the
+/// fastest algorithm's and the others are scaled by the model's ratio.
+pub fn algo_us(
+    profile: &DeviceProfile,
+    graph: &Graph,
+    op: &Op,
+    c: &Conv2d,
+    algo: ConvAlgo,
+    chunks: u32,
+) -> f64 {
+    let us = model_us(profile, graph, op, c, algo, chunks);
+    match op.time_us {
+        Some(t) => {
+            let best = ConvAlgo::ALL
+                .into_iter()
+                .filter(|&a| applies(c, a))
+                .map(|a| model_us(profile, graph, op, c, a, 1))
+                .fold(f64::INFINITY, f64::min);
+            if best > 0.0 && best.is_finite() {
+                t * us / best
+            } else {
+                t
+            }
+        }
+        None => us,
+    }
+}
+
+/// The modelled time of an op whose `algo` attribute names a modelled algorithm
+/// ([`DeviceProfile::op_us`] uses it), `None` for every other op.
+pub fn chosen_us(profile: &DeviceProfile, graph: &Graph, op: &Op) -> Option<f64> {
+    let (algo, chunks) = choice_of(op)?;
+    let c = modelled_conv(graph, op)?;
+    workspace_elems_chunked(&c, algo, chunks)?;
+    Some(algo_us(profile, graph, op, &c, algo, chunks))
 }
 
 #[cfg(test)]

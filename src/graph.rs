@@ -3,6 +3,8 @@
 //! 1,000,000-op chain parses and validates without deep recursion) and all byte arithmetic is
 //! checked.
 
+pub mod fused;
+
 use memplan_solver::order::{Node, OrderError, OrderProblem, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

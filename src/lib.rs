@@ -5,15 +5,23 @@
 //! replays a plan independently of any solver; [`budget`] fits a memory budget with spills
 //! and recomputes, timed by the [`cost`] model; [`tiers`] splits memory into persistent,
 //! activation and temporary regions.
+//!
+//! Layers, each using only those above it (`tests/layering.rs` fails on a module cycle):
+//! the format ([`graph`] with [`graph::fused`], [`plan`](mod@plan) with its stats) and op
+//! semantics ([`ops`]); the [`cost`] model; [`validate`](mod@validate), [`analysis`],
+//! [`trace`] and the [`executor`]; the [`planner`]; the conv-algorithm choice
+//! ([`conv_algo`]), [`budget`] and [`tiers`]; the rewrites ([`passes`]); the [`pipeline`];
+//! front ends ([`zoo`], [`import`]).
 #![deny(missing_docs)]
 
+pub mod analysis;
 pub mod budget;
 pub mod conv_algo;
 pub mod cost;
 pub mod executor;
-pub mod fused;
 pub mod graph;
 pub mod import;
+pub mod ops;
 pub mod passes;
 pub mod pipeline;
 pub mod plan;
@@ -29,6 +37,8 @@ pub mod zoo;
 #[path = "../tests/support/shared.rs"]
 mod test_shared;
 
+/// Fused ops, part of the graph format: [`graph::fused`] under its old path.
+pub use graph::fused;
 pub use graph::{Graph, GraphError, OpId, TensorId, TensorKind};
 pub use memplan_solver::CancelToken;
 pub use pipeline::{Control, PipelineOptions, PipelineResult, Rewrite};

@@ -6,6 +6,10 @@
 //! Graph inputs are allocated before the first exec. `mem_id` is the buffer index of the
 //! placement problem: tensors sharing bytes in place share a `mem_id`.
 
+mod stats;
+
+pub use stats::{BudgetStat, TierStat, TriedStat};
+
 use crate::graph::{Graph, OrderMapping, TensorKind};
 use memplan_solver::order::{BufferOwner, OrderLifetimes};
 use memplan_solver::Placement;
@@ -222,7 +226,7 @@ pub struct PlanStats {
     pub inplace: bool,
     /// Budget figures, for plans made under a memory budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::budget::BudgetStat>,
+    pub budget: Option<BudgetStat>,
     /// Planning time in milliseconds.
     #[serde(default)]
     #[serde(serialize_with = "finite")]
@@ -234,7 +238,7 @@ pub struct PlanStats {
     pub fragmentation_at_peak: Option<f64>,
     /// The tier regions of a tiered plan (`memplan plan --tiers`); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tiers: Vec<crate::tiers::TierStat>,
+    pub tiers: Vec<TierStat>,
 }
 
 /// The one status of a plan, the same in plan stats, the CLI summary, the HTTP service, job
@@ -376,7 +380,7 @@ impl Plan {
 
 /// The conv algorithm an op's `attrs.algo` names, for the exec's `algo` field.
 pub fn algo_attr(op: &crate::graph::Op) -> Option<String> {
-    crate::conv_algo::choice_of(op).map(|(a, c)| crate::conv_algo::option_name(a, c))
+    crate::ops::algo_attr(op)
 }
 
 /// Emits the instruction stream for `order` (op indices) with buffers `lt` placed at

@@ -527,7 +527,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             .collect();
     }
     plan.stats.inplace = opts.inplace;
-    plan.stats.fragmentation_at_peak = crate::tiers::fragmentation_at_peak(graph, &plan);
+    plan.stats.fragmentation_at_peak = crate::analysis::fragmentation_at_peak(graph, &plan);
     plan.stats.elapsed_ms = ms(started.elapsed());
     if cfg!(debug_assertions) {
         crate::validate::validate(graph, &plan, None)?;

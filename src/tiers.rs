@@ -24,14 +24,17 @@
 //! the untiered placement left no gap big enough anyway).
 //!
 //! Cost: one planner call plus a replay of the plan, O(I + S·L log L) for the statistics
-//! (`zoo::profile`).
+//! (`analysis::profile`).
 
+/// The arena's fragmentation at its peak, now in [`crate::analysis`] (kept under its old path).
+pub use crate::analysis::fragmentation_at_peak;
+use crate::analysis::profile::{free_space, profile, FreeSpace};
 use crate::graph::{Graph, TensorKind};
+/// A tier's figures in a plan's stats, defined with the plan format.
+pub use crate::plan::TierStat;
 use crate::plan::{Instruction, Plan};
 use crate::planner::{PlanError, PlanOptions};
-use crate::zoo::profile::{free_space, profile, FreeSpace};
 use memplan_solver::align_up;
-use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use thiserror::Error;
 
@@ -183,37 +186,6 @@ impl FromStr for TierAlignment {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         TierAlignment::parse(s)
     }
-}
-
-/// One tier's region in a plan's stats (`stats.tiers`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TierStat {
-    /// `persistent`, `activations` or `temporaries`.
-    pub tier: String,
-    /// `weights` (the weights region) or `arena`.
-    pub region: String,
-    /// Start of the tier's range in its region (bytes).
-    pub offset: u64,
-    /// Size of the tier's range (bytes).
-    pub bytes: u64,
-    /// The tier's configured alignment (bytes; a floor under each tensor's own).
-    pub alignment: u64,
-    /// Most bytes reserved inside the range at one step.
-    pub peak_bytes: u64,
-    /// Free bytes of the range at its peak step (alignment padding included): the scale
-    /// of [`TierStat::fragmentation_at_peak`], which is a ratio.
-    pub free_bytes_at_peak: u64,
-    /// Seed 001 §4.1's fragmentation `1 − largest free block / total free` of the range at
-    /// its peak step (0 when nothing is free).
-    pub fragmentation_at_peak: f64,
-}
-
-/// Seed 001 §4.1's fragmentation of the whole arena `[0, peak)` at the step where the most
-/// bytes are reserved, for any valid plan of `graph` (`None` when the plan names something
-/// the graph lacks).
-pub fn fragmentation_at_peak(graph: &Graph, plan: &Plan) -> Option<f64> {
-    let prof = profile(graph, plan).ok()?;
-    Some(prof.fragmentation_at_peak(0, prof.peak).rate)
 }
 
 /// Free space of the weights region as `plan` lays it out (weights never move, so every step

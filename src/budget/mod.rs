@@ -37,6 +37,8 @@ pub mod sweep;
 
 use crate::cost::DeviceProfile;
 use crate::graph::{Graph, TensorId, TensorKind};
+/// The budget figures of a plan's stats, defined with the plan format.
+pub use crate::plan::{BudgetStat, TriedStat};
 use crate::plan::{Instruction, Plan};
 use memplan_solver::place;
 use memplan_solver::{Budget, Buffer, Lifetime, PlacementError, PlacementProblem};
@@ -126,87 +128,6 @@ impl Default for BudgetOptions {
             effort: None,
         }
     }
-}
-
-/// Budget figures in the plan stats.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct BudgetStat {
-    /// The budget (bytes).
-    pub budget_bytes: u64,
-    /// Peak of the plan without a budget, when known (bytes).
-    #[serde(default)]
-    pub unconstrained_peak_bytes: u64,
-    /// Strategy that produced the plan.
-    pub strategy: String,
-    /// Live-bytes target of the attempt that fitted (bytes).
-    pub target_bytes: u64,
-    /// Attempts (targets tried) of that strategy.
-    pub attempts: usize,
-    /// Device profile name.
-    pub device: String,
-    /// Bytes copied device→host.
-    pub spilled_out_bytes: u64,
-    /// Bytes copied host→device.
-    pub spilled_in_bytes: u64,
-    /// Number of spill_out instructions.
-    pub spills: usize,
-    /// Number of re-executed ops.
-    pub recomputed_ops: usize,
-    /// Flops of the re-executed ops.
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub recompute_flops: f64,
-    /// Modelled time of the re-executed ops (µs).
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub recompute_us: f64,
-    /// Modelled step time without any spill or recompute: the ops' times summed, convs at
-    /// their starting algorithm (µs; conv downgrades count as overhead).
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub base_step_us: f64,
-    /// Modelled step time of this plan (µs).
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub step_us: f64,
-    /// `step_us - base_step_us` (µs).
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub overhead_us: f64,
-    /// Overhead as a percentage of `base_step_us`.
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub overhead_pct: f64,
-    /// A lower bound on any plan's peak ([`min_bytes`]): no plan fits a smaller budget.
-    pub min_bytes: u64,
-    /// Convs per algorithm in the plan's graph (`attrs.algo`; `given`: a graph-given
-    /// workspace; `none`: outside the model), [`crate::conv_algo::algo_mix`].
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub algo_mix: BTreeMap<String, usize>,
-    /// Convs downgraded to an algorithm with less workspace to fit the budget.
-    #[serde(default)]
-    pub algo_downgrades: usize,
-    /// Modelled time those downgrades add (µs; part of `overhead_us`).
-    #[serde(default)]
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub algo_downgrade_us: f64,
-    /// The chosen strategy's solver report (the integer program: status, bound).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub solver: Option<String>,
-    /// Every strategy tried (`best`): name, peak reached, overhead %, fitted.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tried: Vec<TriedStat>,
-}
-
-/// One strategy's outcome under `best`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TriedStat {
-    /// Strategy name.
-    pub name: String,
-    /// Lowest peak it reached (bytes).
-    pub peak_bytes: u64,
-    /// Its modelled overhead (% of the base step time).
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub overhead_pct: f64,
-    /// Whether it fitted the budget.
-    pub fits: bool,
-    /// Its solver's report (the integer program: status and bound), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub solver: Option<String>,
 }
 
 /// Why no plan fits.

@@ -1,18 +1,19 @@
 //! Model-zoo batch optimisation and reports (issue 8): [`batch`] plans every graph of a zoo
 //! through [`crate::pipeline::run`] three ways (the listed order, the heuristics, the full
 //! pipeline with the batch's options), validates and saves each plan, and records the
-//! figures; [`profile`] recovers the arena over time from a plan; [`pytorch`] simulates
+//! figures; [`profile`] (re-exported from [`crate::analysis`]) recovers the arena over time from a plan; [`pytorch`] simulates
 //! PyTorch's caching allocator for a baseline; [`report`] and [`svg`] write `report.md` and
 //! a self-contained `report.html` (inline SVG, no external resource); [`determinism`] compares
 //! plans made at idle and under load (issue 13).
 
 pub mod batch;
 pub mod determinism;
-pub mod profile;
 pub mod pytorch;
 pub mod report;
 pub mod svg;
 
+/// The arena profile of a plan, now [`crate::analysis::profile`] (kept under its old path).
+pub use crate::analysis::profile;
 pub use batch::{run_zoo, GraphResult, ZooEvent, ZooOptions, ZooResults, ZooSummary};
 
 use std::path::Path;

@@ -19,7 +19,7 @@
 //! run share, so both compute in the same order.
 
 use super::Conv2d;
-use crate::conv_algo::ConvAlgo;
+use crate::ops::ConvAlgo;
 
 fn check(ok: bool, what: &str) -> Result<(), String> {
     if ok {
@@ -515,7 +515,7 @@ mod tests {
         let w: Vec<f32> = (0..c.o * c.c / c.groups * c.kh * c.kw)
             .map(|_| lcg(&mut seed))
             .collect();
-        let elems = crate::conv_algo::workspace_elems_chunked(c, algo, chunks).unwrap();
+        let elems = crate::ops::workspace_elems_chunked(c, algo, chunks).unwrap();
         let mut ws = vec![f32::NAN; elems as usize];
         let mut y = vec![f32::NAN; c.n * c.o * c.oh * c.ow];
         conv2d_algo(c, algo, &x, &w, &mut y, &mut ws).unwrap();
@@ -543,7 +543,7 @@ mod tests {
             if c.oh > 3 && c.kh > 1 {
                 assert!(max_err(&c, ConvAlgo::Im2col, 3) < 1e-5, "{c:?}");
             }
-            if crate::conv_algo::applies(&c, ConvAlgo::WinogradF2) {
+            if crate::ops::applies(&c, ConvAlgo::WinogradF2) {
                 for chunks in [1, 2, 5] {
                     assert!(max_err(&c, ConvAlgo::WinogradF2, chunks) < 1e-4, "{c:?}");
                 }

@@ -13,7 +13,9 @@ pub mod conv_cpu;
 pub mod cpu;
 pub mod fused;
 
-use crate::graph::{Graph, Op, TensorId};
+use crate::graph::{Graph, Op};
+use crate::ops::{attr, attr_pair, attr_usize, f32_dims, inputs_dims, numel};
+pub use crate::ops::{conv_shape, Conv2d};
 use serde_json::Value;
 
 /// Element-wise unary functions (f32, NaN-propagating like PyTorch).
@@ -78,57 +80,6 @@ pub struct Matmul {
     pub b_batch_stride: usize,
     /// b is stored as [n, k] (a linear layer's weight) instead of [k, n].
     pub b_trans: bool,
-}
-
-/// 2-D convolution (NCHW, weight [O, C/groups, kh, kw]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conv2d {
-    /// Input index of the bias, when given.
-    pub bias: Option<usize>,
-    /// Batch.
-    pub n: usize,
-    /// Input channels.
-    pub c: usize,
-    /// Input height.
-    pub h: usize,
-    /// Input width.
-    pub w: usize,
-    /// Output channels.
-    pub o: usize,
-    /// Kernel height.
-    pub kh: usize,
-    /// Kernel width.
-    pub kw: usize,
-    /// Output height.
-    pub oh: usize,
-    /// Output width.
-    pub ow: usize,
-    /// Strides (h, w).
-    pub stride: (usize, usize),
-    /// Padding (h, w).
-    pub pad: (usize, usize),
-    /// Dilation (h, w).
-    pub dilation: (usize, usize),
-    /// Groups.
-    pub groups: usize,
-    /// The implementation the graph chose (`attrs.algo`, [`crate::conv_algo`]); `None`:
-    /// im2col into the workspace when big enough, else into private scratch.
-    pub algo: Option<crate::conv_algo::ConvAlgo>,
-}
-
-impl Conv2d {
-    /// Rows of one group's im2col matrix (C/groups · kh · kw).
-    pub fn col_rows(&self) -> usize {
-        self.c / self.groups * self.kh * self.kw
-    }
-    /// Bytes of one im2col matrix (one image, one group).
-    pub fn col_bytes(&self) -> u64 {
-        (self.col_rows() * self.oh * self.ow * 4) as u64
-    }
-    /// Whether the input can be used as the im2col matrix directly (1×1, stride 1, no pad).
-    pub fn is_pointwise(&self) -> bool {
-        self.kh == 1 && self.kw == 1 && self.stride == (1, 1) && self.pad == (0, 0)
-    }
 }
 
 /// 2-D max or average pooling over `planes` planes of h × w.
@@ -409,63 +360,6 @@ pub fn select(graph: &Graph, op: &Op, mode: KernelMode) -> Kernel {
         .unwrap_or(Kernel::Mix)
 }
 
-/// Dimensions of an f32 tensor whose size is exactly 4 · numel (numel > 0).
-fn f32_dims(graph: &Graph, t: TensorId) -> Option<Vec<usize>> {
-    let tensor = graph.tensor(t);
-    if tensor.dtype.as_deref() != Some("f32") {
-        return None;
-    }
-    let shape = tensor.shape.as_ref()?;
-    let mut numel: u64 = 1;
-    for &d in shape {
-        numel = numel.checked_mul(d)?;
-    }
-    if numel == 0 || numel.checked_mul(4)? != tensor.size || numel > u64::from(u32::MAX) {
-        return None;
-    }
-    shape.iter().map(|&d| usize::try_from(d).ok()).collect()
-}
-
-fn numel(d: &[usize]) -> usize {
-    d.iter().product()
-}
-
-fn inputs_dims(graph: &Graph, op: &Op) -> Option<Vec<Vec<usize>>> {
-    op.inputs.iter().map(|&t| f32_dims(graph, t)).collect()
-}
-
-fn attr<'a>(op: &'a Op, key: &str) -> Option<&'a Value> {
-    op.attrs.as_ref()?.get(key)
-}
-
-/// An attribute given as an int or a list of one or two ints, as a pair.
-fn attr_pair(op: &Op, key: &str, default: usize) -> Option<(usize, usize)> {
-    let Some(v) = attr(op, key) else {
-        return Some((default, default));
-    };
-    let get = |v: &Value| v.as_u64().and_then(|x| usize::try_from(x).ok());
-    match v {
-        Value::Array(a) if a.len() == 2 => Some((get(&a[0])?, get(&a[1])?)),
-        Value::Array(a) if a.len() == 1 => {
-            let x = get(&a[0])?;
-            Some((x, x))
-        }
-        Value::Array(a) if a.is_empty() => Some((default, default)),
-        other => {
-            let x = get(other)?;
-            Some((x, x))
-        }
-    }
-}
-
-/// An optional non-negative integer attribute: `Some(None)` when absent, `None` when malformed.
-fn attr_usize(op: &Op, key: &str) -> Option<Option<usize>> {
-    match attr(op, key) {
-        None => Some(None),
-        Some(v) => v.as_u64().and_then(|x| usize::try_from(x).ok()).map(Some),
-    }
-}
-
 fn attr_f32(op: &Op, key: &str, default: f32) -> f32 {
     attr(op, key)
         .and_then(Value::as_f64)
@@ -612,77 +506,6 @@ fn select_matmul(graph: &Graph, op: &Op) -> Option<Kernel> {
 
 fn select_conv(graph: &Graph, op: &Op) -> Option<Kernel> {
     conv_shape(graph, op).map(Kernel::Conv2d)
-}
-
-/// The shape parameters of a conv2d op (f32 NCHW input, weight `[O, C/groups, kh, kw]`,
-/// optional bias, attrs stride/padding/dilation/groups; not transposed), with the algorithm
-/// named by its `algo` attribute; `None` when the op does not fit.
-pub fn conv_shape(graph: &Graph, op: &Op) -> Option<Conv2d> {
-    if attr(op, "transposed").and_then(Value::as_bool) == Some(true) {
-        return None;
-    }
-    let ins = inputs_dims(graph, op)?;
-    let out = f32_dims(graph, *op.outputs.first()?)?;
-    if !(2..=3).contains(&ins.len()) || ins[0].len() != 4 || ins[1].len() != 4 || out.len() != 4 {
-        return None;
-    }
-    let (x, wt) = (&ins[0], &ins[1]);
-    let groups = attr(op, "groups")
-        .and_then(Value::as_u64)
-        .and_then(|g| usize::try_from(g).ok())
-        .unwrap_or(1);
-    let stride = attr_pair(op, "stride", 1)?;
-    let pad = attr_pair(op, "padding", 0)?;
-    let dilation = attr_pair(op, "dilation", 1)?;
-    // `pad_bottom` (spatial tiling's strips): the bottom padding of H when it differs from
-    // the top one (`padding[0]`).
-    let pad_bottom = attr_usize(op, "pad_bottom")?.unwrap_or(pad.0);
-    let (n, c, h, w) = (x[0], x[1], x[2], x[3]);
-    let (o, cg, kh, kw) = (wt[0], wt[1], wt[2], wt[3]);
-    if groups == 0
-        || c % groups != 0
-        || o % groups != 0
-        || cg != c / groups
-        || stride.0 == 0
-        || stride.1 == 0
-        || dilation.0 == 0
-        || dilation.1 == 0
-    {
-        return None;
-    }
-    let span_h = dilation.0 * (kh - 1) + 1;
-    let span_w = dilation.1 * (kw - 1) + 1;
-    if h + pad.0 + pad_bottom < span_h || w + 2 * pad.1 < span_w {
-        return None;
-    }
-    let oh = (h + pad.0 + pad_bottom - span_h) / stride.0 + 1;
-    let ow = (w + 2 * pad.1 - span_w) / stride.1 + 1;
-    if out != [n, o, oh, ow] {
-        return None;
-    }
-    let bias = if ins.len() == 3 {
-        (numel(&ins[2]) == o).then_some(2)?;
-        Some(2)
-    } else {
-        None
-    };
-    Some(Conv2d {
-        bias,
-        n,
-        c,
-        h,
-        w,
-        o,
-        kh,
-        kw,
-        oh,
-        ow,
-        stride,
-        pad,
-        dilation,
-        groups,
-        algo: crate::conv_algo::algo_of(op),
-    })
 }
 
 fn select_batch_norm(graph: &Graph, op: &Op) -> Option<Kernel> {
