@@ -638,19 +638,6 @@ pub fn plan_with_budget(
             _ => {}
         }
     }
-    // Modelled times stay finite (the graph's figures and the profile's rates are bounded so
-    // that they do; this keeps the stats readable whatever the model gives).
-    for x in [
-        &mut stat.recompute_flops,
-        &mut stat.recompute_us,
-        &mut stat.base_step_us,
-        &mut stat.step_us,
-        &mut stat.overhead_us,
-        &mut stat.overhead_pct,
-        &mut stat.algo_downgrade_us,
-    ] {
-        *x = crate::plan::finite_f64(*x);
-    }
     plan.stats.method = format!("budget:{name}");
     plan.stats.budget = Some(stat);
     plan.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
