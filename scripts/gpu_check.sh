@@ -13,7 +13,7 @@ log "build"
 cargo build --release --features cuda > "$OUT/build.txt" 2>&1 || { log "build failed"; tail -50 "$OUT/build.txt"; exit 1; }
 BIN=${CARGO_TARGET_DIR:-target}/release/memplan
 log "gpu tests"
-cargo test --release --features cuda --test gpu -- --nocapture > "$OUT/gpu_tests.txt" 2>&1
+cargo test --release -p memplan-executor --features cuda --test gpu -- --nocapture > "$OUT/gpu_tests.txt" 2>&1
 TESTS_RC=$?
 runs=()
 for g in resnet18.1.inference mobilenet_v2.1.inference alexnet.64.train; do

@@ -9,16 +9,16 @@
 //! Layers, each using only those above it (`tests/layering.rs` fails on a module cycle):
 //! the format ([`graph`] with [`graph::fused`], [`plan`](mod@plan) with its stats) and op
 //! semantics ([`ops`]); the [`cost`] model; [`validate`](mod@validate), [`analysis`],
-//! [`trace`] and the [`executor`]; the [`planner`]; the conv-algorithm choice
+//! [`trace`]; the [`planner`]; the conv-algorithm choice
 //! ([`conv_algo`]), [`budget`] and [`tiers`]; the rewrites ([`passes`]); the [`pipeline`];
-//! front ends ([`zoo`], [`import`]).
+//! front ends ([`zoo`], [`import`]). The executor is its own crate, `memplan-executor`, on
+//! top of the format and op semantics ([`ops::kernel`] selects each op's kernel).
 #![deny(missing_docs)]
 
 pub mod analysis;
 pub mod budget;
 pub mod conv_algo;
 pub mod cost;
-pub mod executor;
 pub mod graph;
 pub mod import;
 pub mod ops;

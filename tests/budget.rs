@@ -10,11 +10,11 @@ use check_plan::{python_check_within, shared};
 use memplan::budget::{
     self, plan_under_budget, plan_with_budget, BudgetError, BudgetOptions, BudgetSpec,
 };
-use memplan::executor::{execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::plan::{Instruction, Plan};
 use memplan::zoo::determinism::{without_timing, BusyLoad};
 use memplan::{validate, OrderMode, PlanOptions, Strategy as Solvers};
+use memplan_executor::{execute, ExecOptions, KernelMode};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::cell::Cell;

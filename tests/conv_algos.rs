@@ -12,9 +12,9 @@ use check_plan::{python_check, python_check_within, shared};
 use memplan::budget::{self, schedule::Params, BudgetOptions, BudgetSpec};
 use memplan::conv_algo::{self, ConvAlgoMode};
 use memplan::cost::DeviceProfile;
-use memplan::executor::{equivalence, execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::{validate, PlanOptions, Strategy};
+use memplan_executor::{equivalence, execute, ExecOptions, KernelMode};
 use std::path::Path;
 
 fn zoo(name: &str) -> Option<Graph> {

@@ -2,8 +2,8 @@
 //! torchvision traces where torch is installed, skipped with a note otherwise), and every
 //! graph they write parses as memplan-graph/1, plans, validates and runs on the CPU executor.
 
-use memplan::executor::{execute, ExecOptions};
 use memplan::{plan, validate, Graph, PlanOptions};
+use memplan_executor::{execute, ExecOptions};
 use std::process::Command;
 
 #[path = "support/shared.rs"]

@@ -3,11 +3,11 @@
 //! outputs bit for bit (`executor::equivalence`), and its planned peak is no larger than
 //! the unfused graph's. (The CLI side is in cli/tests/fusion_cli.rs.)
 
-use memplan::executor::{equivalence, execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::passes::fuse::Fuse;
 use memplan::passes::Pass;
 use memplan::{plan, validate, OrderMode, PlanOptions, Strategy};
+use memplan_executor::{equivalence, execute, ExecOptions, KernelMode};
 
 #[path = "support/shared.rs"]
 mod shared;

@@ -7,9 +7,9 @@
 #[path = "support/onnx_writer.rs"]
 mod onnx_writer;
 
-use memplan::executor::{execute, ExecOptions};
 use memplan::import::onnx::{import_onnx, parse_input_shape, OnnxOptions};
 use memplan::{plan, validate, PlanOptions, TensorKind};
+use memplan_executor::{execute, ExecOptions};
 use onnx_writer::*;
 use std::collections::BTreeMap;
 

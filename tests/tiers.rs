@@ -12,11 +12,11 @@
 mod check_plan;
 
 use check_plan::{python_check, shared};
-use memplan::executor::{execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::plan::{Instruction, Plan};
 use memplan::tiers::{plan_tiered, TierAlignment};
 use memplan::{validate, OrderMode, PlanOptions, Strategy};
+use memplan_executor::{execute, ExecOptions, KernelMode};
 use std::path::{Path, PathBuf};
 
 fn sample_path() -> PathBuf {

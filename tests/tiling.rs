@@ -3,11 +3,11 @@
 //! runs on the CPU executor to the same outputs as the untiled graph, and lowers the peak; the
 //! resolution script scales zoo graphs and names the op it cannot scale.
 
-use memplan::executor::{self, ExecOptions};
 use memplan::graph::Graph;
 use memplan::passes::tile::{tile_graph, Tile, TileSpec};
 use memplan::passes::{run_pipeline, Pass};
 use memplan::{plan, validate, OrderMode, PlanOptions, Strategy};
+use memplan_executor::{self as executor, ExecOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -15,11 +15,11 @@ mod mutate;
 #[path = "support/shared.rs"]
 mod shared;
 
-use memplan::executor::{execute, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::pipeline::{self, Control, PipelineOptions};
 use memplan::plan::{Instruction, Plan};
 use memplan::{validate, OrderMode, Strategy, ViolationKind};
+use memplan_executor::{execute, ExecOptions, KernelMode};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 

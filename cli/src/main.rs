@@ -880,8 +880,8 @@ fn exec_options(
     device: DeviceArg,
     seed: u64,
     kernels: KernelsArg,
-) -> memplan::executor::ExecOptions {
-    use memplan::executor::{Device, ExecOptions, KernelMode};
+) -> memplan_executor::ExecOptions {
+    use memplan_executor::{Device, ExecOptions, KernelMode};
     ExecOptions {
         device: match device {
             DeviceArg::Cpu => Device::Cpu,
@@ -916,13 +916,13 @@ enum OriginalGraph<'a> {
 fn run_plan(
     graph: &str,
     plan: &Path,
-    opts: memplan::executor::ExecOptions,
+    opts: memplan_executor::ExecOptions,
     skip_validation: bool,
     original: Option<&str>,
     original_tolerance: f64,
     json: bool,
 ) -> Result<ExitCode> {
-    use memplan::executor::{self, ExecError};
+    use memplan_executor::{self as executor, ExecError};
     let given = load_graph(graph)?;
     let p = Plan::parse(&read(plan)?).map_err(|e| bad(format!("{}: {e}", plan.display())))?;
     let g = match memplan::pipeline::graph_for_plan(given.clone(), &p) {

@@ -15,14 +15,14 @@
 //! same plan under the right name is used. Mutants with an `inplace_of` are not compared.
 #![allow(dead_code)]
 
-use memplan::executor::cpu::CpuBackend;
-use memplan::executor::kernels::{self, Kernel, KernelMode};
-use memplan::executor::replay::{self, Backend};
-use memplan::executor::{compare, reference};
 use memplan::graph::{Graph, TensorId, TensorKind};
 use memplan::pipeline::{self, Control, PipelineOptions};
 use memplan::plan::{Instruction, Plan};
 use memplan::{OrderMode, Strategy};
+use memplan_executor::cpu::CpuBackend;
+use memplan_executor::kernels::{self, Kernel, KernelMode};
+use memplan_executor::replay::{self, Backend};
+use memplan_executor::{compare, reference};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -1105,7 +1105,7 @@ impl Runner {
         &self,
         g: &Graph,
         plan: &Plan,
-    ) -> Result<Option<String>, memplan::executor::ExecError> {
+    ) -> Result<Option<String>, memplan_executor::ExecError> {
         let spans = replay::weight_spans(g, plan)?;
         let mut backend = CpuBackend::new(plan.arena_bytes, plan.weights_bytes, plan.host_bytes)?;
         for (i, s) in spans.iter().enumerate() {

@@ -3,13 +3,13 @@
 //! passes silently on a GPU machine. A GPU stays optional even under MEMPLAN_REQUIRE_SHARED.
 #![cfg(feature = "cuda")]
 
-#[path = "support/shared.rs"]
+#[path = "../../tests/support/shared.rs"]
 mod shared;
 
-use memplan::executor::rewrite::{rewrite, RewriteOptions};
-use memplan::executor::{cuda, execute, Device, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::{plan, OrderMode, PlanOptions, Strategy};
+use memplan_executor::rewrite::{rewrite, RewriteOptions};
+use memplan_executor::{cuda, execute, Device, ExecOptions, KernelMode};
 
 fn gpu_or_skip(test: &str) -> bool {
     match cuda::probe() {
@@ -23,7 +23,7 @@ fn gpu_or_skip(test: &str) -> bool {
 
 fn sample() -> Graph {
     let text = std::fs::read_to_string(format!(
-        "{}/samples/resnet_block.train.json",
+        "{}/../samples/resnet_block.train.json",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();

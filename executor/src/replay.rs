@@ -15,8 +15,8 @@
 use super::data::Fill;
 use super::kernels::Kernel;
 use super::ExecError;
-use crate::graph::{Graph, OpId, TensorId, TensorKind};
-use crate::plan::{Instruction, Plan, PLAN_FORMAT};
+use memplan::graph::{Graph, OpId, TensorId, TensorKind};
+use memplan::plan::{Instruction, Plan, PLAN_FORMAT};
 use std::collections::HashMap;
 
 /// A byte range `[lo, hi)`.
@@ -89,25 +89,7 @@ pub struct Counts {
     pub host_peak: u64,
 }
 
-/// How each tensor is filled (f32 elements or raw bytes).
-pub fn fills(graph: &Graph) -> Vec<Fill> {
-    graph
-        .tensors
-        .iter()
-        .map(|t| {
-            let numel = t
-                .shape
-                .as_ref()
-                .map(|s| s.iter().try_fold(1u64, |a, &d| a.checked_mul(d)));
-            match (t.dtype.as_deref(), numel) {
-                (Some("f32"), Some(Some(n))) if n > 0 && n.checked_mul(4) == Some(t.size) => {
-                    Fill::F32
-                }
-                _ => Fill::Bytes,
-            }
-        })
-        .collect()
-}
+pub use memplan::ops::kernel::fills;
 
 /// The weights' ranges in the weights region, checked against `weights_bytes`.
 pub fn weight_spans(graph: &Graph, plan: &Plan) -> Result<Vec<Option<Span>>, ExecError> {

@@ -3,20 +3,47 @@
 //! returns a [`Kernel`] with all shape parameters resolved, or `None` when the op does not
 //! fit that real kernel. Ops without a fitting real kernel run the mixing kernel, which
 //! reads every byte of every input and writes every byte of every output
-//! ([`super::data`]). A real kernel computes its first [`Kernel::computed_outputs`]
+//! (`memplan_executor::data`). A real kernel computes its first [`Kernel::computed_outputs`]
 //! outputs; any further outputs (e.g. batch_norm's saved statistics) get the mixing fill.
 //!
 //! Selection is a pure function of the graph, so the plan run, the reference run and every
 //! device use the same kernel for an op.
 
-pub mod conv_cpu;
-pub mod cpu;
 pub mod fused;
 
 use crate::graph::{Graph, Op};
 use crate::ops::{attr, attr_pair, attr_usize, f32_dims, inputs_dims, numel};
 pub use crate::ops::{conv_shape, Conv2d};
 use serde_json::Value;
+
+/// How a tensor's bytes are interpreted by the generator and the mixing kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// f32 elements (dtype f32 and `size == 4 · numel`).
+    F32,
+    /// Raw bytes.
+    Bytes,
+}
+
+/// How each tensor is filled (f32 elements or raw bytes).
+pub fn fills(graph: &Graph) -> Vec<Fill> {
+    graph
+        .tensors
+        .iter()
+        .map(|t| {
+            let numel = t
+                .shape
+                .as_ref()
+                .map(|s| s.iter().try_fold(1u64, |a, &d| a.checked_mul(d)));
+            match (t.dtype.as_deref(), numel) {
+                (Some("f32"), Some(Some(n))) if n > 0 && n.checked_mul(4) == Some(t.size) => {
+                    Fill::F32
+                }
+                _ => Fill::Bytes,
+            }
+        })
+        .collect()
+}
 
 /// Element-wise unary functions (f32, NaN-propagating like PyTorch).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -956,23 +983,7 @@ mod tests {
                 row_bytes: 24
             }
         );
-        let x: Vec<u8> = (0..240u8).collect();
-        let mut out = [0u8; 144];
-        cpu::exec(
-            &k,
-            cpu::Operands {
-                name: "sl",
-                inputs: &[&x],
-                outputs: &mut [&mut out[..]],
-                fills: &[],
-                workspace: None,
-            },
-            &mut cpu::Scratch::default(),
-        )
-        .unwrap();
-        // Plane 0 rows 1..4 are bytes 24..96, plane 1 rows 1..4 bytes 144..216.
-        assert_eq!(&out[..72], &x[24..96]);
-        assert_eq!(&out[72..], &x[144..216]);
+        // Its execution is tested beside the CPU kernels (memplan-executor).
     }
 
     #[test]

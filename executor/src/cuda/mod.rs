@@ -30,13 +30,13 @@ use super::data::{self, Fill};
 use super::kernels::{Bcast, Binary, Kernel, KernelMode, Unary};
 use super::replay::{self, Backend, Loc, Span, Step};
 use super::{compare, reference, DeviceMemory, ExecError, ExecOptions, ExecReport};
-use crate::graph::Graph;
-use crate::plan::Plan;
 use cudarc::cublas::{result as blas, sys as blas_sys};
 use cudarc::driver::{
     result as drv, sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DeviceRepr, LaunchConfig,
     PushKernelArg,
 };
+use memplan::graph::Graph;
+use memplan::plan::Plan;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -657,7 +657,7 @@ fn funcs(ctx: &Arc<CudaContext>) -> Result<Funcs, ExecError> {
 }
 
 struct GpuRun {
-    outputs: Vec<(crate::TensorId, Vec<u8>)>,
+    outputs: Vec<(memplan::TensorId, Vec<u8>)>,
     counts: replay::Counts,
     step_ms: f64,
     taken: u64,
@@ -683,7 +683,7 @@ fn run_once(
     unsafe { drv::memcpy_htod_sync(b.weights, &region) }.map_err(dev("weights upload"))?;
     drop(region);
     let fill = replay::fills(graph);
-    let mut gen = |t: crate::TensorId| reference::generated(graph, t, seed, fill[t.index()]);
+    let mut gen = |t: memplan::TensorId| reference::generated(graph, t, seed, fill[t.index()]);
     let start = ctx
         .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         .map_err(dev("event"))?;

@@ -10,8 +10,8 @@ use super::kernels::cpu::{self as kernels, Operands, Scratch};
 use super::kernels::Kernel;
 use super::replay::fills;
 use super::ExecError;
-use crate::graph::{Graph, TensorId, TensorKind};
-use crate::plan::{Instruction, Plan};
+use memplan::graph::{Graph, TensorId, TensorKind};
+use memplan::plan::{Instruction, Plan};
 use std::time::Instant;
 
 /// Outputs and figures of a reference run.
@@ -189,7 +189,7 @@ pub fn isolated_plan(graph: &Graph) -> Plan {
         ins.push(Instruction::Exec {
             node: op.name.clone(),
             workspace_offset,
-            algo: crate::plan::algo_attr(op),
+            algo: memplan::plan::algo_attr(op),
         });
     }
     let mut plan = Plan::new(graph, ins, end, 0);

@@ -83,14 +83,7 @@ pub fn unit_f32(h: u64) -> f32 {
     ((h >> 40) as f32) * (1.0 / 8_388_608.0) - 1.0
 }
 
-/// How a tensor's bytes are interpreted by the generator and the mixing kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fill {
-    /// f32 elements (dtype f32 and `size == 4 · numel`).
-    F32,
-    /// Raw bytes.
-    Bytes,
-}
+pub use memplan::ops::kernel::Fill;
 
 /// Fills `out` as output `k` of a mixing kernel with seed `seed`.
 pub fn mix_fill(out: &mut [u8], fill: Fill, seed: u64, k: u64) {

@@ -6,8 +6,8 @@
 
 use super::fused::{Buf, FusedKernel};
 use super::{Bcast, Binary, Conv2d, Kernel, Matmul, Pool, Unary};
-use crate::executor::arena::AlignedBuf;
-use crate::executor::data::{self, Fill};
+use crate::arena::AlignedBuf;
+use crate::data::{self, Fill};
 use std::borrow::Cow;
 
 /// Growable scratch memory for kernels (im2col when the op has no big enough workspace,
@@ -1013,7 +1013,38 @@ fn exec_in_place(kernel: &Kernel, buf: &mut [u8], inputs: &[Option<&[u8]>]) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executor::kernels::{Conv2d, Kernel};
+    use crate::kernels::{Conv2d, Kernel};
+
+    #[test]
+    fn a_row_slice_copies_the_selected_rows_of_every_plane() {
+        let g = memplan::graph::Graph::parse(
+            r#"{"format": "memplan-graph/1", "tensors": [
+                {"name": "x", "size": 240, "shape": [1, 2, 5, 6], "dtype": "f32", "kind": "input"},
+                {"name": "s", "size": 144, "shape": [1, 2, 3, 6], "dtype": "f32", "kind": "output"}],
+               "ops": [{"name": "sl", "type": "slice_rows", "inputs": ["x"], "outputs": ["s"],
+                "attrs": {"dim": 2, "start": 1}}]}"#,
+        )
+        .unwrap();
+        let k = crate::kernels::select(&g, &g.ops[0], crate::kernels::KernelMode::Real);
+        assert!(matches!(k, Kernel::SliceRows { .. }), "{k:?}");
+        let x: Vec<u8> = (0..240u8).collect();
+        let mut out = [0u8; 144];
+        exec(
+            &k,
+            Operands {
+                name: "sl",
+                inputs: &[&x],
+                outputs: &mut [&mut out[..]],
+                fills: &[],
+                workspace: None,
+            },
+            &mut Scratch::default(),
+        )
+        .unwrap();
+        // Plane 0 rows 1..4 are bytes 24..96, plane 1 rows 1..4 bytes 144..216.
+        assert_eq!(&out[..72], &x[24..96]);
+        assert_eq!(&out[72..], &x[144..216]);
+    }
 
     fn bytes(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()

@@ -3,21 +3,21 @@
 //! reference outputs bit for bit; corrupted plans (overlapping live tensors, an early free,
 //! a spill_in onto a live tensor) that bypass the validator are caught.
 
-use memplan::executor::rewrite::{rewrite, RewriteOptions};
-use memplan::executor::{execute, ExecError, ExecOptions, KernelMode};
 use memplan::graph::Graph;
 use memplan::plan::{Instruction, Plan};
 use memplan::{plan, validate, OrderMode, PlanOptions, Strategy as Solvers};
+use memplan_executor::rewrite::{rewrite, RewriteOptions};
+use memplan_executor::{execute, ExecError, ExecOptions, KernelMode};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
-#[path = "support/shared.rs"]
+#[path = "../../tests/support/shared.rs"]
 mod shared;
 
 fn sample() -> Graph {
     let text = std::fs::read_to_string(format!(
-        "{}/samples/resnet_block.train.json",
+        "{}/../samples/resnet_block.train.json",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
@@ -58,7 +58,7 @@ fn opts(kernels: KernelMode) -> ExecOptions {
 }
 
 /// Runs `p` and asserts it is valid and reproduces the reference.
-fn assert_runs_equal(g: &Graph, p: &Plan, kernels: KernelMode) -> memplan::executor::ExecReport {
+fn assert_runs_equal(g: &Graph, p: &Plan, kernels: KernelMode) -> memplan_executor::ExecReport {
     validate(g, p, None).unwrap_or_else(|v| panic!("{}: invalid plan: {v}", g.name));
     let r = execute(g, p, &opts(kernels)).unwrap_or_else(|e| panic!("{}: {e}", g.name));
     assert!(
@@ -68,7 +68,7 @@ fn assert_runs_equal(g: &Graph, p: &Plan, kernels: KernelMode) -> memplan::execu
     );
     assert_eq!(r.replay_peak_bytes, p.stats.peak_bytes);
     assert!(r.arena_allocated >= p.arena_bytes && r.arena_allocated < p.arena_bytes + 256);
-    assert_eq!(r.outputs_compared, memplan::executor::output_count(g));
+    assert_eq!(r.outputs_compared, memplan_executor::output_count(g));
     r
 }
 
@@ -361,7 +361,7 @@ fn ranges_outside_the_arena_and_unknown_names_are_clear_errors() {
 
 #[test]
 fn the_reference_depends_on_the_seed_and_nothing_else() {
-    use memplan::executor::{kernels, reference};
+    use memplan_executor::{kernels, reference};
     let g = sample();
     let k = kernels::select_all(&g, KernelMode::Real);
     let a = reference::run(&g, &k, 1).unwrap().outputs;
@@ -447,13 +447,13 @@ proptest! {
 #[test]
 fn the_isolated_plan_is_valid_and_reproduces_the_reference() {
     let g = sample();
-    let p = memplan::executor::reference::isolated_plan(&g);
+    let p = memplan_executor::reference::isolated_plan(&g);
     assert_runs_equal(&g, &p, KernelMode::Real);
 }
 
 #[test]
 fn equivalence_accepts_an_identical_graph_and_catches_a_changed_op() {
-    use memplan::executor::equivalence;
+    use memplan_executor::equivalence;
     let g = sample();
     let same = equivalence(&g, &g, &opts(KernelMode::Real), 0.0).unwrap();
     assert!(same.outputs_equal, "{same:?}");
@@ -461,7 +461,7 @@ fn equivalence_accepts_an_identical_graph_and_catches_a_changed_op() {
     // Renaming an op that runs the mixing kernel changes its output's bytes (the mix seed
     // hashes the op name), and every output downstream of it.
     let mut changed = g.clone();
-    let kernels = memplan::executor::kernels::select_all(&g, KernelMode::Real);
+    let kernels = memplan_executor::kernels::select_all(&g, KernelMode::Real);
     let i = kernels
         .iter()
         .position(|k| k.name() == "mix")

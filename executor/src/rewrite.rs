@@ -16,8 +16,8 @@
 //! candidates whose producer reads a tensor another recompute frees early (or the reverse). Every `every`-th eligible
 //! candidate is rewritten (0 disables a kind), in instruction order, deterministically.
 
-use crate::graph::{Graph, TensorId, TensorKind};
-use crate::plan::{Instruction, Plan};
+use memplan::graph::{Graph, TensorId, TensorKind};
+use memplan::plan::{Instruction, Plan};
 use std::collections::{BTreeSet, HashMap};
 
 /// Which round trips to insert.

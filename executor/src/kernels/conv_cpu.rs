@@ -1,4 +1,4 @@
-//! CPU convolution algorithms named by a conv's `attrs.algo` ([`crate::conv_algo`]), each
+//! CPU convolution algorithms named by a conv's `attrs.algo` ([`memplan::conv_algo`]), each
 //! working only in the op's workspace from the plan (no private scratch):
 //!
 //! - **direct**: loops over output channels, input channels and kernel taps, accumulating
@@ -19,7 +19,7 @@
 //! run share, so both compute in the same order.
 
 use super::Conv2d;
-use crate::ops::ConvAlgo;
+use memplan::ops::ConvAlgo;
 
 fn check(ok: bool, what: &str) -> Result<(), String> {
     if ok {
@@ -515,7 +515,7 @@ mod tests {
         let w: Vec<f32> = (0..c.o * c.c / c.groups * c.kh * c.kw)
             .map(|_| lcg(&mut seed))
             .collect();
-        let elems = crate::ops::workspace_elems_chunked(c, algo, chunks).unwrap();
+        let elems = memplan::ops::workspace_elems_chunked(c, algo, chunks).unwrap();
         let mut ws = vec![f32::NAN; elems as usize];
         let mut y = vec![f32::NAN; c.n * c.o * c.oh * c.ow];
         conv2d_algo(c, algo, &x, &w, &mut y, &mut ws).unwrap();
@@ -543,7 +543,7 @@ mod tests {
             if c.oh > 3 && c.kh > 1 {
                 assert!(max_err(&c, ConvAlgo::Im2col, 3) < 1e-5, "{c:?}");
             }
-            if crate::ops::applies(&c, ConvAlgo::WinogradF2) {
+            if memplan::ops::applies(&c, ConvAlgo::WinogradF2) {
                 for chunks in [1, 2, 5] {
                     assert!(max_err(&c, ConvAlgo::WinogradF2, chunks) < 1e-4, "{c:?}");
                 }

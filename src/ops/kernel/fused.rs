@@ -17,9 +17,7 @@
 //! Assigning homes is a greedy sweep over the intermediates in production order
 //! (O(members · outputs)).
 
-use super::{select, Kernel, KernelMode};
-use crate::executor::data::Fill;
-use crate::executor::replay::fills;
+use super::{fills, select, Fill, Kernel, KernelMode};
 use crate::fused::{MemberGraph, Slot};
 use crate::graph::{Graph, Op};
 

@@ -7,6 +7,8 @@
 //! model, the per-conv choice ([`crate::conv_algo`]), tiling and the plan's `algo` field all
 //! read them from here.
 
+pub mod kernel;
+
 use crate::graph::{Graph, Op, TensorId};
 use serde_json::Value;
 

@@ -17,6 +17,7 @@
 //! (poisoned freed memory, clobbered tensors, stale reads), which makes the run an
 //! independent check. Only what memory safety needs is checked up front (ranges inside
 //! their regions, operands resident), and reported as [`ExecError::BadPlan`].
+#![deny(missing_docs)]
 
 pub mod arena;
 pub mod cpu;
@@ -28,9 +29,9 @@ pub mod reference;
 pub mod replay;
 pub mod rewrite;
 
-use crate::graph::{Graph, TensorKind};
-use crate::plan::Plan;
 pub use kernels::KernelMode;
+use memplan::graph::{Graph, TensorKind};
+use memplan::plan::Plan;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -239,7 +240,7 @@ pub fn equivalence(
             .and_then(|r| got.outputs.get(r.index()))
             .and_then(Option::clone)
             .unwrap_or_default();
-        outputs.push((crate::TensorId(i as u32), bytes));
+        outputs.push((memplan::TensorId(i as u32), bytes));
     }
     let (first_mismatch, _) = compare(original, &outputs, &want.outputs, tol);
     Ok(Equivalence {
@@ -279,7 +280,7 @@ fn load_weights(graph: &Graph, spans: &[Option<replay::Span>], seed: u64, region
     let fill = replay::fills(graph);
     for (i, s) in spans.iter().enumerate() {
         if let Some((lo, hi)) = *s {
-            let bytes = reference::generated(graph, crate::TensorId(i as u32), seed, fill[i]);
+            let bytes = reference::generated(graph, memplan::TensorId(i as u32), seed, fill[i]);
             region[lo as usize..hi as usize].copy_from_slice(&bytes);
         }
     }
@@ -292,7 +293,7 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
     let mut backend = cpu::CpuBackend::new(plan.arena_bytes, plan.weights_bytes, plan.host_bytes)?;
     load_weights(graph, &spans, opts.seed, backend.weights.bytes_mut());
     let fill = replay::fills(graph);
-    let mut gen = |t: crate::TensorId| reference::generated(graph, t, opts.seed, fill[t.index()]);
+    let mut gen = |t: memplan::TensorId| reference::generated(graph, t, opts.seed, fill[t.index()]);
     let step_start = Instant::now();
     let (counts, resident) = replay::replay(graph, plan, &kernels, &spans, &mut gen, &mut backend)?;
     let step_ms = step_start.elapsed().as_secs_f64() * 1e3;
@@ -343,7 +344,7 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
 /// mismatch (outputs in tensor order) and the number of non-finite reference f32 values.
 pub fn compare(
     graph: &Graph,
-    outputs: &[(crate::TensorId, Vec<u8>)],
+    outputs: &[(memplan::TensorId, Vec<u8>)],
     reference: &[Option<Vec<u8>>],
     tol: f64,
 ) -> (Option<Mismatch>, u64) {
