@@ -303,40 +303,96 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
     }
     let reference = reference::run(graph, &kernels, opts.seed)?;
     let (first_mismatch, nonfinite) = compare(graph, &outputs, &reference.outputs, 0.0);
-    Ok(ExecReport {
-        graph: graph.name.clone(),
-        device: "cpu".into(),
-        outputs_equal: first_mismatch.is_none(),
-        outputs_compared: outputs.len(),
-        first_mismatch,
-        tolerance: 0.0,
-        plan_arena_bytes: plan.arena_bytes,
-        plan_weights_bytes: plan.weights_bytes,
-        plan_host_bytes: plan.host_bytes,
-        plan_peak_bytes: plan.stats.peak_bytes,
-        arena_allocated: backend.arena.allocated(),
-        weights_allocated: backend.weights.allocated(),
-        host_allocated: backend.host.allocated(),
-        replay_peak_bytes: counts.peak,
-        host_peak_bytes: counts.host_peak,
-        scratch_bytes: backend.scratch.peak_bytes + backend.copy_peak,
-        execs: counts.execs,
-        recomputes: counts.recomputes,
-        ops: graph.ops.len(),
-        kernels: kernel_counts(&kernels),
-        spill_outs: counts.spill_outs,
-        spill_ins: counts.spill_ins,
-        spill_out_bytes: counts.spill_out_bytes,
-        spill_in_bytes: counts.spill_in_bytes,
-        step_ms,
-        reference_ms: reference.ms,
-        reference_peak_bytes: reference.peak_bytes,
-        total_ms: started.elapsed().as_secs_f64() * 1e3,
-        reference_nonfinite: nonfinite,
-        device_memory: None,
-        original: None,
-        notes: Vec::new(),
-    })
+    Ok(ExecReport::assemble(
+        graph,
+        plan,
+        Run {
+            device: "cpu".into(),
+            outputs_compared: outputs.len(),
+            first_mismatch,
+            allocated: [
+                backend.arena.allocated(),
+                backend.weights.allocated(),
+                backend.host.allocated(),
+            ],
+            counts: &counts,
+            scratch_bytes: backend.scratch.peak_bytes + backend.copy_peak,
+            step_ms,
+            kernels: &kernels,
+            reference: &reference,
+            reference_nonfinite: nonfinite,
+            started,
+        },
+    ))
+}
+
+/// What one backend's run measured, for [`ExecReport::assemble`].
+struct Run<'a> {
+    /// `cpu` or `cuda (NAME)`.
+    device: String,
+    /// Graph outputs compared.
+    outputs_compared: usize,
+    /// The first output that differs from the reference, if any.
+    first_mismatch: Option<Mismatch>,
+    /// Bytes allocated for the arena, the weights region and the host pool.
+    allocated: [u64; 3],
+    /// The replay's counters.
+    counts: &'a replay::Counts,
+    /// Kernel scratch and operand copies outside the plan's memory (bytes, peak).
+    scratch_bytes: u64,
+    /// Time of the replay (ms).
+    step_ms: f64,
+    /// The kernel each op ran.
+    kernels: &'a [kernels::Kernel],
+    /// The CPU reference run.
+    reference: &'a reference::Reference,
+    /// Non-finite f32 values in the reference's outputs.
+    reference_nonfinite: u64,
+    /// When the whole execution started (for `total_ms`).
+    started: Instant,
+}
+
+impl ExecReport {
+    /// The report of a run: the plan's figures, what the run measured and the comparison
+    /// (bitwise: `tolerance` 0, no device memory, no notes; a backend sets those after).
+    fn assemble(graph: &Graph, plan: &Plan, run: Run<'_>) -> ExecReport {
+        let [arena_allocated, weights_allocated, host_allocated] = run.allocated;
+        let c = run.counts;
+        ExecReport {
+            graph: graph.name.clone(),
+            device: run.device,
+            outputs_equal: run.first_mismatch.is_none(),
+            outputs_compared: run.outputs_compared,
+            first_mismatch: run.first_mismatch,
+            tolerance: 0.0,
+            plan_arena_bytes: plan.arena_bytes,
+            plan_weights_bytes: plan.weights_bytes,
+            plan_host_bytes: plan.host_bytes,
+            plan_peak_bytes: plan.stats.peak_bytes,
+            arena_allocated,
+            weights_allocated,
+            host_allocated,
+            replay_peak_bytes: c.peak,
+            host_peak_bytes: c.host_peak,
+            scratch_bytes: run.scratch_bytes,
+            execs: c.execs,
+            recomputes: c.recomputes,
+            ops: graph.ops.len(),
+            kernels: kernel_counts(run.kernels),
+            spill_outs: c.spill_outs,
+            spill_ins: c.spill_ins,
+            spill_out_bytes: c.spill_out_bytes,
+            spill_in_bytes: c.spill_in_bytes,
+            step_ms: run.step_ms,
+            reference_ms: run.reference.ms,
+            reference_peak_bytes: run.reference.peak_bytes,
+            total_ms: run.started.elapsed().as_secs_f64() * 1e3,
+            reference_nonfinite: run.reference_nonfinite,
+            device_memory: None,
+            original: None,
+            notes: Vec::new(),
+        }
+    }
 }
 
 /// Compares plan outputs with the reference's: bitwise when `tol == 0`, else f32 elements

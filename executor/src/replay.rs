@@ -15,7 +15,7 @@
 use super::data::Fill;
 use super::kernels::Kernel;
 use super::ExecError;
-use memplan::graph::{Graph, OpId, TensorId, TensorKind};
+use memplan::graph::{Graph, Op, OpId, TensorId, TensorKind};
 use memplan::plan::{Instruction, Plan, PLAN_FORMAT};
 use std::collections::HashMap;
 
@@ -142,31 +142,128 @@ pub fn replay(
             message: format!("format is {:?}, expected {PLAN_FORMAT:?}", plan.format),
         });
     }
-    let tensor_ids = graph.tensor_ids();
-    let op_ids: HashMap<&str, OpId> = graph
-        .op_indices()
-        .into_iter()
-        .map(|(n, i)| (n, OpId(i as u32)))
-        .collect();
-    let fill = fills(graph);
-    let mut at: Vec<Option<Span>> = vec![None; graph.tensors.len()];
-    let mut host: Vec<Option<u64>> = vec![None; graph.tensors.len()];
-    let mut runs = vec![0u64; graph.ops.len()];
-    let mut c = Counts::default();
-    // In-place sharing: each tensor's donor, and every tensor that took bytes from it
-    // (directly or through a chain of donors).
-    let mut donor_of: Vec<Option<TensorId>> = vec![None; graph.tensors.len()];
-    let mut takers: Vec<Vec<TensorId>> = vec![Vec::new(); graph.tensors.len()];
-    // Poisons `span` (released by `t`) except what t's resident takers still hold.
-    let release = |t: TensorId,
-                   span: Span,
-                   at: &[Option<Span>],
-                   takers: &[Vec<TensorId>],
-                   backend: &mut dyn Backend|
-     -> Result<(), ExecError> {
-        let mut held: Vec<Span> = takers[t.index()]
+    let n = graph.tensors.len();
+    let mut r = Replay {
+        graph,
+        plan,
+        kernels,
+        weights,
+        tensor_ids: graph.tensor_ids(),
+        op_ids: graph
+            .op_indices()
+            .into_iter()
+            .map(|(n, i)| (n, OpId(i as u32)))
+            .collect(),
+        fill: fills(graph),
+        at: vec![None; n],
+        host: vec![None; n],
+        runs: vec![0u64; graph.ops.len()],
+        c: Counts::default(),
+        donor_of: vec![None; n],
+        takers: vec![Vec::new(); n],
+        i: 0,
+    };
+    for (i, ins) in plan.instructions.iter().enumerate() {
+        r.i = i;
+        match ins {
+            Instruction::Alloc {
+                tensor,
+                offset,
+                inplace_of,
+                ..
+            } => r.alloc(tensor, *offset, inplace_of.as_deref(), inputs, backend)?,
+            Instruction::Free { tensor } => r.free(tensor, backend)?,
+            Instruction::SpillOut {
+                tensor,
+                host_offset,
+            } => r.spill_out(tensor, *host_offset, backend)?,
+            Instruction::SpillIn { tensor, offset, .. } => r.spill_in(tensor, *offset, backend)?,
+            Instruction::Exec {
+                node,
+                workspace_offset,
+                ..
+            } => r.exec(node, *workspace_offset, backend)?,
+        }
+    }
+    if let Some(k) = r.runs.iter().position(|&x| x == 0) {
+        return Err(ExecError::BadPlan {
+            instruction: None,
+            message: format!("op {:?} is never executed", graph.ops[k].name),
+        });
+    }
+    backend.finish()?;
+    Ok((r.c, r.at))
+}
+
+/// The state of one replay: where each tensor is, in-place relations, counters; one
+/// method per instruction.
+struct Replay<'g> {
+    graph: &'g Graph,
+    plan: &'g Plan,
+    kernels: &'g [Kernel],
+    weights: &'g [Option<Span>],
+    tensor_ids: HashMap<&'g str, TensorId>,
+    op_ids: HashMap<&'g str, OpId>,
+    fill: Vec<Fill>,
+    /// Arena range of each resident tensor.
+    at: Vec<Option<Span>>,
+    /// Host offset of each spilled tensor.
+    host: Vec<Option<u64>>,
+    /// Times each op has run.
+    runs: Vec<u64>,
+    c: Counts,
+    /// In-place sharing: each tensor's donor, and every tensor that took bytes from it
+    /// (directly or through a chain of donors).
+    donor_of: Vec<Option<TensorId>>,
+    takers: Vec<Vec<TensorId>>,
+    /// Index of the instruction being replayed (for errors).
+    i: usize,
+}
+
+impl Replay<'_> {
+    fn bad(&self, message: String) -> ExecError {
+        ExecError::BadPlan {
+            instruction: Some(self.i),
+            message,
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Result<TensorId, ExecError> {
+        let t = *self
+            .tensor_ids
+            .get(name)
+            .ok_or_else(|| self.bad(format!("unknown tensor {name:?}")))?;
+        if self.graph.tensor(t).kind == TensorKind::Weight {
+            return Err(self.bad(format!(
+                "weight {name:?} appears in an instruction (weights live in their own region)"
+            )));
+        }
+        Ok(t)
+    }
+
+    /// Checked arena range of tensor t at `offset`.
+    fn span_of(&self, t: TensorId, offset: u64) -> Result<Span, ExecError> {
+        let tensor = self.graph.tensor(t);
+        if offset % tensor.alignment != 0 {
+            return Err(self.bad(format!(
+                "tensor {:?} at offset {offset} is not aligned to {}",
+                tensor.name, tensor.alignment
+            )));
+        }
+        match offset.checked_add(tensor.size) {
+            Some(end) if end <= self.plan.arena_bytes => Ok((offset, end)),
+            _ => Err(self.bad(format!(
+                "tensor {:?} at offset {offset} (+{} bytes) does not fit arena_bytes {}",
+                tensor.name, tensor.size, self.plan.arena_bytes
+            ))),
+        }
+    }
+
+    /// Poisons `span` (released by `t`) except what t's resident takers still hold.
+    fn release(&self, t: TensorId, span: Span, backend: &mut dyn Backend) -> Result<(), ExecError> {
+        let mut held: Vec<Span> = self.takers[t.index()]
             .iter()
-            .filter_map(|&y| at[y.index()])
+            .filter_map(|&y| self.at[y.index()])
             .collect();
         held.sort_unstable();
         let mut lo = span.0;
@@ -183,227 +280,214 @@ pub fn replay(
             backend.poison((lo, span.1))?;
         }
         Ok(())
-    };
+    }
 
-    for (i, ins) in plan.instructions.iter().enumerate() {
-        let bad = |message: String| ExecError::BadPlan {
-            instruction: Some(i),
-            message,
-        };
-        let lookup = |name: &str| -> Result<TensorId, ExecError> {
-            let t = *tensor_ids
-                .get(name)
-                .ok_or_else(|| bad(format!("unknown tensor {name:?}")))?;
-            if graph.tensor(t).kind == TensorKind::Weight {
-                return Err(bad(format!(
-                    "weight {name:?} appears in an instruction (weights live in their own region)"
-                )));
-            }
-            Ok(t)
-        };
-        // Checked arena range of tensor t at `offset`.
-        let span_of = |t: TensorId, offset: u64| -> Result<Span, ExecError> {
-            let tensor = graph.tensor(t);
-            if offset % tensor.alignment != 0 {
-                return Err(bad(format!(
-                    "tensor {:?} at offset {offset} is not aligned to {}",
-                    tensor.name, tensor.alignment
-                )));
-            }
-            match offset.checked_add(tensor.size) {
-                Some(end) if end <= plan.arena_bytes => Ok((offset, end)),
-                _ => Err(bad(format!(
-                    "tensor {:?} at offset {offset} (+{} bytes) does not fit arena_bytes {}",
-                    tensor.name, tensor.size, plan.arena_bytes
-                ))),
-            }
-        };
-        match ins {
-            Instruction::Alloc {
-                tensor,
-                offset,
-                inplace_of,
-                ..
-            } => {
-                let t = lookup(tensor)?;
-                if at[t.index()].is_some() {
-                    return Err(bad(format!(
-                        "tensor {tensor:?} is allocated while resident"
-                    )));
-                }
-                let span = span_of(t, *offset)?;
-                // A fresh reservation holds garbage; an in-place one keeps its donor's bytes
-                // until the producer overwrites them.
-                match inplace_of {
-                    None => backend.poison(span)?,
-                    Some(d) => {
-                        let d = lookup(d)?;
-                        let mut chain = Some(d);
-                        let mut guard = 0;
-                        while let Some(x) = chain {
-                            takers[x.index()].push(t);
-                            chain = donor_of[x.index()];
-                            guard += 1;
-                            if guard > graph.tensors.len() {
-                                break;
-                            }
-                        }
-                        donor_of[t.index()] = Some(d);
+    fn alloc(
+        &mut self,
+        tensor: &str,
+        offset: u64,
+        inplace_of: Option<&str>,
+        inputs: &mut dyn FnMut(TensorId) -> Vec<u8>,
+        backend: &mut dyn Backend,
+    ) -> Result<(), ExecError> {
+        let t = self.lookup(tensor)?;
+        if self.at[t.index()].is_some() {
+            return Err(self.bad(format!("tensor {tensor:?} is allocated while resident")));
+        }
+        let span = self.span_of(t, offset)?;
+        // A fresh reservation holds garbage; an in-place one keeps its donor's bytes
+        // until the producer overwrites them.
+        match inplace_of {
+            None => backend.poison(span)?,
+            Some(d) => {
+                let d = self.lookup(d)?;
+                let mut chain = Some(d);
+                let mut guard = 0;
+                while let Some(x) = chain {
+                    self.takers[x.index()].push(t);
+                    chain = self.donor_of[x.index()];
+                    guard += 1;
+                    if guard > self.graph.tensors.len() {
+                        break;
                     }
                 }
-                if graph.tensor(t).kind == TensorKind::Input {
-                    backend.load(span, &inputs(t))?;
-                }
-                at[t.index()] = Some(span);
-                c.peak = c.peak.max(span.1);
-            }
-            Instruction::Free { tensor } => {
-                let t = lookup(tensor)?;
-                let span = at[t.index()]
-                    .take()
-                    .ok_or_else(|| bad(format!("free of {tensor:?}, which is not resident")))?;
-                release(t, span, &at, &takers, backend)?;
-            }
-            Instruction::SpillOut {
-                tensor,
-                host_offset,
-            } => {
-                let t = lookup(tensor)?;
-                let span = at[t.index()].take().ok_or_else(|| {
-                    bad(format!("spill_out of {tensor:?}, which is not resident"))
-                })?;
-                let size = graph.tensor(t).size;
-                let end = host_offset
-                    .checked_add(size)
-                    .filter(|&e| e <= plan.host_bytes)
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "spill_out of {tensor:?} at host offset {host_offset} (+{size} bytes) does not fit host_bytes {}",
-                            plan.host_bytes
-                        ))
-                    })?;
-                // spill_out poisons the whole range, which would destroy the bytes of a
-                // resident in-place taker: refuse that case.
-                if takers[t.index()].iter().any(|y| at[y.index()].is_some()) {
-                    return Err(bad(format!(
-                        "spill_out of {tensor:?} while a tensor allocated in place of it is resident"
-                    )));
-                }
-                backend.spill_out(span, *host_offset)?;
-                host[t.index()] = Some(*host_offset);
-                c.spill_outs += 1;
-                c.spill_out_bytes += size;
-                c.host_peak = c.host_peak.max(end);
-            }
-            Instruction::SpillIn { tensor, offset, .. } => {
-                let t = lookup(tensor)?;
-                if at[t.index()].is_some() {
-                    return Err(bad(format!("spill_in of {tensor:?}, which is resident")));
-                }
-                let h = host[t.index()].take().ok_or_else(|| {
-                    bad(format!("spill_in of {tensor:?}, which is not on the host"))
-                })?;
-                let span = span_of(t, *offset)?;
-                backend.spill_in(h, span)?;
-                // it comes back in fresh bytes: old in-place relations are gone
-                donor_of[t.index()] = None;
-                takers[t.index()].clear();
-                at[t.index()] = Some(span);
-                c.spill_ins += 1;
-                c.spill_in_bytes += graph.tensor(t).size;
-                c.peak = c.peak.max(span.1);
-            }
-            Instruction::Exec {
-                node,
-                workspace_offset,
-                ..
-            } => {
-                let k = *op_ids
-                    .get(node.as_str())
-                    .ok_or_else(|| bad(format!("unknown op {node:?}")))?;
-                let op = &graph.ops[k.index()];
-                let mut ins_loc = Vec::with_capacity(op.inputs.len());
-                for &t in &op.inputs {
-                    let tensor = graph.tensor(t);
-                    if tensor.kind == TensorKind::Weight {
-                        let s = weights[t.index()].ok_or_else(|| {
-                            bad(format!(
-                                "op {node:?} reads weight {:?}, which has no place in the weights region",
-                                tensor.name
-                            ))
-                        })?;
-                        ins_loc.push(Loc::Weights(s));
-                    } else {
-                        let s = at[t.index()].ok_or_else(|| {
-                            bad(format!(
-                                "op {node:?} reads {:?}, which is not resident",
-                                tensor.name
-                            ))
-                        })?;
-                        ins_loc.push(Loc::Arena(s));
-                    }
-                }
-                let mut outs = Vec::with_capacity(op.outputs.len());
-                for &t in &op.outputs {
-                    outs.push(at[t.index()].ok_or_else(|| {
-                        bad(format!(
-                            "op {node:?} writes {:?}, which is not allocated",
-                            graph.tensor(t).name
-                        ))
-                    })?);
-                }
-                let workspace = match (op.workspace, workspace_offset) {
-                    (0, None) => None,
-                    (0, Some(_)) => {
-                        return Err(bad(format!(
-                            "op {node:?} has no workspace but a workspace_offset"
-                        )))
-                    }
-                    (w, None) => {
-                        return Err(bad(format!(
-                            "op {node:?} needs a workspace_offset for its {w} workspace bytes"
-                        )))
-                    }
-                    (w, Some(off)) => match off.checked_add(w) {
-                        Some(end) if end <= plan.arena_bytes && off % graph.alignment == 0 => {
-                            Some((*off, end))
-                        }
-                        _ => {
-                            return Err(bad(format!(
-                                "workspace of {node:?} at {off} (+{w} bytes) is misaligned or does not fit arena_bytes {}",
-                                plan.arena_bytes
-                            )))
-                        }
-                    },
-                };
-                if let Some(ws) = workspace {
-                    c.peak = c.peak.max(ws.1);
-                }
-                backend.exec(&Step {
-                    op: k,
-                    name: &op.name,
-                    kernel: &kernels[k.index()],
-                    inputs: ins_loc,
-                    outputs: outs,
-                    fills: op.outputs.iter().map(|t| fill[t.index()]).collect(),
-                    workspace,
-                })?;
-                c.execs += 1;
-                if runs[k.index()] > 0 {
-                    c.recomputes += 1;
-                }
-                runs[k.index()] += 1;
+                self.donor_of[t.index()] = Some(d);
             }
         }
+        if self.graph.tensor(t).kind == TensorKind::Input {
+            backend.load(span, &inputs(t))?;
+        }
+        self.at[t.index()] = Some(span);
+        self.c.peak = self.c.peak.max(span.1);
+        Ok(())
     }
-    if let Some(k) = runs.iter().position(|&r| r == 0) {
-        return Err(ExecError::BadPlan {
-            instruction: None,
-            message: format!("op {:?} is never executed", graph.ops[k].name),
-        });
+
+    fn free(&mut self, tensor: &str, backend: &mut dyn Backend) -> Result<(), ExecError> {
+        let t = self.lookup(tensor)?;
+        let span = self.at[t.index()]
+            .take()
+            .ok_or_else(|| self.bad(format!("free of {tensor:?}, which is not resident")))?;
+        self.release(t, span, backend)
     }
-    backend.finish()?;
-    Ok((c, at))
+
+    fn spill_out(
+        &mut self,
+        tensor: &str,
+        host_offset: u64,
+        backend: &mut dyn Backend,
+    ) -> Result<(), ExecError> {
+        let t = self.lookup(tensor)?;
+        let span = self.at[t.index()]
+            .take()
+            .ok_or_else(|| self.bad(format!("spill_out of {tensor:?}, which is not resident")))?;
+        let size = self.graph.tensor(t).size;
+        let host_bytes = self.plan.host_bytes;
+        let end = host_offset
+            .checked_add(size)
+            .filter(|&e| e <= host_bytes)
+            .ok_or_else(|| {
+                self.bad(format!(
+                    "spill_out of {tensor:?} at host offset {host_offset} (+{size} bytes) does not fit host_bytes {host_bytes}"
+                ))
+            })?;
+        // spill_out poisons the whole range, which would destroy the bytes of a resident
+        // in-place taker: refuse that case.
+        if self.takers[t.index()]
+            .iter()
+            .any(|y| self.at[y.index()].is_some())
+        {
+            return Err(self.bad(format!(
+                "spill_out of {tensor:?} while a tensor allocated in place of it is resident"
+            )));
+        }
+        backend.spill_out(span, host_offset)?;
+        self.host[t.index()] = Some(host_offset);
+        self.c.spill_outs += 1;
+        self.c.spill_out_bytes += size;
+        self.c.host_peak = self.c.host_peak.max(end);
+        Ok(())
+    }
+
+    fn spill_in(
+        &mut self,
+        tensor: &str,
+        offset: u64,
+        backend: &mut dyn Backend,
+    ) -> Result<(), ExecError> {
+        let t = self.lookup(tensor)?;
+        if self.at[t.index()].is_some() {
+            return Err(self.bad(format!("spill_in of {tensor:?}, which is resident")));
+        }
+        let h = self.host[t.index()]
+            .take()
+            .ok_or_else(|| self.bad(format!("spill_in of {tensor:?}, which is not on the host")))?;
+        let span = self.span_of(t, offset)?;
+        backend.spill_in(h, span)?;
+        // it comes back in fresh bytes: old in-place relations are gone
+        self.donor_of[t.index()] = None;
+        self.takers[t.index()].clear();
+        self.at[t.index()] = Some(span);
+        self.c.spill_ins += 1;
+        self.c.spill_in_bytes += self.graph.tensor(t).size;
+        self.c.peak = self.c.peak.max(span.1);
+        Ok(())
+    }
+
+    /// The op's operand locations: weights in their region, the rest resident in the arena.
+    fn operands(&self, node: &str, op: &Op) -> Result<(Vec<Loc>, Vec<Span>), ExecError> {
+        let graph = self.graph;
+        let mut ins_loc = Vec::with_capacity(op.inputs.len());
+        for &t in &op.inputs {
+            let tensor = graph.tensor(t);
+            if tensor.kind == TensorKind::Weight {
+                let s = self.weights[t.index()].ok_or_else(|| {
+                    self.bad(format!(
+                        "op {node:?} reads weight {:?}, which has no place in the weights region",
+                        tensor.name
+                    ))
+                })?;
+                ins_loc.push(Loc::Weights(s));
+            } else {
+                let s = self.at[t.index()].ok_or_else(|| {
+                    self.bad(format!(
+                        "op {node:?} reads {:?}, which is not resident",
+                        tensor.name
+                    ))
+                })?;
+                ins_loc.push(Loc::Arena(s));
+            }
+        }
+        let mut outs = Vec::with_capacity(op.outputs.len());
+        for &t in &op.outputs {
+            outs.push(self.at[t.index()].ok_or_else(|| {
+                self.bad(format!(
+                    "op {node:?} writes {:?}, which is not allocated",
+                    graph.tensor(t).name
+                ))
+            })?);
+        }
+        Ok((ins_loc, outs))
+    }
+
+    /// The op's checked workspace range (none when it has no workspace).
+    fn workspace(
+        &self,
+        node: &str,
+        op: &Op,
+        workspace_offset: Option<u64>,
+    ) -> Result<Option<Span>, ExecError> {
+        match (op.workspace, workspace_offset) {
+            (0, None) => Ok(None),
+            (0, Some(_)) => Err(self.bad(format!(
+                "op {node:?} has no workspace but a workspace_offset"
+            ))),
+            (w, None) => Err(self.bad(format!(
+                "op {node:?} needs a workspace_offset for its {w} workspace bytes"
+            ))),
+            (w, Some(off)) => match off.checked_add(w) {
+                Some(end) if end <= self.plan.arena_bytes && off % self.graph.alignment == 0 => {
+                    Ok(Some((off, end)))
+                }
+                _ => Err(self.bad(format!(
+                    "workspace of {node:?} at {off} (+{w} bytes) is misaligned or does not fit arena_bytes {}",
+                    self.plan.arena_bytes
+                ))),
+            },
+        }
+    }
+
+    fn exec(
+        &mut self,
+        node: &str,
+        workspace_offset: Option<u64>,
+        backend: &mut dyn Backend,
+    ) -> Result<(), ExecError> {
+        let k = *self
+            .op_ids
+            .get(node)
+            .ok_or_else(|| self.bad(format!("unknown op {node:?}")))?;
+        let op = &self.graph.ops[k.index()];
+        let (inputs, outputs) = self.operands(node, op)?;
+        let workspace = self.workspace(node, op, workspace_offset)?;
+        if let Some(ws) = workspace {
+            self.c.peak = self.c.peak.max(ws.1);
+        }
+        backend.exec(&Step {
+            op: k,
+            name: &op.name,
+            kernel: &self.kernels[k.index()],
+            inputs,
+            outputs,
+            fills: op.outputs.iter().map(|t| self.fill[t.index()]).collect(),
+            workspace,
+        })?;
+        self.c.execs += 1;
+        if self.runs[k.index()] > 0 {
+            self.c.recomputes += 1;
+        }
+        self.runs[k.index()] += 1;
+        Ok(())
+    }
 }
 
 /// The arena range of every graph output at the end of a replay (`resident` as returned

@@ -774,38 +774,24 @@ pub fn execute(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
         taken_by_context: (free_ctx as u64).saturating_sub(free_setup as u64),
         extra_bytes: run.extra,
     };
-    Ok(ExecReport {
-        graph: graph.name.clone(),
-        device: format!("cuda ({name})"),
-        outputs_equal: first_mismatch.is_none(),
-        outputs_compared: run.outputs.len(),
-        first_mismatch,
-        tolerance: 0.0,
-        plan_arena_bytes: plan.arena_bytes,
-        plan_weights_bytes: plan.weights_bytes,
-        plan_host_bytes: plan.host_bytes,
-        plan_peak_bytes: plan.stats.peak_bytes,
-        arena_allocated: plan.arena_bytes,
-        weights_allocated: plan.weights_bytes,
-        host_allocated: plan.host_bytes,
-        replay_peak_bytes: run.counts.peak,
-        host_peak_bytes: run.counts.host_peak,
-        scratch_bytes: run.extra,
-        execs: run.counts.execs,
-        recomputes: run.counts.recomputes,
-        ops: graph.ops.len(),
-        kernels: super::kernel_counts(&kernels),
-        spill_outs: run.counts.spill_outs,
-        spill_ins: run.counts.spill_ins,
-        spill_out_bytes: run.counts.spill_out_bytes,
-        spill_in_bytes: run.counts.spill_in_bytes,
-        step_ms: run.step_ms,
-        reference_ms: cpu.ms,
-        reference_peak_bytes: cpu.peak_bytes,
-        total_ms: started.elapsed().as_secs_f64() * 1e3,
-        reference_nonfinite: nonfinite,
-        device_memory: Some(device_memory),
-        original: None,
-        notes,
-    })
+    let mut report = ExecReport::assemble(
+        graph,
+        plan,
+        super::Run {
+            device: format!("cuda ({name})"),
+            outputs_compared: run.outputs.len(),
+            first_mismatch,
+            allocated: [plan.arena_bytes, plan.weights_bytes, plan.host_bytes],
+            counts: &run.counts,
+            scratch_bytes: run.extra,
+            step_ms: run.step_ms,
+            kernels: &kernels,
+            reference: &cpu,
+            reference_nonfinite: nonfinite,
+            started,
+        },
+    );
+    report.device_memory = Some(device_memory);
+    report.notes = notes;
+    Ok(report)
 }
