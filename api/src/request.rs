@@ -704,6 +704,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pass_that_cannot_rewrite_the_graph_is_answered_unsupported() {
+        let e = pipeline_error(PipelineError::Pass(
+            memplan::passes::PassError::Unsupported {
+                pass: "tile",
+                message: "op `fc` has no tiling".into(),
+            },
+        ));
+        assert!(matches!(e, ApiError::Unsupported(_)), "{e:?}");
+        let p = e.problem();
+        assert_eq!(p.status, 422);
+        assert_eq!(p.kind, "urn:memplan:problem:unsupported");
+        assert_eq!(p.detail, "pass tile: op `fc` has no tiling");
+    }
+
+    #[test]
     fn canonical_json_sorts_keys_at_every_level() {
         let v: Value = serde_json::from_str(r#"{"b": [ {"d":1, "c":2} ], "a": "x"}"#).unwrap();
         let mut s = String::new();

@@ -121,7 +121,7 @@ async fn a_budget_gives_a_valid_plan_under_it_and_an_unreachable_one_is_refused(
     assert_eq!(r.status.as_u16(), 200, "{}", r.text);
     let plan: memplan::Plan = serde_json::from_str(&r.text).unwrap();
     assert!(plan.arena_bytes <= budget);
-    let graph = memplan::Graph::parse(&sample_text()).unwrap();
+    let graph = sample_graph();
     memplan::validate(&graph, &plan, Some(budget)).unwrap();
     check_plan_py(&sample(), &r.json(), Some(budget));
     assert!(plan.stats.budget.is_some());

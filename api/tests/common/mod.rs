@@ -7,6 +7,10 @@
 #[path = "../../../tests/support/shared.rs"]
 pub mod shared;
 
+mod sample;
+#[allow(unused_imports)] // each test binary uses some of the helpers
+pub use sample::{sample_graph, sample_text};
+
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use axum::Router;
@@ -147,10 +151,6 @@ impl Api {
 
 pub fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
-pub fn sample_text() -> String {
-    std::fs::read_to_string(repo().join("samples/resnet_block.train.json")).unwrap()
 }
 
 pub fn sample() -> Value {

@@ -1,0 +1,36 @@
+//! Request and response bodies, and the OpenAPI schemas of the documents the service exchanges.
+//!
+//! The graph and plan documents are parsed by the `memplan` library itself ([`memplan::Graph`],
+//! [`memplan::Plan`]); [`GraphDoc`] and [`PlanDoc`] only describe them for the OpenAPI document
+//! (a test checks that they name every field the library reads and writes). Strategy, order,
+//! rewrite, conv algorithm, spill strategy and plan status names come from the library's
+//! registries ([`memplan::Strategy::ALL`], [`memplan::OrderMode::ALL`], [`memplan::Rewrite::ALL`],
+//! [`memplan::conv_algo::ConvAlgoMode::ALL`], [`memplan::budget::registry`],
+//! [`memplan::PlanStatus::ALL`]).
+//!
+//! The planning options are the pipeline's ([`memplan::PipelineOptions`]): [`PlanOptionsBody`]
+//! documents them (with the service's `cache`), [`ResolvedOptions`] holds them resolved.
+
+mod check;
+mod documents;
+mod health;
+mod jobs;
+mod names;
+mod options;
+mod place;
+
+pub use check::{CheckRequest, CheckResponse, ViolationView};
+pub use documents::{
+    example_graph, example_plan, GraphDoc, InstructionDoc, InstructionOp, OpDoc, PlanDoc,
+    PlanStatsDoc, TensorDoc, TensorKindDoc, WeightSlotDoc,
+};
+pub use health::Health;
+pub use jobs::{JobLinks, JobStatus, JobView, Progress};
+pub use names::{
+    BudgetValue, ConvAlgoName, OrderName, PlanStatusName, RewriteName, SpillStrategyName,
+    StrategyName,
+};
+pub use options::{
+    DeviceProfileDoc, PlanOptionsBody, PlanQuery, PlanRequest, ResolvedOptions, NULLABLE_OPTIONS,
+};
+pub use place::{BufferBody, BufferId, PlaceQuery, PlaceRequest, PlaceResponse, PlacedBuffer};

@@ -1,0 +1,76 @@
+//! A job's event stream (`GET /v1/jobs/{id}/events`): server-sent events of its state.
+
+use super::Service;
+use crate::error::ApiError;
+use crate::model::JobView;
+use axum::response::sse::Event;
+use futures_util::Stream;
+use std::convert::Infallible;
+use tokio::sync::watch;
+
+/// The server-sent event for a job state.
+fn event(view: &JobView, seq: u64) -> Event {
+    let name = if view.status.is_terminal() {
+        view.status.as_str()
+    } else {
+        "progress"
+    };
+    Event::default()
+        .event(name)
+        .id(seq.to_string())
+        .data(serde_json::to_string(view).unwrap_or_default())
+}
+
+impl Service {
+    /// `GET /v1/jobs/{id}/events`: the job's state now and after every change, until it ends
+    /// (or the service stops).
+    pub async fn events(
+        &self,
+        id: &str,
+    ) -> Result<impl Stream<Item = Result<Event, Infallible>> + Send + 'static, ApiError> {
+        struct St {
+            rx: Option<watch::Receiver<JobView>>,
+            last: Option<JobView>,
+            shutdown: watch::Receiver<bool>,
+            seq: u64,
+            done: bool,
+        }
+        let (rx, last) = match self.live_job(id) {
+            Some(live) => (Some(live.state.subscribe()), None),
+            None => (None, Some(self.job(id).await?)),
+        };
+        let st = St {
+            rx,
+            last,
+            shutdown: self.shutdown.subscribe(),
+            seq: 0,
+            done: false,
+        };
+        Ok(futures_util::stream::unfold(st, |mut st| async move {
+            if st.done {
+                return None;
+            }
+            let view = match (&mut st.rx, st.last.take()) {
+                (_, Some(view)) => {
+                    st.done = true;
+                    view
+                }
+                (None, None) => return None,
+                (Some(rx), None) => {
+                    if st.seq > 0 {
+                        tokio::select! {
+                            r = rx.changed() => if r.is_err() { st.done = true },
+                            _ = st.shutdown.wait_for(|s| *s) => return None,
+                        }
+                    }
+                    rx.borrow_and_update().clone()
+                }
+            };
+            if view.status.is_terminal() {
+                st.done = true;
+            }
+            st.seq += 1;
+            Some((Ok(event(&view, st.seq)), st))
+        }))
+    }
+}

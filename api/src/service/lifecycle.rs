@@ -1,0 +1,149 @@
+//! Start, recovery of the jobs a previous run left unfinished, and graceful shutdown.
+
+use super::jobs::{view_of, LiveJob};
+use super::{now_ms, problem_json, Service};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::model::{JobStatus, Progress};
+use crate::store::{Finish, Store, StoreError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Semaphore};
+
+/// A job interrupted this many times while running (the service stopped under it) is marked
+/// failed instead of being started again.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// How long shutdown waits for stopped jobs to be persisted after the grace period.
+const PERSIST_WAIT: Duration = Duration::from_secs(10);
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The database could not be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A setting is unusable.
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl Service {
+    /// Opens the database, resumes the jobs a previous run left unfinished, and returns the
+    /// service (call within a Tokio runtime: runners are spawned).
+    pub async fn start(config: Config) -> Result<Arc<Service>, StartError> {
+        if config.workers == 0 {
+            return Err(StartError::Config("workers must be at least 1".into()));
+        }
+        let default = config.default_time_limit;
+        if default > config.sync_time_limit_cap || default > config.max_time_limit {
+            return Err(StartError::Config(format!(
+                "the default time limit ({} s) is over sync_time_limit_cap ({} s) or max_time_limit ({} s)",
+                default.as_secs_f64(),
+                config.sync_time_limit_cap.as_secs_f64(),
+                config.max_time_limit.as_secs_f64()
+            )));
+        }
+        let path = config.db_path.clone();
+        let store = tokio::task::spawn_blocking(move || Store::open(path.as_deref()))
+            .await
+            .map_err(|e| StartError::Config(e.to_string()))??;
+        let (shutdown, _) = watch::channel(false);
+        let svc = Arc::new(Service {
+            slots: Arc::new(Semaphore::new(config.workers)),
+            config,
+            store: Arc::new(store),
+            metrics: Metrics::default(),
+            counters: Arc::default(),
+            accepting: AtomicBool::new(true),
+            live: Mutex::default(),
+            shutdown,
+        });
+        svc.recover().await?;
+        Ok(svc)
+    }
+
+    async fn recover(self: &Arc<Self>) -> Result<(), StartError> {
+        let store = self.store.clone();
+        let rows = tokio::task::spawn_blocking(move || store.unfinished())
+            .await
+            .map_err(|e| StartError::Config(e.to_string()))??;
+        let (mut resumed, mut failed) = (0, 0);
+        for row in rows {
+            let id = row.id.clone();
+            if row.status == JobStatus::Running && row.attempts >= MAX_ATTEMPTS {
+                let e = ApiError::Internal(format!(
+                    "the service stopped {} times while this job was running; it is not \
+                     started again (it may be what stops the service)",
+                    row.attempts
+                ));
+                let finish = Finish {
+                    status: JobStatus::Failed,
+                    finished_ms: now_ms(),
+                    progress: row.progress.clone(),
+                    plan: None,
+                    error: Some(problem_json(&e)),
+                };
+                let store = self.store.clone();
+                tokio::task::spawn_blocking(move || store.finish(&id, &finish))
+                    .await
+                    .map_err(|e| StartError::Config(e.to_string()))??;
+                failed += 1;
+                continue;
+            }
+            if row.status == JobStatus::Running {
+                let store = self.store.clone();
+                let id = id.clone();
+                tokio::task::spawn_blocking(move || store.requeue(&id, false))
+                    .await
+                    .map_err(|e| StartError::Config(e.to_string()))??;
+            }
+            let mut view = view_of(&row);
+            view.status = JobStatus::Queued;
+            view.progress = Progress::default();
+            let live = self.register(view, row.key.clone());
+            let ticket = self.admit_anyway();
+            tokio::spawn(self.clone().run_job(live, ticket));
+            resumed += 1;
+        }
+        if resumed + failed > 0 {
+            eprintln!(
+                "memplan serve: recovered {resumed} unfinished job(s); {failed} marked failed after {MAX_ATTEMPTS} interrupted runs"
+            );
+        }
+        Ok(())
+    }
+
+    /// Stops admission and ends event streams (new work is answered 503).
+    pub fn begin_shutdown(&self) {
+        self.accepting.store(false, Ordering::SeqCst);
+        self.shutdown.send_replace(true);
+    }
+
+    /// Shuts down: [`Service::begin_shutdown`], then lets running jobs finish within the grace
+    /// period, then stops the others and waits until they are back in the queue on disk.
+    pub async fn shutdown(&self) {
+        self.begin_shutdown();
+        let running = || self.counters.running_jobs.load(Ordering::SeqCst);
+        let deadline = Instant::now() + self.config.shutdown_grace;
+        while running() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let live: Vec<Arc<LiveJob>> = match self.live.lock() {
+            Ok(map) => map.values().cloned().collect(),
+            Err(_) => Vec::new(),
+        };
+        for job in live {
+            if job.state.borrow().status == JobStatus::Running {
+                job.interrupted.store(true, Ordering::SeqCst);
+                job.cancel.cancel();
+            }
+        }
+        let deadline = Instant::now() + PERSIST_WAIT;
+        while running() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

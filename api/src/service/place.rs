@@ -1,0 +1,171 @@
+//! The place resource: `POST /v1/place` places buffers (minimalloc CSV or JSON).
+
+use super::admission::CancelOnDrop;
+use super::Service;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::model::{PlaceQuery, PlaceRequest, PlaceResponse, PlacedBuffer};
+use crate::request::{self, Mode};
+use axum::body::Bytes;
+use memplan::CancelToken;
+use memplan_solver::place::{self, PlaceOptions};
+use memplan_solver::{csv, Budget, PlacementProblem};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// A placement answer.
+#[derive(Debug, Clone)]
+pub struct PlaceAnswer {
+    /// The figures and offsets.
+    pub response: PlaceResponse,
+    /// The placed buffers as minimalloc CSV.
+    pub csv: String,
+}
+
+/// The body of a `POST /v1/place` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaceBody {
+    /// minimalloc CSV.
+    Csv,
+    /// [`PlaceRequest`] JSON.
+    Json,
+}
+
+impl Service {
+    /// `POST /v1/place`.
+    pub async fn place(
+        &self,
+        kind: PlaceBody,
+        query: PlaceQuery,
+        body: Bytes,
+    ) -> Result<PlaceAnswer, ApiError> {
+        let config = self.config.clone();
+        let (ids, problem, opts) =
+            tokio::task::spawn_blocking(move || parse_place(kind, query, &body, &config)).await??;
+        let ticket = self.admit()?;
+        let permit = self.slot().await?;
+        let cancel = CancelToken::new();
+        let mut guard = CancelOnDrop(Some(cancel.clone()));
+        let limit = opts.budget.time.unwrap_or(self.config.default_time_limit);
+        let opts = PlaceOptions {
+            budget: Budget {
+                cancel: Some(cancel.clone()),
+                ..opts.budget
+            },
+            ..opts
+        };
+        let started = Instant::now();
+        let out = self
+            .solve("place", permit, ticket, limit, cancel, move || {
+                place::place(&problem, &opts).map(|r| (r, problem))
+            })
+            .await?;
+        guard.0 = None;
+        let (r, problem) = out.map_err(|e| ApiError::buffers(e.to_string()))?;
+        let csv = csv::write(&ids, &problem, &r.placement);
+        let response = PlaceResponse {
+            fits: r.fits,
+            peak_bytes: r.stats.objective,
+            lower_bound_bytes: r.stats.lower_bound,
+            gap: r.stats.gap(),
+            load_bytes: problem.load(),
+            status: r.stats.status.as_str().to_string(),
+            method: r.method.clone(),
+            elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+            buffers: ids
+                .into_iter()
+                .zip(&r.placement.offsets)
+                .map(|(id, &offset)| PlacedBuffer { id, offset })
+                .collect(),
+        };
+        Ok(PlaceAnswer { response, csv })
+    }
+}
+
+/// Parses a placement request into ids, problem and options.
+fn parse_place(
+    kind: PlaceBody,
+    query: PlaceQuery,
+    body: &[u8],
+    config: &Config,
+) -> Result<(Vec<String>, PlacementProblem, PlaceOptions), ApiError> {
+    let text = request::text(body)?;
+    let (ids, mut problem, capacity, time_limit_s, heuristic) = match kind {
+        PlaceBody::Csv => {
+            let alignment = query.alignment.unwrap_or(1);
+            if !alignment.is_power_of_two() {
+                return Err(ApiError::options(format!(
+                    "alignment {alignment} is not a power of two"
+                )));
+            }
+            let parsed =
+                csv::parse(text, alignment).map_err(|e| ApiError::buffers(e.to_string()))?;
+            (
+                parsed.ids,
+                parsed.problem,
+                query.capacity,
+                query.time_limit_s,
+                query.heuristic.unwrap_or(false),
+            )
+        }
+        PlaceBody::Json => {
+            if query != PlaceQuery::default() {
+                return Err(ApiError::BadRequest(
+                    "with a JSON body the options go in the body, not the query string".into(),
+                ));
+            }
+            let req: PlaceRequest = request::json(text)?;
+            let alignment = req.alignment.unwrap_or(1);
+            if !alignment.is_power_of_two() {
+                return Err(ApiError::options(format!(
+                    "alignment {alignment} is not a power of two"
+                )));
+            }
+            let mut seen = BTreeMap::new();
+            let mut ids = Vec::with_capacity(req.buffers.len());
+            let mut buffers = Vec::with_capacity(req.buffers.len());
+            for (i, b) in req.buffers.iter().enumerate() {
+                let id = b.id.text();
+                let buffer =
+                    csv::check_buffer(b.lower, b.upper, b.size, b.alignment.unwrap_or(alignment))
+                        .map_err(|rule| {
+                        ApiError::buffers(format!("buffers[{i}] (buffer `{id}`): {rule}"))
+                    })?;
+                if let Some(first) = seen.insert(id.clone(), i) {
+                    return Err(ApiError::buffers(format!(
+                        "buffers[{i}] (buffer `{id}`): id already used by buffers[{first}]"
+                    )));
+                }
+                ids.push(id);
+                buffers.push(buffer);
+            }
+            (
+                ids,
+                PlacementProblem::new(buffers),
+                req.capacity,
+                req.time_limit_s,
+                req.heuristic.unwrap_or(false),
+            )
+        }
+    };
+    if ids.len() > config.max_buffers {
+        return Err(ApiError::LimitExceeded {
+            limit: "max_buffers",
+            detail: format!(
+                "{} buffers, over the limit of {} buffers (max_buffers)",
+                ids.len(),
+                config.max_buffers
+            ),
+        });
+    }
+    let time = request::time_limit(time_limit_s, config, Mode::Sync, "time_limit_s")?;
+    problem.capacity = capacity;
+    Ok((
+        ids,
+        problem,
+        PlaceOptions {
+            budget: Budget::with_time(time),
+            exact: !heuristic,
+        },
+    ))
+}
