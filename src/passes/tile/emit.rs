@@ -380,11 +380,7 @@ fn strip_op(
     })
 }
 
-fn strip_attrs(
-    orig: &Op,
-    local: &Local,
-    (top, bottom): (usize, usize),
-) -> Option<Value> {
+fn strip_attrs(orig: &Op, local: &Local, (top, bottom): (usize, usize)) -> Option<Value> {
     let mut attrs = match &orig.attrs {
         Some(Value::Object(m)) => m.clone(),
         _ => serde_json::Map::new(),
