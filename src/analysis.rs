@@ -1,10 +1,12 @@
 //! Analyses of a valid plan, below the planner and above the format: [`profile`] recovers
 //! the arena over time from a plan's instruction stream (blocks, live bytes per step, free
 //! space and fragmentation), and [`fragmentation_at_peak`] is the figure the planner and the
-//! tier phase write into `stats.fragmentation_at_peak`. (The replay that checks a plan is
+//! tier phase write into `stats.fragmentation_at_peak`; [`walk`] is the instruction-stream
+//! walk both the profile and the Chrome trace use. (The replay that checks a plan is
 //! [`crate::validate`](mod@crate::validate); the Chrome trace is [`crate::trace`].)
 
 pub mod profile;
+pub mod walk;
 
 use crate::graph::Graph;
 use crate::plan::Plan;

@@ -18,8 +18,10 @@
 
 use crate::graph::{Graph, GraphError};
 use crate::plan::{emit, MemberStat, Plan, PlanStatus};
-use memplan_solver::order::ilp::{optimise_order, OrderIlpOptions};
-use memplan_solver::order::{self, lifetimes, LifetimeOptions, OrderLifetimes};
+use memplan_solver::order::ilp::{optimise_order, OrderIlpOptions, OrderIlpOutcome};
+use memplan_solver::order::{
+    self, lifetimes, LifetimeOptions, OrderLifetimes, OrderProblem, OrderResult,
+};
 use memplan_solver::place::{self, PlaceOutcome};
 use memplan_solver::{Budget, CancelToken, PlacementError, ProgressFn, SolveStats, SolveStatus};
 use std::sync::Arc;
@@ -263,27 +265,59 @@ fn best_peak(cands: &[Candidate]) -> u64 {
         .unwrap_or(0)
 }
 
-/// Plans `graph` (see the module doc).
-pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
-    let started = Instant::now();
-    let (problem, mapping) = graph.order_problem_with_mapping();
-    let lopts = LifetimeOptions {
-        inplace: opts.inplace,
-    };
-    let remaining = || Budget {
-        time: opts.time_limit.map(|t| t.saturating_sub(started.elapsed())),
-        nodes: None,
-        cancel: opts.cancel.clone(),
-    };
-    let report = |stage: &'static str, best_peak: u64, lower_bound: u64| {
-        if let Some(sink) = &opts.progress {
+/// The clock and options of one `plan` call: what is left of the time limit, and the
+/// progress reports.
+struct Run<'o> {
+    started: Instant,
+    opts: &'o PlanOptions,
+}
+
+impl Run<'_> {
+    /// The budget left (time limit minus elapsed, the cancel token).
+    fn remaining(&self) -> Budget {
+        Budget {
+            time: self
+                .opts
+                .time_limit
+                .map(|t| t.saturating_sub(self.started.elapsed())),
+            nodes: None,
+            cancel: self.opts.cancel.clone(),
+        }
+    }
+
+    /// Budget that ends at `share` of the time limit.
+    fn until(&self, share: f64) -> Budget {
+        Budget {
+            time: self
+                .opts
+                .time_limit
+                .map(|t| t.mul_f64(share).saturating_sub(self.started.elapsed())),
+            ..self.remaining()
+        }
+    }
+
+    /// Reports a stage's progress to the sink, if any.
+    fn report(&self, stage: &'static str, best_peak: u64, lower_bound: u64) {
+        if let Some(sink) = &self.opts.progress {
             sink.report(&Progress {
                 stage,
                 best_peak,
                 lower_bound,
-                elapsed: started.elapsed(),
+                elapsed: self.started.elapsed(),
             });
         }
+    }
+}
+
+/// Plans `graph` (see the module doc).
+pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
+    let run = Run {
+        started: Instant::now(),
+        opts,
+    };
+    let (problem, mapping) = graph.order_problem_with_mapping();
+    let lopts = LifetimeOptions {
+        inplace: opts.inplace,
     };
     let listed = problem
         .listed_topological_order()
@@ -292,38 +326,79 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let mut order_result = None;
     let mut ilp_result = None;
     let solving = opts.strategy != Strategy::Heuristic;
-    // Budget that ends at `share` of the time limit.
-    let until = |share: f64| Budget {
-        time: opts
-            .time_limit
-            .map(|t| t.mul_f64(share).saturating_sub(started.elapsed())),
-        ..remaining()
-    };
-    let ilp_share = match opts.strategy {
-        Strategy::Ilp => ILP_FOCUS_ILP_SHARE,
-        _ => ORDER_ILP_SHARE,
-    };
     // The heuristic stages run exactly as with strategy `heuristic` (same budget), so the
     // solving strategies only add candidates and refine them: never worse than `heuristic`.
     if opts.order == OrderMode::Auto {
-        let r = order::best_order(&order::registry(), &problem, &lopts, &remaining())
+        let r = order::best_order(&order::registry(), &problem, &lopts, &run.remaining())
             .map_err(|e| graph.order_error(e))?;
-        report("order", r.stats.objective, r.stats.lower_bound);
+        run.report("order", r.stats.objective, r.stats.lower_bound);
         if r.order != orders[0].0 {
             orders.push((r.order.clone(), r.method));
         }
         order_result = Some(r);
     }
-    // The candidates are independent: place them on threads of their own (each result is
-    // deterministic, so the plan does not depend on the scheduling).
-    let budget = remaining();
+    let mut candidates = place_candidates(&problem, orders, &lopts, &run.remaining())?;
+    if let (true, Some(r)) = (solving, &order_result) {
+        ilp_result = Some(order_ilp_candidate(
+            &run,
+            &problem,
+            &lopts,
+            r,
+            &mut candidates,
+        )?);
+    }
+    // Best first; a stable sort keeps the listed order ahead on ties.
+    candidates.sort_by_key(|c| c.placed.stats.objective);
+    let bound_now = |cands: &[Candidate]| match &order_result {
+        Some(r) => r.stats.lower_bound,
+        None => cands.first().map_or(0, |c| c.placed.stats.lower_bound),
+    };
+    run.report("heuristics", best_peak(&candidates), bound_now(&candidates));
+    if solving {
+        refine_candidates(&run, &mut candidates, bound_now)?;
+    }
+    let best = candidates
+        .into_iter()
+        .enumerate()
+        .min_by_key(|(i, c)| (c.placed.stats.objective, *i))
+        .map(|(_, c)| c)
+        .ok_or_else(|| PlanError::Internal("no candidate order".into()))?;
+    let mut plan = emit(
+        graph,
+        &best.order,
+        &best.lt,
+        &best.placed.placement,
+        &mapping,
+    );
+    write_stats(
+        &run,
+        graph,
+        &mut plan,
+        &best,
+        order_result.as_ref(),
+        ilp_result.as_ref(),
+    );
+    if cfg!(debug_assertions) {
+        crate::validate::validate(graph, &plan, None)?;
+    }
+    Ok(plan)
+}
+
+/// Places every candidate order with the heuristic portfolio. The candidates are
+/// independent: each is placed on a thread of its own (each result is deterministic, so the
+/// plan does not depend on the scheduling).
+fn place_candidates(
+    problem: &OrderProblem,
+    orders: Vec<(Vec<usize>, &'static str)>,
+    lopts: &LifetimeOptions,
+    budget: &Budget,
+) -> Result<Vec<Candidate>, PlanError> {
     let placed: Vec<Result<Candidate, PlanError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = orders
             .into_iter()
             .map(|(order, method)| {
-                let (problem, budget) = (&problem, &budget);
                 scope.spawn(move || -> Result<Candidate, PlanError> {
-                    let lt = lifetimes(problem, &order, &lopts);
+                    let lt = lifetimes(problem, &order, lopts);
                     let placed = place::heuristics(&lt.problem, budget)?;
                     Ok(Candidate {
                         order,
@@ -343,109 +418,127 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             })
             .collect()
     });
-    let mut candidates = placed.into_iter().collect::<Result<Vec<_>, _>>()?;
-    if let (true, Some(r)) = (solving, &order_result) {
-        // HiGHS' improving solutions, as progress (a window's peak is not the plan's: report
-        // the best of it and the heuristic plan so far).
-        let progress = opts.progress.clone().map(|sink| {
-            let best = best_peak(&candidates);
-            let bound = r.stats.lower_bound;
-            ProgressFn::new(move |peak, _| {
-                sink.report(&Progress {
-                    stage: "order_ilp",
-                    best_peak: best.min(peak.max(bound)),
-                    lower_bound: bound,
-                    elapsed: started.elapsed(),
-                })
-            })
-        });
-        let defaults = OrderIlpOptions::default();
-        let whole = problem.nodes.len() <= defaults.global_nodes;
-        let iopts = OrderIlpOptions {
-            budget: Budget {
-                nodes: opts.effort.map(|e| {
-                    if whole {
-                        EFFORT_ORDER_WHOLE_NODES
-                    } else {
-                        EFFORT_ORDER_WINDOW_NODES
-                    }
-                    .saturating_mul(e)
-                }),
-                ..until(ilp_share)
-            },
-            max_models: match opts.effort {
-                Some(e) => usize::try_from(e)
-                    .unwrap_or(usize::MAX)
-                    .saturating_mul(EFFORT_ORDER_WINDOWS),
-                None => defaults.max_models,
-            },
-            progress,
-            known_bound: if opts.inplace { 0 } else { r.stats.lower_bound },
-            ..OrderIlpOptions::default()
-        };
-        let out = optimise_order(&problem, &r.order, &iopts)
-            .map_err(|e| PlanError::Internal(format!("order program: {e}")))?;
-        report("order_ilp", out.stats.objective, out.stats.lower_bound);
-        if candidates.iter().all(|c| c.order != out.order) {
-            let lt = lifetimes(&problem, &out.order, &lopts);
-            let placed = place::heuristics(&lt.problem, &remaining())?;
-            candidates.push(Candidate {
-                order: out.order.clone(),
-                method: "ilp",
-                lt,
-                placed,
-            });
-        }
-        ilp_result = Some(out);
-    }
-    // Best first; a stable sort keeps the listed order ahead on ties.
-    candidates.sort_by_key(|c| c.placed.stats.objective);
-    let bound_now = |cands: &[Candidate]| match &order_result {
-        Some(r) => r.stats.lower_bound,
-        None => cands.first().map_or(0, |c| c.placed.stats.lower_bound),
+    placed.into_iter().collect()
+}
+
+/// The order integer program, warm-started from the order heuristics' best order `r`
+/// (strategies `ilp` / `auto`); its order joins the candidates (placed with the heuristics)
+/// when it is new. Returns the program's outcome.
+fn order_ilp_candidate(
+    run: &Run<'_>,
+    problem: &OrderProblem,
+    lopts: &LifetimeOptions,
+    r: &OrderResult,
+    candidates: &mut Vec<Candidate>,
+) -> Result<OrderIlpOutcome, PlanError> {
+    let opts = run.opts;
+    let started = run.started;
+    let ilp_share = match opts.strategy {
+        Strategy::Ilp => ILP_FOCUS_ILP_SHARE,
+        _ => ORDER_ILP_SHARE,
     };
-    report("heuristics", best_peak(&candidates), bound_now(&candidates));
-    if solving {
-        let count = candidates.len() as u32;
-        for k in 0..candidates.len() {
-            let best = best_peak(&candidates);
-            let c = &candidates[k];
-            // Only worth it where the exact search could beat the best plan so far.
-            if c.placed.stats.objective <= c.placed.stats.lower_bound || c.lt.problem.load() >= best
-            {
-                continue;
-            }
-            // Split what is left evenly over the candidates still to refine.
-            let left = remaining();
-            let share = Budget {
-                time: left.time.map(|t| t / (count - k as u32).max(1)),
-                ..left
-            };
-            let work = opts.effort.map(|e| place::RefineWork {
-                exact_nodes: EFFORT_EXACT_NODES.saturating_mul(e),
-                ilp_models: usize::try_from(e)
-                    .unwrap_or(usize::MAX)
-                    .saturating_mul(EFFORT_PLACEMENT_ILP_MODELS),
-                ilp_nodes_per_model: EFFORT_PLACEMENT_ILP_NODES,
-            });
-            let c = &mut candidates[k];
-            c.placed = place::refine_with(&c.lt.problem, &c.placed, &share, work)?;
-            report("exact", best_peak(&candidates), bound_now(&candidates));
-        }
+    // HiGHS' improving solutions, as progress (a window's peak is not the plan's: report
+    // the best of it and the heuristic plan so far).
+    let progress = opts.progress.clone().map(|sink| {
+        let best = best_peak(candidates);
+        let bound = r.stats.lower_bound;
+        ProgressFn::new(move |peak, _| {
+            sink.report(&Progress {
+                stage: "order_ilp",
+                best_peak: best.min(peak.max(bound)),
+                lower_bound: bound,
+                elapsed: started.elapsed(),
+            })
+        })
+    });
+    let defaults = OrderIlpOptions::default();
+    let whole = problem.nodes.len() <= defaults.global_nodes;
+    let iopts = OrderIlpOptions {
+        budget: Budget {
+            nodes: opts.effort.map(|e| {
+                if whole {
+                    EFFORT_ORDER_WHOLE_NODES
+                } else {
+                    EFFORT_ORDER_WINDOW_NODES
+                }
+                .saturating_mul(e)
+            }),
+            ..run.until(ilp_share)
+        },
+        max_models: match opts.effort {
+            Some(e) => usize::try_from(e)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(EFFORT_ORDER_WINDOWS),
+            None => defaults.max_models,
+        },
+        progress,
+        known_bound: if opts.inplace { 0 } else { r.stats.lower_bound },
+        ..OrderIlpOptions::default()
+    };
+    let out = optimise_order(problem, &r.order, &iopts)
+        .map_err(|e| PlanError::Internal(format!("order program: {e}")))?;
+    run.report("order_ilp", out.stats.objective, out.stats.lower_bound);
+    if candidates.iter().all(|c| c.order != out.order) {
+        let lt = lifetimes(problem, &out.order, lopts);
+        let placed = place::heuristics(&lt.problem, &run.remaining())?;
+        candidates.push(Candidate {
+            order: out.order.clone(),
+            method: "ilp",
+            lt,
+            placed,
+        });
     }
-    let best = candidates
-        .into_iter()
-        .enumerate()
-        .min_by_key(|(i, c)| (c.placed.stats.objective, *i))
-        .map(|(_, c)| c)
-        .ok_or_else(|| PlanError::Internal("no candidate order".into()))?;
-    let mut plan = emit(
-        graph,
-        &best.order,
-        &best.lt,
-        &best.placed.placement,
-        &mapping,
-    );
+    Ok(out)
+}
+
+/// The exact placement search and the placement model on the candidates (best first), where
+/// they could beat the best plan so far, splitting what is left of the time evenly over the
+/// candidates still to refine. `bound_now` gives the lower bound to report.
+fn refine_candidates(
+    run: &Run<'_>,
+    candidates: &mut [Candidate],
+    bound_now: impl Fn(&[Candidate]) -> u64,
+) -> Result<(), PlanError> {
+    let opts = run.opts;
+    let count = candidates.len() as u32;
+    for k in 0..candidates.len() {
+        let best = best_peak(candidates);
+        let c = &candidates[k];
+        // Only worth it where the exact search could beat the best plan so far.
+        if c.placed.stats.objective <= c.placed.stats.lower_bound || c.lt.problem.load() >= best {
+            continue;
+        }
+        // Split what is left evenly over the candidates still to refine.
+        let left = run.remaining();
+        let share = Budget {
+            time: left.time.map(|t| t / (count - k as u32).max(1)),
+            ..left
+        };
+        let work = opts.effort.map(|e| place::RefineWork {
+            exact_nodes: EFFORT_EXACT_NODES.saturating_mul(e),
+            ilp_models: usize::try_from(e)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(EFFORT_PLACEMENT_ILP_MODELS),
+            ilp_nodes_per_model: EFFORT_PLACEMENT_ILP_NODES,
+        });
+        let c = &mut candidates[k];
+        c.placed = place::refine_with(&c.lt.problem, &c.placed, &share, work)?;
+        run.report("exact", best_peak(candidates), bound_now(candidates));
+    }
+    Ok(())
+}
+
+/// Fills the plan's stats: the winning candidate's placement figures, the lower bound (see
+/// the module doc), the status, the order searches' figures, fragmentation and time.
+fn write_stats(
+    run: &Run<'_>,
+    graph: &Graph,
+    plan: &mut Plan,
+    best: &Candidate,
+    order_result: Option<&OrderResult>,
+    ilp_result: Option<&OrderIlpOutcome>,
+) {
+    let (opts, started) = (run.opts, run.started);
     let load = best.lt.problem.load();
     let s = &best.placed;
     plan.stats.method = s.method.clone();
@@ -476,10 +569,9 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     // for `auto`, the order-independent bound (other orders could go lower).
     let peak = plan.stats.peak_bytes;
     let ilp_bound = ilp_result
-        .as_ref()
         .filter(|o| o.whole && !opts.inplace)
         .map_or(0, |o| o.stats.lower_bound);
-    let lower = match &order_result {
+    let lower = match order_result {
         Some(r) => r
             .stats
             .lower_bound
@@ -489,9 +581,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     };
     let solve = SolveStats::heuristic(peak, lower, started.elapsed());
     plan.stats.lower_bound_bytes = lower;
-    let timed_out = ilp_result
-        .as_ref()
-        .is_some_and(|o| o.stats.status == SolveStatus::TimeLimit)
+    let timed_out = ilp_result.is_some_and(|o| o.stats.status == SolveStatus::TimeLimit)
         || s.stats.status == SolveStatus::TimeLimit
         || opts.time_limit.is_some_and(|t| started.elapsed() >= t);
     let cancelled = opts.cancel.as_ref().is_some_and(CancelToken::is_cancelled);
@@ -507,7 +597,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         PlanStatus::Feasible
     });
     plan.stats.gap = Some(solve.gap());
-    if let Some(o) = &ilp_result {
+    if let Some(o) = ilp_result {
         plan.stats.order_ilp = Some(crate::plan::OrderIlpStat {
             status: o.stats.status.as_str().to_string(),
             whole: o.whole,
@@ -518,7 +608,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             ms: ms(o.stats.elapsed),
         });
     }
-    if let Some(r) = &order_result {
+    if let Some(r) = order_result {
         plan.stats.order_lower_bound_bytes = Some(r.stats.lower_bound);
         plan.stats.order_members = r
             .members
@@ -527,12 +617,8 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             .collect();
     }
     plan.stats.inplace = opts.inplace;
-    plan.stats.fragmentation_at_peak = crate::analysis::fragmentation_at_peak(graph, &plan);
+    plan.stats.fragmentation_at_peak = crate::analysis::fragmentation_at_peak(graph, plan);
     plan.stats.elapsed_ms = ms(started.elapsed());
-    if cfg!(debug_assertions) {
-        crate::validate::validate(graph, &plan, None)?;
-    }
-    Ok(plan)
 }
 
 fn ms(d: Duration) -> f64 {

@@ -4,10 +4,12 @@
 //! track with a flow arrow (`ph: s` → `ph: f`) from its `spill_out` to the `spill_in` that
 //! brings the tensor back. Time is simulated: an op lasts its `time_us` when the graph gives
 //! one, else [`DEFAULT_OP_US`]; copies last [`COPY_US`]. Open the file in ui.perfetto.dev or
-//! chrome://tracing. One pass over the instructions: O(I).
+//! chrome://tracing. One pass over the instructions ([`arena_steps`], the walk shared with
+//! the arena profile): O(I).
 
+use crate::analysis::walk::{arena_steps, ArenaStep};
 use crate::graph::Graph;
-use crate::plan::{Instruction, Plan};
+use crate::plan::Plan;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -37,13 +39,8 @@ pub fn chrome_trace(graph: &Graph, plan: &Plan) -> Result<Value, TraceError> {
         graph: graph.name.clone(),
         what,
     };
-    let ops = graph.op_indices();
-    let size_of = |name: &str| {
-        graph
-            .tensor_by_name(name)
-            .map(|t| graph.tensor(t).size)
-            .ok_or_else(|| unknown(format!("tensor {name}")))
-    };
+    let size_of =
+        |tensor: &str, size: Option<u64>| size.ok_or_else(|| unknown(format!("tensor {tensor}")));
     let mut events = vec![
         json!({"name": "process_name", "ph": "M", "pid": PID, "args": {"name": format!("memplan: {}", plan.graph)}}),
         json!({"name": "thread_name", "ph": "M", "pid": PID, "tid": COMPUTE_TID, "args": {"name": "compute"}}),
@@ -53,24 +50,31 @@ pub fn chrome_trace(graph: &Graph, plan: &Plan) -> Result<Value, TraceError> {
     let counter = |ts: f64, live: u64| json!({"name": "arena", "ph": "C", "pid": PID, "ts": ts, "args": {"reserved_bytes": live}});
     // Tensor → flow id of its pending spill.
     let mut spilled: BTreeMap<&str, u64> = BTreeMap::new();
-    for ins in &plan.instructions {
+    for ins in arena_steps(graph, plan) {
         match ins {
-            Instruction::Alloc { tensor, .. } => {
-                live += size_of(tensor)?;
-                events.push(counter(now, live));
-            }
-            Instruction::Free { tensor } => {
-                live = live.saturating_sub(size_of(tensor)?);
-                events.push(counter(now, live));
-            }
-            Instruction::Exec {
-                node,
-                workspace_offset,
+            ArenaStep::Reserve {
+                tensor,
+                size,
+                spill: false,
                 ..
             } => {
-                let i = *ops
-                    .get(node.as_str())
-                    .ok_or_else(|| unknown(format!("op {node}")))?;
+                live += size_of(tensor, size)?;
+                events.push(counter(now, live));
+            }
+            ArenaStep::Release {
+                tensor,
+                size,
+                spill: false,
+            } => {
+                live = live.saturating_sub(size_of(tensor, size)?);
+                events.push(counter(now, live));
+            }
+            ArenaStep::Exec {
+                node,
+                op,
+                workspace_offset,
+            } => {
+                let i = op.ok_or_else(|| unknown(format!("op {node}")))?;
                 let op = &graph.ops[i];
                 let dur = op.time_us.filter(|t| *t > 0.0).unwrap_or(DEFAULT_OP_US);
                 let ws = if workspace_offset.is_some() {
@@ -91,20 +95,29 @@ pub fn chrome_trace(graph: &Graph, plan: &Plan) -> Result<Value, TraceError> {
                     events.push(counter(now, live));
                 }
             }
-            Instruction::SpillOut { tensor, .. } => {
+            ArenaStep::Release {
+                tensor,
+                size,
+                spill: true,
+            } => {
                 flow += 1;
-                spilled.insert(tensor.as_str(), flow);
+                spilled.insert(tensor, flow);
                 events.push(json!({"name": format!("spill_out {tensor}"), "cat": "spill", "ph": "X", "pid": PID, "tid": COPY_TID, "ts": now, "dur": COPY_US}));
                 events.push(json!({"name": "spill", "cat": "spill", "ph": "s", "id": flow, "pid": PID, "tid": COPY_TID, "ts": now}));
                 now += COPY_US;
-                live = live.saturating_sub(size_of(tensor)?);
+                live = live.saturating_sub(size_of(tensor, size)?);
                 events.push(counter(now, live));
             }
-            Instruction::SpillIn { tensor, .. } => {
-                live += size_of(tensor)?;
+            ArenaStep::Reserve {
+                tensor,
+                size,
+                spill: true,
+                ..
+            } => {
+                live += size_of(tensor, size)?;
                 events.push(counter(now, live));
                 events.push(json!({"name": format!("spill_in {tensor}"), "cat": "spill", "ph": "X", "pid": PID, "tid": COPY_TID, "ts": now, "dur": COPY_US}));
-                if let Some(id) = spilled.remove(tensor.as_str()) {
+                if let Some(id) = spilled.remove(tensor) {
                     events.push(json!({"name": "spill", "cat": "spill", "ph": "f", "bp": "e", "id": id, "pid": PID, "tid": COPY_TID, "ts": now}));
                 }
                 now += COPY_US;
@@ -126,6 +139,7 @@ pub fn chrome_trace(graph: &Graph, plan: &Plan) -> Result<Value, TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Instruction;
     use crate::planner::{plan, PlanOptions};
 
     #[test]

@@ -12,6 +12,10 @@
 //! the next `exec`. Until D is freed, no exec may write D's bytes (re-running D's producer
 //! would overwrite T), and D cannot be spilled while T is reserved in its bytes. The shared
 //! bytes count once in `max_live`.
+//!
+//! Layout: [`validate`] runs the plan-level checks, then a small loop hands each instruction
+//! to its handler on the replay state (one handler per kind: `alloc`, `spill_in`, `free`,
+//! `spill_out`, `exec`, with the workspace check apart), then the end-of-plan checks.
 
 use crate::graph::{Graph, TensorId, TensorKind};
 use crate::plan::{Instruction, Plan, PLAN_FORMAT};
@@ -199,13 +203,11 @@ impl Ranges {
 }
 
 /// Replays `plan` against `graph`; `budget` (bytes), when given, bounds the peak.
+///
+/// The plan-level checks (format, graph name, weights region) come first; then the walk over
+/// the instructions, one handler per instruction kind, stops at the first
+/// violation; then the end-of-plan checks (donors, ops run, outputs, stats, budget).
 pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Replay, Violation> {
-    let at = |i: usize| {
-        move |kind: ViolationKind| Violation {
-            instruction: Some(i),
-            kind,
-        }
-    };
     let global = |kind: ViolationKind| Violation {
         instruction: None,
         kind,
@@ -220,294 +222,375 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
         }));
     }
     let tensor_ids = graph.tensor_ids();
-    let op_ids = graph.op_indices();
     check_weights(graph, plan, &tensor_ids).map_err(global)?;
-
-    let tname = |t: TensorId| graph.tensor(t).name.clone();
-    let mut st = vec![State::default(); graph.tensors.len()];
-    let mut ranges = Ranges::default();
-    let mut host = Ranges::default();
-    let mut ran = vec![false; graph.ops.len()];
-    let mut r = Replay::default();
-    let mut live: u64 = 0;
-    // (donor, taker, op) of in-place writes whose donor must be freed before the next exec.
-    let mut donated: Vec<(TensorId, TensorId, usize)> = Vec::new();
-
-    let lookup = |name: &str| -> Result<TensorId, ViolationKind> {
-        let t = *tensor_ids.get(name).ok_or_else(|| ViolationKind::Unknown {
-            what: "tensor",
-            name: name.to_string(),
+    let mut rp = Replayer::new(graph, tensor_ids);
+    for (i, ins) in plan.instructions.iter().enumerate() {
+        rp.step(ins).map_err(|kind| Violation {
+            instruction: Some(i),
+            kind,
         })?;
-        if graph.tensor(t).kind == TensorKind::Weight {
+    }
+    rp.finish(plan, budget).map_err(global)
+}
+
+/// The replay's state while walking the instructions: who owns every reserved arena and
+/// host byte, which ops ran, the live total and the figures so far.
+struct Replayer<'g> {
+    graph: &'g Graph,
+    tensor_ids: HashMap<&'g str, TensorId>,
+    op_ids: HashMap<&'g str, usize>,
+    st: Vec<State>,
+    ranges: Ranges,
+    host: Ranges,
+    ran: Vec<bool>,
+    r: Replay,
+    live: u64,
+    /// (donor, taker, op) of in-place writes whose donor must be freed before the next exec.
+    donated: Vec<(TensorId, TensorId, usize)>,
+}
+
+impl<'g> Replayer<'g> {
+    fn new(graph: &'g Graph, tensor_ids: HashMap<&'g str, TensorId>) -> Replayer<'g> {
+        Replayer {
+            graph,
+            tensor_ids,
+            op_ids: graph.op_indices(),
+            st: vec![State::default(); graph.tensors.len()],
+            ranges: Ranges::default(),
+            host: Ranges::default(),
+            ran: vec![false; graph.ops.len()],
+            r: Replay::default(),
+            live: 0,
+            donated: Vec::new(),
+        }
+    }
+
+    fn tname(&self, t: TensorId) -> String {
+        self.graph.tensor(t).name.clone()
+    }
+
+    /// The arena tensor named `name` (a weight is an error).
+    fn lookup(&self, name: &str) -> Result<TensorId, ViolationKind> {
+        let t = *self
+            .tensor_ids
+            .get(name)
+            .ok_or_else(|| ViolationKind::Unknown {
+                what: "tensor",
+                name: name.to_string(),
+            })?;
+        if self.graph.tensor(t).kind == TensorKind::Weight {
             return Err(ViolationKind::WeightInArena(name.to_string()));
         }
         Ok(t)
-    };
+    }
 
-    for (i, ins) in plan.instructions.iter().enumerate() {
-        let err = at(i);
+    /// Replays one instruction, then updates the peak and the live maximum.
+    fn step(&mut self, ins: &Instruction) -> Result<(), ViolationKind> {
         match ins {
             Instruction::Alloc {
                 tensor,
                 offset,
                 inplace_of,
                 ..
-            } => {
-                let t = lookup(tensor).map_err(err)?;
-                let donor = match inplace_of {
-                    Some(d) => Some(lookup(d).map_err(err)?),
-                    None => None,
-                };
-                if let Some(d) = donor {
-                    check_inplace(graph, &st, t, d, *offset).map_err(err)?;
-                }
-                reserve(graph, &mut st, &mut ranges, t, *offset, donor).map_err(err)?;
-                match donor {
-                    // The taker's bytes are the donor's: counted once, with the donor.
-                    Some(d) => {
-                        st[t.index()].donor = Some(d);
-                        st[d.index()].taker = Some(t);
-                    }
-                    None => live = live.saturating_add(graph.tensor(t).size),
-                }
-                if graph.tensor(t).kind == TensorKind::Input {
-                    // An input holds its data from its first alloc only.
-                    let s = &mut st[t.index()];
-                    s.valid = !s.input_used;
-                    s.input_used = true;
-                }
-            }
-            Instruction::SpillIn { tensor, offset, .. } => {
-                let t = lookup(tensor).map_err(err)?;
-                let Some((hlo, _)) = st[t.index()].host.take() else {
-                    return Err(err(ViolationKind::Host(format!(
-                        "spill_in of {tensor:?}, which is not on the host"
-                    ))));
-                };
-                host.remove(hlo, t.0);
-                reserve(graph, &mut st, &mut ranges, t, *offset, None).map_err(err)?;
-                live = live.saturating_add(graph.tensor(t).size);
-                st[t.index()].valid = true;
-            }
-            Instruction::Free { tensor } => {
-                let t = lookup(tensor).map_err(err)?;
-                if st[t.index()].range.is_none() {
-                    return Err(err(ViolationKind::NotReserved(tensor.clone())));
-                }
-                release(graph, &mut st, &mut ranges, &mut live, t);
-            }
+            } => self.alloc(tensor, *offset, inplace_of.as_deref())?,
+            Instruction::SpillIn { tensor, offset, .. } => self.spill_in(tensor, *offset)?,
+            Instruction::Free { tensor } => self.free(tensor)?,
             Instruction::SpillOut {
                 tensor,
                 host_offset,
-            } => {
-                let t = lookup(tensor).map_err(err)?;
-                let s = st[t.index()];
-                if s.range.is_none() || !s.valid {
-                    return Err(err(ViolationKind::Host(format!(
-                        "spill_out of {tensor:?}, which is not reserved and valid"
-                    ))));
-                }
-                if let Some(x) = s.taker {
-                    return Err(err(ViolationKind::BadInplace {
-                        tensor: tname(x),
-                        donor: tensor.clone(),
-                        reason: "the donor is spilled while its in-place taker is reserved \
-                                 in its bytes"
-                            .into(),
-                    }));
-                }
-                let hhi = host_offset
-                    .checked_add(graph.tensor(t).size)
-                    .ok_or_else(|| {
-                        err(ViolationKind::Overflow(format!(
-                            "host offset of {tensor:?}"
-                        )))
-                    })?;
-                if let Some(&o) = host.overlapping(*host_offset, hhi).first() {
-                    return Err(err(ViolationKind::Host(format!(
-                        "host range of {tensor:?} overlaps {:?}",
-                        graph.tensors[o as usize].name
-                    ))));
-                }
-                // A tensor spilled again (re-allocated, not spilled in) gives back its
-                // earlier host range.
-                if let Some((old, _)) = s.host {
-                    host.remove(old, t.0);
-                }
-                host.insert(*host_offset, hhi, t.0);
-                r.host_peak = r.host_peak.max(hhi);
-                r.spills += 1;
-                release(graph, &mut st, &mut ranges, &mut live, t);
-                st[t.index()].host = Some((*host_offset, hhi));
-            }
+            } => self.spill_out(tensor, *host_offset)?,
             Instruction::Exec {
                 node,
                 workspace_offset,
                 ..
-            } => {
-                let k = *op_ids.get(node.as_str()).ok_or_else(|| {
-                    err(ViolationKind::Unknown {
-                        what: "op",
-                        name: node.clone(),
-                    })
-                })?;
-                let op = &graph.ops[k];
-                // A donor dies at its in-place op: freed before the next exec.
-                for (d, t, p) in donated.drain(..) {
-                    if st[d.index()].range.is_some() {
-                        return Err(err(ViolationKind::BadInplace {
-                            tensor: tname(t),
-                            donor: tname(d),
-                            reason: format!(
-                                "the donor is still reserved when op {:?} runs; a donor must \
-                                 die at the in-place op {:?} (freed before the next exec)",
-                                op.name, graph.ops[p].name
-                            ),
-                        }));
-                    }
-                }
-                for &t in &op.inputs {
-                    if graph.tensor(t).kind == TensorKind::Weight {
-                        continue;
-                    }
-                    let s = st[t.index()];
-                    if s.range.is_none() {
-                        return Err(err(ViolationKind::OperandNotReserved {
-                            op: op.name.clone(),
-                            tensor: tname(t),
-                        }));
-                    }
-                    if !s.valid {
-                        return Err(err(ViolationKind::InputNotValid {
-                            op: op.name.clone(),
-                            tensor: tname(t),
-                        }));
-                    }
-                }
-                for &t in &op.outputs {
-                    if st[t.index()].range.is_none() {
-                        return Err(err(ViolationKind::OperandNotReserved {
-                            op: op.name.clone(),
-                            tensor: tname(t),
-                        }));
-                    }
-                }
-                let mut peak_live = live;
-                match (op.workspace, workspace_offset) {
-                    (0, None) => {}
-                    (0, Some(_)) => {
-                        return Err(err(ViolationKind::Workspace {
-                            op: op.name.clone(),
-                            message: "workspace_offset given but the op has no workspace".into(),
-                        }))
-                    }
-                    (_, None) => {
-                        return Err(err(ViolationKind::Workspace {
-                            op: op.name.clone(),
-                            message: format!(
-                                "needs workspace_offset for its {} workspace bytes",
-                                op.workspace
-                            ),
-                        }))
-                    }
-                    (w, Some(off)) => {
-                        if off % graph.alignment != 0 {
-                            return Err(err(ViolationKind::Misaligned {
-                                what: format!("workspace of {:?}", op.name),
-                                offset: *off,
-                                alignment: graph.alignment,
-                            }));
-                        }
-                        let hi = off.checked_add(w).ok_or_else(|| {
-                            err(ViolationKind::Overflow(format!(
-                                "workspace of {:?}",
-                                op.name
-                            )))
-                        })?;
-                        if let Some(&o) = ranges.overlapping(*off, hi).first() {
-                            return Err(err(ViolationKind::Overlap {
-                                what: format!("workspace of {:?}", op.name),
-                                lo: *off,
-                                hi,
-                                other: graph.tensors[o as usize].name.clone(),
-                            }));
-                        }
-                        r.peak = r.peak.max(hi);
-                        peak_live = peak_live.saturating_add(w);
-                    }
-                }
-                r.max_live = r.max_live.max(peak_live);
-                // No exec writes bytes that hold another tensor's data: outputs and workspaces
-                // overlap no reservation except an in-place donor, whose bytes become t's here,
-                // and a donor is freed before the next exec, so nothing can write it later.
-                for &t in &op.outputs {
-                    if let Some(d) = st[t.index()].donor {
-                        if st[d.index()].valid {
-                            // The in-place write: the donor's bytes now hold t.
-                            st[d.index()].valid = false;
-                            donated.push((d, t, k));
-                        }
-                    }
-                }
-                for &t in &op.outputs {
-                    st[t.index()].valid = true;
-                }
-                ran[k] = true;
-                r.execs += 1;
+            } => self.exec(node, *workspace_offset)?,
+        }
+        if let Some((_, hi)) = ins_range(ins, &self.st, &self.tensor_ids) {
+            self.r.peak = self.r.peak.max(hi);
+        }
+        self.r.max_live = self.r.max_live.max(self.live);
+        Ok(())
+    }
+
+    /// `alloc tensor offset [inplace_of donor]`.
+    fn alloc(
+        &mut self,
+        tensor: &str,
+        offset: u64,
+        inplace_of: Option<&str>,
+    ) -> Result<(), ViolationKind> {
+        let graph = self.graph;
+        let t = self.lookup(tensor)?;
+        let donor = match inplace_of {
+            Some(d) => Some(self.lookup(d)?),
+            None => None,
+        };
+        if let Some(d) = donor {
+            check_inplace(graph, &self.st, t, d, offset)?;
+        }
+        reserve(graph, &mut self.st, &mut self.ranges, t, offset, donor)?;
+        match donor {
+            // The taker's bytes are the donor's: counted once, with the donor.
+            Some(d) => {
+                self.st[t.index()].donor = Some(d);
+                self.st[d.index()].taker = Some(t);
+            }
+            None => self.live = self.live.saturating_add(graph.tensor(t).size),
+        }
+        if graph.tensor(t).kind == TensorKind::Input {
+            // An input holds its data from its first alloc only.
+            let s = &mut self.st[t.index()];
+            s.valid = !s.input_used;
+            s.input_used = true;
+        }
+        Ok(())
+    }
+
+    /// `spill_in tensor offset`: back from its host range.
+    fn spill_in(&mut self, tensor: &str, offset: u64) -> Result<(), ViolationKind> {
+        let t = self.lookup(tensor)?;
+        let Some((hlo, _)) = self.st[t.index()].host.take() else {
+            return Err(ViolationKind::Host(format!(
+                "spill_in of {tensor:?}, which is not on the host"
+            )));
+        };
+        self.host.remove(hlo, t.0);
+        reserve(self.graph, &mut self.st, &mut self.ranges, t, offset, None)?;
+        self.live = self.live.saturating_add(self.graph.tensor(t).size);
+        self.st[t.index()].valid = true;
+        Ok(())
+    }
+
+    /// `free tensor`.
+    fn free(&mut self, tensor: &str) -> Result<(), ViolationKind> {
+        let t = self.lookup(tensor)?;
+        if self.st[t.index()].range.is_none() {
+            return Err(ViolationKind::NotReserved(tensor.to_string()));
+        }
+        release(
+            self.graph,
+            &mut self.st,
+            &mut self.ranges,
+            &mut self.live,
+            t,
+        );
+        Ok(())
+    }
+
+    /// `spill_out tensor host_offset`: to the host pool, its arena range released.
+    fn spill_out(&mut self, tensor: &str, host_offset: u64) -> Result<(), ViolationKind> {
+        let graph = self.graph;
+        let t = self.lookup(tensor)?;
+        let s = self.st[t.index()];
+        if s.range.is_none() || !s.valid {
+            return Err(ViolationKind::Host(format!(
+                "spill_out of {tensor:?}, which is not reserved and valid"
+            )));
+        }
+        if let Some(x) = s.taker {
+            return Err(ViolationKind::BadInplace {
+                tensor: self.tname(x),
+                donor: tensor.to_string(),
+                reason: "the donor is spilled while its in-place taker is reserved \
+                         in its bytes"
+                    .into(),
+            });
+        }
+        let hhi = host_offset
+            .checked_add(graph.tensor(t).size)
+            .ok_or_else(|| ViolationKind::Overflow(format!("host offset of {tensor:?}")))?;
+        if let Some(&o) = self.host.overlapping(host_offset, hhi).first() {
+            return Err(ViolationKind::Host(format!(
+                "host range of {tensor:?} overlaps {:?}",
+                graph.tensors[o as usize].name
+            )));
+        }
+        // A tensor spilled again (re-allocated, not spilled in) gives back its
+        // earlier host range.
+        if let Some((old, _)) = s.host {
+            self.host.remove(old, t.0);
+        }
+        self.host.insert(host_offset, hhi, t.0);
+        self.r.host_peak = self.r.host_peak.max(hhi);
+        self.r.spills += 1;
+        release(graph, &mut self.st, &mut self.ranges, &mut self.live, t);
+        self.st[t.index()].host = Some((host_offset, hhi));
+        Ok(())
+    }
+
+    /// `exec node [workspace_offset]`: donors of earlier in-place writes are gone, operands
+    /// are reserved (inputs valid), the workspace fits; outputs become valid.
+    fn exec(&mut self, node: &str, workspace_offset: Option<u64>) -> Result<(), ViolationKind> {
+        let graph = self.graph;
+        let k = *self
+            .op_ids
+            .get(node)
+            .ok_or_else(|| ViolationKind::Unknown {
+                what: "op",
+                name: node.to_string(),
+            })?;
+        let op = &graph.ops[k];
+        // A donor dies at its in-place op: freed before the next exec.
+        for (d, t, p) in std::mem::take(&mut self.donated) {
+            if self.st[d.index()].range.is_some() {
+                return Err(ViolationKind::BadInplace {
+                    tensor: self.tname(t),
+                    donor: self.tname(d),
+                    reason: format!(
+                        "the donor is still reserved when op {:?} runs; a donor must \
+                         die at the in-place op {:?} (freed before the next exec)",
+                        op.name, graph.ops[p].name
+                    ),
+                });
             }
         }
-        if let Some((_, hi)) = ins_range(ins, &st, &tensor_ids) {
-            r.peak = r.peak.max(hi);
+        for &t in &op.inputs {
+            if graph.tensor(t).kind == TensorKind::Weight {
+                continue;
+            }
+            let s = self.st[t.index()];
+            if s.range.is_none() {
+                return Err(ViolationKind::OperandNotReserved {
+                    op: op.name.clone(),
+                    tensor: self.tname(t),
+                });
+            }
+            if !s.valid {
+                return Err(ViolationKind::InputNotValid {
+                    op: op.name.clone(),
+                    tensor: self.tname(t),
+                });
+            }
         }
-        r.max_live = r.max_live.max(live);
+        for &t in &op.outputs {
+            if self.st[t.index()].range.is_none() {
+                return Err(ViolationKind::OperandNotReserved {
+                    op: op.name.clone(),
+                    tensor: self.tname(t),
+                });
+            }
+        }
+        let workspace = self.workspace(k, workspace_offset)?;
+        self.r.max_live = self.r.max_live.max(self.live.saturating_add(workspace));
+        // No exec writes bytes that hold another tensor's data: outputs and workspaces
+        // overlap no reservation except an in-place donor, whose bytes become t's here,
+        // and a donor is freed before the next exec, so nothing can write it later.
+        for &t in &op.outputs {
+            if let Some(d) = self.st[t.index()].donor {
+                if self.st[d.index()].valid {
+                    // The in-place write: the donor's bytes now hold t.
+                    self.st[d.index()].valid = false;
+                    self.donated.push((d, t, k));
+                }
+            }
+        }
+        for &t in &op.outputs {
+            self.st[t.index()].valid = true;
+        }
+        self.ran[k] = true;
+        self.r.execs += 1;
+        Ok(())
     }
-    if let Some(&(d, t, p)) = donated.iter().find(|(d, ..)| st[d.index()].range.is_some()) {
-        return Err(global(ViolationKind::BadInplace {
-            tensor: tname(t),
-            donor: tname(d),
-            reason: format!(
-                "the donor is still reserved at the end; a donor must die at the in-place op {:?}",
-                graph.ops[p].name
-            ),
-        }));
-    }
-    if let Some(k) = ran.iter().position(|&x| !x) {
-        return Err(global(ViolationKind::NotExecuted(
-            graph.ops[k].name.clone(),
-        )));
-    }
-    for (i, t) in graph.tensors.iter().enumerate() {
-        if t.kind == TensorKind::Output && !(st[i].range.is_some() && st[i].valid) {
-            return Err(global(ViolationKind::OutputMissing(t.name.clone())));
+
+    /// Checks op `k`'s workspace at `workspace_offset` (given exactly when the op has one,
+    /// aligned, overlapping no reservation) and counts it in the peak; returns its bytes
+    /// (0 without one).
+    fn workspace(&mut self, k: usize, workspace_offset: Option<u64>) -> Result<u64, ViolationKind> {
+        let graph = self.graph;
+        let op = &graph.ops[k];
+        match (op.workspace, workspace_offset) {
+            (0, None) => Ok(0),
+            (0, Some(_)) => Err(ViolationKind::Workspace {
+                op: op.name.clone(),
+                message: "workspace_offset given but the op has no workspace".into(),
+            }),
+            (_, None) => Err(ViolationKind::Workspace {
+                op: op.name.clone(),
+                message: format!(
+                    "needs workspace_offset for its {} workspace bytes",
+                    op.workspace
+                ),
+            }),
+            (w, Some(off)) => {
+                if off % graph.alignment != 0 {
+                    return Err(ViolationKind::Misaligned {
+                        what: format!("workspace of {:?}", op.name),
+                        offset: off,
+                        alignment: graph.alignment,
+                    });
+                }
+                let hi = off.checked_add(w).ok_or_else(|| {
+                    ViolationKind::Overflow(format!("workspace of {:?}", op.name))
+                })?;
+                if let Some(&o) = self.ranges.overlapping(off, hi).first() {
+                    return Err(ViolationKind::Overlap {
+                        what: format!("workspace of {:?}", op.name),
+                        lo: off,
+                        hi,
+                        other: graph.tensors[o as usize].name.clone(),
+                    });
+                }
+                self.r.peak = self.r.peak.max(hi);
+                Ok(w)
+            }
         }
     }
-    if plan.arena_bytes < r.peak {
-        return Err(global(ViolationKind::Stats(format!(
-            "arena_bytes {} is below the replayed peak {}",
-            plan.arena_bytes, r.peak
-        ))));
-    }
-    if plan.stats.peak_bytes != r.peak {
-        return Err(global(ViolationKind::Stats(format!(
-            "stats.peak_bytes {} differs from the replayed peak {}",
-            plan.stats.peak_bytes, r.peak
-        ))));
-    }
-    if r.host_peak > plan.host_bytes {
-        return Err(global(ViolationKind::Stats(format!(
-            "host_bytes {} is below the host pool's peak {}",
-            plan.host_bytes, r.host_peak
-        ))));
-    }
-    if let Some(budget) = budget {
-        if r.peak > budget {
-            return Err(global(ViolationKind::OverBudget {
-                peak: r.peak,
-                budget,
-            }));
+
+    /// The end-of-plan checks: every donor freed, every op run, every output reserved and
+    /// valid, the plan's figures equal to the replay's, the peak within `budget`.
+    fn finish(self, plan: &Plan, budget: Option<u64>) -> Result<Replay, ViolationKind> {
+        let graph = self.graph;
+        let (st, r) = (&self.st, self.r);
+        if let Some(&(d, t, p)) = self
+            .donated
+            .iter()
+            .find(|(d, ..)| st[d.index()].range.is_some())
+        {
+            return Err(ViolationKind::BadInplace {
+                tensor: self.tname(t),
+                donor: self.tname(d),
+                reason: format!(
+                    "the donor is still reserved at the end; a donor must die at the in-place op {:?}",
+                    graph.ops[p].name
+                ),
+            });
         }
+        if let Some(k) = self.ran.iter().position(|&x| !x) {
+            return Err(ViolationKind::NotExecuted(graph.ops[k].name.clone()));
+        }
+        for (i, t) in graph.tensors.iter().enumerate() {
+            if t.kind == TensorKind::Output && !(st[i].range.is_some() && st[i].valid) {
+                return Err(ViolationKind::OutputMissing(t.name.clone()));
+            }
+        }
+        if plan.arena_bytes < r.peak {
+            return Err(ViolationKind::Stats(format!(
+                "arena_bytes {} is below the replayed peak {}",
+                plan.arena_bytes, r.peak
+            )));
+        }
+        if plan.stats.peak_bytes != r.peak {
+            return Err(ViolationKind::Stats(format!(
+                "stats.peak_bytes {} differs from the replayed peak {}",
+                plan.stats.peak_bytes, r.peak
+            )));
+        }
+        if r.host_peak > plan.host_bytes {
+            return Err(ViolationKind::Stats(format!(
+                "host_bytes {} is below the host pool's peak {}",
+                plan.host_bytes, r.host_peak
+            )));
+        }
+        if let Some(budget) = budget {
+            if r.peak > budget {
+                return Err(ViolationKind::OverBudget {
+                    peak: r.peak,
+                    budget,
+                });
+            }
+        }
+        Ok(r)
     }
-    Ok(r)
 }
 
 /// The range an alloc / spill_in just reserved (for the peak).

@@ -6,7 +6,11 @@
 #[path = "support/check_plan.rs"]
 mod check_plan;
 
+#[path = "support/graphs.rs"]
+mod graphs;
+
 use check_plan::{python_check_within, shared};
+use graphs::{arb_graph, CHAIN_WITH_SKIPS};
 use memplan::budget::{
     self, plan_under_budget, plan_with_budget, BudgetError, BudgetOptions, BudgetSpec,
 };
@@ -16,7 +20,6 @@ use memplan::zoo::determinism::{without_timing, BusyLoad};
 use memplan::{validate, OrderMode, PlanOptions, Strategy as Solvers};
 use memplan_executor::{execute, ExecOptions, KernelMode};
 use proptest::prelude::*;
-use serde_json::{json, Value};
 use std::cell::Cell;
 
 fn sample() -> Graph {
@@ -220,65 +223,6 @@ fn a_budgeted_zoo_training_plan_reproduces_the_reference_in_mix_mode() {
     assert_reproduces(&g, &p, KernelMode::Mix);
 }
 
-/// A random DAG of mixing ops with workspaces, in which memory can be saved: each op reads
-/// the previous op's first output and up to two random earlier tensors (long-lived skips, as
-/// the backward pass reads the forward activations), and few tensors are graph outputs (the
-/// last one, and each other with probability 1/8).
-fn arb_graph() -> impl Strategy<Value = Value> {
-    (2usize..14, 1usize..3, any::<u64>()).prop_map(|(n_ops, n_inputs, seed)| {
-        let mut rng = seed | 1;
-        let mut next = move |m: u64| {
-            rng ^= rng >> 12;
-            rng ^= rng << 25;
-            rng ^= rng >> 27;
-            (rng.wrapping_mul(0x2545F4914F6CDD1D) >> 11) % m.max(1)
-        };
-        let mut tensors = Vec::new();
-        let mut readable: Vec<String> = Vec::new();
-        for i in 0..n_inputs {
-            tensors.push(json!({"name": format!("in{i}"), "size": 1 + next(3000), "kind": "input"}));
-            readable.push(format!("in{i}"));
-        }
-        tensors.push(json!({"name": "w0", "size": 1 + next(300), "kind": "weight"}));
-        readable.push("w0".into());
-        let mut ops = Vec::new();
-        let mut produced = Vec::new();
-        for k in 0..n_ops {
-            let skips = next(3) as usize;
-            let mut inputs = vec![match k {
-                0 => "in0".to_string(),
-                _ => format!("t{}_0", k - 1),
-            }];
-            for _ in 0..skips {
-                inputs.push(readable[next(readable.len() as u64) as usize].clone());
-            }
-            let fan_out = 1 + next(2) as usize;
-            let mut outputs = Vec::new();
-            for j in 0..fan_out {
-                let name = format!("t{k}_{j}");
-                tensors.push(json!({"name": name, "size": 1 + next(4000), "kind": "activation"}));
-                outputs.push(name.clone());
-                produced.push(tensors.len() - 1);
-                readable.push(name);
-            }
-            let ty = ["mix", "relu", "add", "conv2d"][next(4) as usize];
-            let mut op = json!({"name": format!("op{k}"), "type": ty, "inputs": inputs,
-                                "outputs": outputs, "time_us": 1 + next(50)});
-            if next(3) == 0 {
-                op["workspace"] = json!(1 + next(2000));
-            }
-            ops.push(op);
-        }
-        let last = produced.len() - 1;
-        for (i, &idx) in produced.iter().enumerate() {
-            if i == last || next(8) == 0 {
-                tensors[idx]["kind"] = json!("output");
-            }
-        }
-        json!({"format": "memplan-graph/1", "name": "random", "alignment": 64, "tensors": tensors, "ops": ops})
-    })
-}
-
 /// Random cases of the property test below.
 const RANDOM_CASES: u32 = 48;
 
@@ -295,7 +239,7 @@ fn budgeted_plans_of_random_dags_are_valid_under_the_budget_and_run_equal() {
     let (fitted, infeasible) = (Cell::new(0usize), Cell::new(0usize));
     runner
         .run(
-            &(arb_graph(), 0u64..100, 0usize..5),
+            &(arb_graph(CHAIN_WITH_SKIPS), 0u64..100, 0usize..5),
             |(v, share, strategy)| {
                 let g = Graph::parse(&v.to_string()).unwrap();
                 let s = budget::strategy_names()[strategy];

@@ -3,13 +3,16 @@
 //! reference outputs bit for bit; corrupted plans (overlapping live tensors, an early free,
 //! a spill_in onto a live tensor) that bypass the validator are caught.
 
+#[path = "../../tests/support/graphs.rs"]
+mod graphs;
+
+use graphs::{arb_graph, MIXING};
 use memplan::graph::Graph;
 use memplan::plan::{Instruction, Plan};
 use memplan::{plan, validate, OrderMode, PlanOptions, Strategy as Solvers};
 use memplan_executor::rewrite::{rewrite, RewriteOptions};
 use memplan_executor::{execute, ExecError, ExecOptions, KernelMode};
 use proptest::prelude::*;
-use serde_json::{json, Value};
 use std::collections::HashMap;
 
 #[path = "../../tests/support/shared.rs"]
@@ -371,70 +374,12 @@ fn the_reference_depends_on_the_seed_and_nothing_else() {
     assert_ne!(a, c);
 }
 
-/// A random DAG of mixing ops (as in tests/random_dags.rs), with workspaces and in-place
-/// hints.
-fn arb_graph() -> impl Strategy<Value = Value> {
-    (2usize..12, 1usize..3, any::<u64>()).prop_map(|(n_ops, n_inputs, seed)| {
-        let mut rng = seed | 1;
-        let mut next = move |m: u64| {
-            rng ^= rng >> 12;
-            rng ^= rng << 25;
-            rng ^= rng >> 27;
-            (rng.wrapping_mul(0x2545F4914F6CDD1D) >> 11) % m.max(1)
-        };
-        let mut tensors = Vec::new();
-        let mut readable: Vec<String> = Vec::new();
-        for i in 0..n_inputs {
-            tensors.push(json!({"name": format!("in{i}"), "size": 1 + next(3000), "kind": "input"}));
-            readable.push(format!("in{i}"));
-        }
-        tensors.push(json!({"name": "w0", "size": 1 + next(300), "kind": "weight"}));
-        readable.push("w0".into());
-        let mut ops = Vec::new();
-        let mut produced = Vec::new();
-        for k in 0..n_ops {
-            let fan_in = 1 + next(3) as usize;
-            let inputs: Vec<String> = (0..fan_in)
-                .map(|_| readable[next(readable.len() as u64) as usize].clone())
-                .collect();
-            let fan_out = 1 + next(2) as usize;
-            let mut outputs = Vec::new();
-            for j in 0..fan_out {
-                let name = format!("t{k}_{j}");
-                let mut t = json!({"name": name, "size": 1 + next(4000), "kind": "activation"});
-                if next(3) == 0 {
-                    t["alignment"] = json!([1u64, 4, 64, 512][next(4) as usize]);
-                }
-                tensors.push(t);
-                outputs.push(name.clone());
-                produced.push(tensors.len() - 1);
-                readable.push(name);
-            }
-            let mut op = json!({"name": format!("op{k}"), "type": "mix", "inputs": inputs, "outputs": outputs});
-            if next(3) == 0 {
-                op["workspace"] = json!(1 + next(2000));
-            }
-            if next(2) == 0 {
-                op["inplace"] = json!([[next(fan_out as u64), next(fan_in as u64)]]);
-            }
-            ops.push(op);
-        }
-        let last = produced.len() - 1;
-        for (i, &idx) in produced.iter().enumerate() {
-            if i == last || next(4) == 0 {
-                tensors[idx]["kind"] = json!("output");
-            }
-        }
-        json!({"format": "memplan-graph/1", "name": "random", "alignment": 64, "tensors": tensors, "ops": ops})
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn plans_of_random_dags_with_and_without_round_trips_reproduce_the_reference(
-        v in arb_graph(), inplace in any::<bool>()
+        v in arb_graph(MIXING), inplace in any::<bool>()
     ) {
         let g = Graph::parse(&v.to_string()).unwrap();
         let p = plan(&g, &PlanOptions { inplace, ..heuristic(OrderMode::Auto) }).unwrap();

@@ -3,11 +3,13 @@
 //!
 //! Step `s` is the `s`-th `exec`. A block allocated before exec `s` and freed after exec `e`
 //! spans steps `s..=e`; an op's workspace spans its own step; a block never freed lives to the
-//! last step. One pass over the instructions plus one sweep over the steps:
+//! last step. One pass over the instructions ([`arena_steps`], the walk shared with the
+//! Chrome trace) plus one sweep over the steps:
 //! O(I + S·L log L) for I instructions, S steps and at most L blocks live at once.
 
+use super::walk::{arena_steps, ArenaStep};
 use crate::graph::Graph;
-use crate::plan::{Instruction, Plan};
+use crate::plan::Plan;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -88,34 +90,30 @@ pub fn profile(graph: &Graph, plan: &Plan) -> Result<PlanProfile, ProfileError> 
         graph: graph.name.clone(),
         what,
     };
-    let ops = graph.op_indices();
-    // One map, not a scan per name: plans of million-op graphs are profiled too.
-    let ids = graph.tensor_ids();
     let mut blocks: Vec<Block> = Vec::new();
     let mut events = Vec::new();
-    let mut open: BTreeMap<String, usize> = BTreeMap::new();
+    let mut open: BTreeMap<&str, usize> = BTreeMap::new();
     let mut step = 0usize;
-    let size_of = |name: &str| {
-        ids.get(name)
-            .map(|&t| graph.tensor(t).size)
-            .ok_or_else(|| unknown(format!("tensor {name}")))
-    };
-    for ins in &plan.instructions {
+    for ins in arena_steps(graph, plan) {
         match ins {
-            Instruction::Alloc { tensor, offset, .. }
-            | Instruction::SpillIn { tensor, offset, .. } => {
-                let size = size_of(tensor)?;
-                open.insert(tensor.clone(), blocks.len());
+            ArenaStep::Reserve {
+                tensor,
+                offset,
+                size,
+                ..
+            } => {
+                let size = size.ok_or_else(|| unknown(format!("tensor {tensor}")))?;
+                open.insert(tensor, blocks.len());
                 events.push(ArenaEvent::Alloc(blocks.len()));
                 blocks.push(Block {
-                    name: tensor.clone(),
-                    offset: *offset,
+                    name: tensor.to_string(),
+                    offset,
                     size,
                     start: step,
                     end: usize::MAX,
                 });
             }
-            Instruction::Free { tensor } | Instruction::SpillOut { tensor, .. } => {
+            ArenaStep::Release { tensor, .. } => {
                 let b = open
                     .remove(tensor)
                     .ok_or_else(|| unknown(format!("free of unallocated tensor {tensor}")))?;
@@ -123,20 +121,18 @@ pub fn profile(graph: &Graph, plan: &Plan) -> Result<PlanProfile, ProfileError> 
                 blocks[b].end = step.saturating_sub(1).max(blocks[b].start);
                 events.push(ArenaEvent::Free(b));
             }
-            Instruction::Exec {
+            ArenaStep::Exec {
                 node,
+                op,
                 workspace_offset,
-                ..
             } => {
-                let op = *ops
-                    .get(node.as_str())
-                    .ok_or_else(|| unknown(format!("op {node}")))?;
+                let op = op.ok_or_else(|| unknown(format!("op {node}")))?;
                 let ws = graph.ops[op].workspace;
                 if let (Some(offset), true) = (workspace_offset, ws > 0) {
                     let b = blocks.len();
                     blocks.push(Block {
                         name: format!("ws:{node}"),
-                        offset: *offset,
+                        offset,
                         size: ws,
                         start: step,
                         end: step,
@@ -281,6 +277,7 @@ impl PlanProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Instruction;
     use crate::planner::{plan, OrderMode, PlanOptions, Strategy};
 
     fn sample() -> Graph {

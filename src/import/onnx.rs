@@ -235,6 +235,45 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
             declared_of.insert(name, declared(v));
         }
     }
+    check_input_shapes(graph, opts)?;
+    let bindings = bind_symbols(graph, &declared_of, opts)?;
+    let resolve = |name: &str| -> Result<Typed, OnnxError> {
+        resolve_value(name, &declared_of, &bindings, opts)
+    };
+    let mut values = Values::default();
+    values.add_weights_and_inputs(graph, &resolve)?;
+    let outputs: HashSet<&str> = graph
+        .output
+        .iter()
+        .filter_map(|v| v.name.as_deref())
+        .collect();
+    let mut used_names: HashSet<String> = HashSet::new();
+    let mut ops: Vec<Value> = Vec::new();
+    for (i, node) in graph.node.iter().enumerate() {
+        if let Some(op) = node_op(node, i, &mut used_names, &mut values, &outputs, &resolve)? {
+            ops.push(op);
+        }
+    }
+    for name in &outputs {
+        match values.get(name).map(|v| v.kind) {
+            Some("output") => {}
+            Some(kind) => {
+                return Err(OnnxError::Shape(format!(
+                    "graph output {name:?} is a graph {kind}, not computed by any node; memplan outputs must be produced by an op"
+                )))
+            }
+            None => {
+                return Err(OnnxError::Shape(format!(
+                    "graph output {name:?} is produced by no node"
+                )))
+            }
+        }
+    }
+    graph_doc(&model, graph, opts, &values, ops)
+}
+
+/// Every `--input-shape` names a graph input that is not an initializer.
+fn check_input_shapes(graph: &GraphProto, opts: &OnnxOptions) -> Result<(), OnnxError> {
     let initializers: HashSet<&str> = graph
         .initializer
         .iter()
@@ -257,54 +296,78 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
             });
         }
     }
-    let bindings = bind_symbols(graph, &declared_of, opts)?;
-    let resolve = |name: &str| -> Result<Typed, OnnxError> {
-        let Some(d) = declared_of.get(name) else {
-            return Err(OnnxError::Shape(format!(
-                "the model has no type or shape for value {name:?}; {SHAPE_INFERENCE_HINT}"
-            )));
-        };
-        let elem = d.elem_type.ok_or_else(|| {
-            OnnxError::Shape(format!(
-                "value {name:?} has no element type; {SHAPE_INFERENCE_HINT}"
-            ))
-        })?;
-        if let Some(given) = opts.input_shapes.get(name) {
-            return Ok((elem, given.clone()));
-        }
-        let Some(dims) = &d.dims else {
-            return Err(OnnxError::Shape(format!(
-                "value {name:?} has no shape; {SHAPE_INFERENCE_HINT}"
-            )));
-        };
-        let mut out = Vec::with_capacity(dims.len());
-        for (i, dim) in dims.iter().enumerate() {
-            out.push(match dim {
-                Dim::Static(v) => *v,
-                Dim::Symbol(s) => *bindings.get(s.as_str()).ok_or_else(|| {
-                    OnnxError::Shape(format!(
-                        "value {name:?} dimension {i} is the symbol {s:?}, which no --input-shape binds; pass --input-shape INPUT=d0,d1,... for the graph input that declares {s:?}"
-                    ))
-                })?,
-                Dim::Unknown => {
-                    return Err(OnnxError::Shape(format!(
-                        "value {name:?} dimension {i} is unknown; {SHAPE_INFERENCE_HINT} (with the inputs' shapes fixed)"
-                    )))
-                }
-            });
-        }
-        Ok((elem, out))
-    };
+    Ok(())
+}
 
-    let mut values: Vec<Value_> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let add = |values: &mut Vec<Value_>,
-               index: &mut HashMap<String, usize>,
-               name: &str,
-               kind: &'static str,
-               elem: i32,
-               shape: Vec<u64>|
-     -> Result<(), OnnxError> {
+/// The element type and static shape of value `name`: its `--input-shape` when given, else
+/// its declared shape with the symbols bound by `bindings`.
+fn resolve_value(
+    name: &str,
+    declared_of: &HashMap<&str, Declared>,
+    bindings: &HashMap<String, u64>,
+    opts: &OnnxOptions,
+) -> Result<Typed, OnnxError> {
+    let Some(d) = declared_of.get(name) else {
+        return Err(OnnxError::Shape(format!(
+            "the model has no type or shape for value {name:?}; {SHAPE_INFERENCE_HINT}"
+        )));
+    };
+    let elem = d.elem_type.ok_or_else(|| {
+        OnnxError::Shape(format!(
+            "value {name:?} has no element type; {SHAPE_INFERENCE_HINT}"
+        ))
+    })?;
+    if let Some(given) = opts.input_shapes.get(name) {
+        return Ok((elem, given.clone()));
+    }
+    let Some(dims) = &d.dims else {
+        return Err(OnnxError::Shape(format!(
+            "value {name:?} has no shape; {SHAPE_INFERENCE_HINT}"
+        )));
+    };
+    let mut out = Vec::with_capacity(dims.len());
+    for (i, dim) in dims.iter().enumerate() {
+        out.push(match dim {
+            Dim::Static(v) => *v,
+            Dim::Symbol(s) => *bindings.get(s.as_str()).ok_or_else(|| {
+                OnnxError::Shape(format!(
+                    "value {name:?} dimension {i} is the symbol {s:?}, which no --input-shape binds; pass --input-shape INPUT=d0,d1,... for the graph input that declares {s:?}"
+                ))
+            })?,
+            Dim::Unknown => {
+                return Err(OnnxError::Shape(format!(
+                    "value {name:?} dimension {i} is unknown; {SHAPE_INFERENCE_HINT} (with the inputs' shapes fixed)"
+                )))
+            }
+        });
+    }
+    Ok((elem, out))
+}
+
+/// The imported tensors, in the order they were met, by name.
+#[derive(Default)]
+struct Values {
+    values: Vec<Value_>,
+    index: HashMap<String, usize>,
+}
+
+impl Values {
+    fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    fn get(&self, name: &str) -> Option<&Value_> {
+        self.index.get(name).map(|&k| &self.values[k])
+    }
+
+    /// Adds tensor `name` of element type `elem` and static `shape`.
+    fn add(
+        &mut self,
+        name: &str,
+        kind: &'static str,
+        elem: i32,
+        shape: Vec<u64>,
+    ) -> Result<(), OnnxError> {
         let numel = shape
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
@@ -312,8 +375,8 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
                 OnnxError::Shape(format!("value {name:?}: element count overflows u64"))
             })?;
         let (dtype, size) = element_bytes(name, elem, numel)?;
-        index.insert(name.to_string(), values.len());
-        values.push(Value_ {
+        self.index.insert(name.to_string(), self.values.len());
+        self.values.push(Value_ {
             name: name.to_string(),
             kind,
             dtype,
@@ -321,177 +384,169 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
             size,
         });
         Ok(())
-    };
+    }
 
-    // Weights: initializers (dense and sparse).
-    for t in &graph.initializer {
-        let name = t.name.clone().unwrap_or_default();
-        if name.is_empty() || index.contains_key(&name) {
-            continue;
-        }
-        let dims = tensor_dims(t, &format!("initializer {name:?}"))?;
-        add(
-            &mut values,
-            &mut index,
-            &name,
-            "weight",
-            t.data_type.unwrap_or(0),
-            dims,
-        )?;
-    }
-    for s in &graph.sparse_initializer {
-        let Some(v) = &s.values else { continue };
-        let name = v.name.clone().unwrap_or_default();
-        if name.is_empty() || index.contains_key(&name) {
-            continue;
-        }
-        let dims = s
-            .dims
-            .iter()
-            .map(|&d| u64::try_from(d).unwrap_or(0))
-            .collect();
-        add(
-            &mut values,
-            &mut index,
-            &name,
-            "weight",
-            v.data_type.unwrap_or(0),
-            dims,
-        )?;
-    }
-    // Inputs that are not initializers.
-    for v in &graph.input {
-        let name = v.name.clone().unwrap_or_default();
-        if name.is_empty() || index.contains_key(&name) {
-            continue;
-        }
-        let (elem, shape) = resolve(&name)?;
-        add(&mut values, &mut index, &name, "input", elem, shape)?;
-    }
-    let outputs: HashSet<&str> = graph
-        .output
-        .iter()
-        .filter_map(|v| v.name.as_deref())
-        .collect();
-
-    let mut used_names: HashSet<String> = HashSet::new();
-    let mut ops: Vec<Value> = Vec::new();
-    for (i, node) in graph.node.iter().enumerate() {
-        let op_type = node.op_type.clone().unwrap_or_default();
-        let node_name = match node.name.as_deref() {
-            Some(n) if !n.is_empty() && !used_names.contains(n) => n.to_string(),
-            _ => {
-                let base = format!("{}_{i}", op_type.to_lowercase());
-                let mut n = base.clone();
-                let mut k = 1;
-                while used_names.contains(&n) {
-                    n = format!("{base}_{k}");
-                    k += 1;
-                }
-                n
+    /// Adds the weights (dense and sparse initializers), then the graph inputs that are not
+    /// initializers.
+    fn add_weights_and_inputs(
+        &mut self,
+        graph: &GraphProto,
+        resolve: &dyn Fn(&str) -> Result<Typed, OnnxError>,
+    ) -> Result<(), OnnxError> {
+        // Weights: initializers (dense and sparse).
+        for t in &graph.initializer {
+            let name = t.name.clone().unwrap_or_default();
+            if name.is_empty() || self.contains(&name) {
+                continue;
             }
-        };
-        used_names.insert(node_name.clone());
-        let fail = |message: String| OnnxError::Node {
-            node: node_name.clone(),
-            op_type: op_type.clone(),
-            message,
-        };
-        if op_type.is_empty() {
-            return Err(fail("the node has no op_type".into()));
+            let dims = tensor_dims(t, &format!("initializer {name:?}"))?;
+            self.add(&name, "weight", t.data_type.unwrap_or(0), dims)?;
         }
-        if let Some(a) = node
-            .attribute
-            .iter()
-            .find(|a| a.has_graph || matches!(a.r#type, Some(5) | Some(10)))
-        {
+        for s in &graph.sparse_initializer {
+            let Some(v) = &s.values else { continue };
+            let name = v.name.clone().unwrap_or_default();
+            if name.is_empty() || self.contains(&name) {
+                continue;
+            }
+            let dims = s
+                .dims
+                .iter()
+                .map(|&d| u64::try_from(d).unwrap_or(0))
+                .collect();
+            self.add(&name, "weight", v.data_type.unwrap_or(0), dims)?;
+        }
+        // Inputs that are not initializers.
+        for v in &graph.input {
+            let name = v.name.clone().unwrap_or_default();
+            if name.is_empty() || self.contains(&name) {
+                continue;
+            }
+            let (elem, shape) = resolve(&name)?;
+            self.add(&name, "input", elem, shape)?;
+        }
+        Ok(())
+    }
+}
+
+/// Converts node `i`: adds its outputs to `values` and returns its memplan op (`None` for a
+/// `Constant`, which becomes a weight). `used_names` holds the op names given so far.
+fn node_op(
+    node: &NodeProto,
+    i: usize,
+    used_names: &mut HashSet<String>,
+    values: &mut Values,
+    outputs: &HashSet<&str>,
+    resolve: &dyn Fn(&str) -> Result<Typed, OnnxError>,
+) -> Result<Option<Value>, OnnxError> {
+    let op_type = node.op_type.clone().unwrap_or_default();
+    let node_name = match node.name.as_deref() {
+        Some(n) if !n.is_empty() && !used_names.contains(n) => n.to_string(),
+        _ => {
+            let base = format!("{}_{i}", op_type.to_lowercase());
+            let mut n = base.clone();
+            let mut k = 1;
+            while used_names.contains(&n) {
+                n = format!("{base}_{k}");
+                k += 1;
+            }
+            n
+        }
+    };
+    used_names.insert(node_name.clone());
+    let fail = |message: String| OnnxError::Node {
+        node: node_name.clone(),
+        op_type: op_type.clone(),
+        message,
+    };
+    if op_type.is_empty() {
+        return Err(fail("the node has no op_type".into()));
+    }
+    if let Some(a) = node
+        .attribute
+        .iter()
+        .find(|a| a.has_graph || matches!(a.r#type, Some(5) | Some(10)))
+    {
+        return Err(fail(format!(
+            "attribute {:?} holds a subgraph; control flow (If, Loop, Scan) is not supported — unroll or export without it",
+            a.name.as_deref().unwrap_or("")
+        )));
+    }
+    let standard = node
+        .domain
+        .as_deref()
+        .is_none_or(|d| d.is_empty() || d == "ai.onnx");
+    if standard && op_type == "Constant" {
+        let (out, (elem, shape)) = constant(node, resolve).map_err(|e| match e {
+            OnnxError::Shape(m) => fail(m),
+            other => other,
+        })?;
+        if values.contains(&out) {
+            return Err(fail(format!("writes {out:?}, which already exists")));
+        }
+        values.add(&out, "weight", elem, shape)?;
+        return Ok(None);
+    }
+    let mut inputs = Vec::new();
+    for name in node.input.iter().filter(|n| !n.is_empty()) {
+        if !values.contains(name) {
             return Err(fail(format!(
-                "attribute {:?} holds a subgraph; control flow (If, Loop, Scan) is not supported — unroll or export without it",
-                a.name.as_deref().unwrap_or("")
+                "reads {name:?}, which is no graph input, initializer or output of an earlier node (is the model topologically sorted?)"
             )));
         }
-        let standard = node
-            .domain
-            .as_deref()
-            .is_none_or(|d| d.is_empty() || d == "ai.onnx");
-        if standard && op_type == "Constant" {
-            let (out, (elem, shape)) = constant(node, &resolve).map_err(|e| match e {
-                OnnxError::Shape(m) => fail(m),
-                other => other,
-            })?;
-            if index.contains_key(&out) {
-                return Err(fail(format!("writes {out:?}, which already exists")));
-            }
-            add(&mut values, &mut index, &out, "weight", elem, shape)?;
-            continue;
-        }
-        let mut inputs = Vec::new();
-        for name in node.input.iter().filter(|n| !n.is_empty()) {
-            if !index.contains_key(name) {
-                return Err(fail(format!(
-                    "reads {name:?}, which is no graph input, initializer or output of an earlier node (is the model topologically sorted?)"
-                )));
-            }
-            inputs.push(name.clone());
-        }
-        let mut outs = Vec::new();
-        for name in node.output.iter().filter(|n| !n.is_empty()) {
-            if index.contains_key(name) {
-                return Err(fail(format!(
-                    "writes {name:?}, which is already a graph input, initializer or an earlier node's output"
-                )));
-            }
-            let (elem, shape) = resolve(name)?;
-            let kind = if outputs.contains(name.as_str()) {
-                "output"
-            } else {
-                "activation"
-            };
-            add(&mut values, &mut index, name, kind, elem, shape)?;
-            outs.push(name.clone());
-        }
-        if outs.is_empty() {
-            return Err(fail("the node writes no value".into()));
-        }
-        let shape_of = |n: &str| index.get(n).map(|&k| values[k].shape.clone());
-        let size_of = |n: &str| index.get(n).map(|&k| values[k].size);
-        let (ty, attrs) = map_op(node, &op_type, standard, &shape_of);
-        let mut op = Map::new();
-        op.insert("name".into(), json!(node_name));
-        op.insert("type".into(), json!(ty));
-        op.insert("inputs".into(), json!(inputs));
-        op.insert("outputs".into(), json!(outs));
-        if let Some(f) = flops(&ty, node, &inputs, &outs, &shape_of) {
-            op.insert("flops".into(), json!(f));
-        }
-        if !attrs.is_empty() {
-            op.insert("attrs".into(), Value::Object(attrs));
-        }
-        if inplace_candidate(&ty)
-            && !inputs.is_empty()
-            && size_of(&inputs[0]).is_some()
-            && size_of(&inputs[0]) == size_of(&outs[0])
-            && values[index[&inputs[0]]].kind != "weight"
-        {
-            op.insert("inplace".into(), json!([[0, 0]]));
-        }
-        ops.push(Value::Object(op));
+        inputs.push(name.clone());
     }
-    for name in &outputs {
-        match index.get(*name).map(|&k| values[k].kind) {
-            Some("output") => {}
-            Some(kind) => {
-                return Err(OnnxError::Shape(format!(
-                    "graph output {name:?} is a graph {kind}, not computed by any node; memplan outputs must be produced by an op"
-                )))
-            }
-            None => {
-                return Err(OnnxError::Shape(format!(
-                    "graph output {name:?} is produced by no node"
-                )))
-            }
+    let mut outs = Vec::new();
+    for name in node.output.iter().filter(|n| !n.is_empty()) {
+        if values.contains(name) {
+            return Err(fail(format!(
+                "writes {name:?}, which is already a graph input, initializer or an earlier node's output"
+            )));
         }
+        let (elem, shape) = resolve(name)?;
+        let kind = if outputs.contains(name.as_str()) {
+            "output"
+        } else {
+            "activation"
+        };
+        values.add(name, kind, elem, shape)?;
+        outs.push(name.clone());
     }
+    if outs.is_empty() {
+        return Err(fail("the node writes no value".into()));
+    }
+    let shape_of = |n: &str| values.get(n).map(|v| v.shape.clone());
+    let size_of = |n: &str| values.get(n).map(|v| v.size);
+    let (ty, attrs) = map_op(node, &op_type, standard, &shape_of);
+    let mut op = Map::new();
+    op.insert("name".into(), json!(node_name));
+    op.insert("type".into(), json!(ty));
+    op.insert("inputs".into(), json!(inputs));
+    op.insert("outputs".into(), json!(outs));
+    if let Some(f) = flops(&ty, node, &inputs, &outs, &shape_of) {
+        op.insert("flops".into(), json!(f));
+    }
+    if !attrs.is_empty() {
+        op.insert("attrs".into(), Value::Object(attrs));
+    }
+    if inplace_candidate(&ty)
+        && !inputs.is_empty()
+        && size_of(&inputs[0]).is_some()
+        && size_of(&inputs[0]) == size_of(&outs[0])
+        && values.get(&inputs[0]).is_some_and(|v| v.kind != "weight")
+    {
+        op.insert("inplace".into(), json!([[0, 0]]));
+    }
+    Ok(Some(Value::Object(op)))
+}
+
+/// The memplan graph document of the imported `values` and `ops`, parsed.
+fn graph_doc(
+    model: &ModelProto,
+    graph: &GraphProto,
+    opts: &OnnxOptions,
+    values: &Values,
+    ops: Vec<Value>,
+) -> Result<Graph, OnnxError> {
     let opset = model
         .opset_import
         .iter()
@@ -517,7 +572,7 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
             "opset": opset,
             "input_shapes": opts.input_shapes,
         },
-        "tensors": values.iter().map(|v| json!({
+        "tensors": values.values.iter().map(|v| json!({
             "name": v.name, "size": v.size, "shape": v.shape, "dtype": v.dtype, "kind": v.kind,
         })).collect::<Vec<_>>(),
         "ops": ops,

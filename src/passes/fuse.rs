@@ -2,6 +2,12 @@
 //! next op of the chain become one fused op ([`crate::fused`]), so the intermediates never
 //! occupy the arena.
 //!
+//! Three modules carry "fused" in their path and are three different things: this one is
+//! the fusion *pass* (the graph rewrite that creates fused ops); [`crate::graph::fused`]
+//! (also at `crate::fused`) is the *format* of a fused op (the optional `fused` field on an
+//! op: members, slots, internal tensors); [`crate::ops::kernel::fused`] is the *kernel* (what
+//! the executor runs: a fused op's members in sequence).
+//!
 //! Rules, applied in order:
 //! 1. **Pad folding.** A constant-zero spatial pad (`pad` / `constant_pad_nd`, attrs
 //!    `pad: [left, right, top, bottom, 0...]` over NCHW, `value` absent or 0, left = right and
@@ -36,9 +42,10 @@
 //! with a backward search bounded to ops after the chain's head (O(V + E) worst case per
 //! extension, linear in practice).
 
+use super::rebuild::Rebuild;
 use super::{Pass, PassError, PassOutcome, PassReport};
 use crate::fused::{Fused, InternalTensor, Member, Slot};
-use crate::graph::{Graph, Op, OpId, Tensor, TensorId, TensorKind};
+use crate::graph::{Graph, Op, OpId, TensorId, TensorKind};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -322,18 +329,11 @@ fn rebuild(
     removed_tensor: &[bool],
     replace: &BTreeMap<usize, Op>,
 ) -> Result<Graph, PassError> {
-    let mut remap: Vec<Option<TensorId>> = vec![None; graph.tensors.len()];
-    let mut tensors: Vec<Tensor> = Vec::new();
-    for (i, t) in graph.tensors.iter().enumerate() {
-        if !removed_tensor[i] {
-            remap[i] = Some(TensorId(tensors.len() as u32));
-            tensors.push(t.clone());
-        }
-    }
+    let rb = Rebuild::keeping(graph, |t| !removed_tensor[t.index()]);
     let map = |ids: &[TensorId]| -> Result<Vec<TensorId>, PassError> {
         ids.iter()
             .map(|t| {
-                remap[t.index()].ok_or_else(|| PassError::Unsupported {
+                rb.new_id(*t).ok_or_else(|| PassError::Unsupported {
                     pass: "fuse",
                     message: format!(
                         "tensor {:?} was removed but is still used",
@@ -356,16 +356,7 @@ fn rebuild(
             ..op
         });
     }
-    Graph {
-        name: graph.name.clone(),
-        alignment: graph.alignment,
-        meta: graph.meta.clone(),
-        tensors,
-        ops: new_ops,
-        producer: Vec::new(),
-    }
-    .rebuilt()
-    .map_err(invalid)
+    rb.finish(new_ops, "fuse")
 }
 
 /// Whether op `from` depends on one of `members` (is one, or reads what one produces,

@@ -3,10 +3,14 @@
 //! then refers to the rewritten graph (`memplan plan --graph-out PATH` writes it), and the
 //! executor proves that the rewritten graph computes the same outputs as the original one.
 //!
-//! One pass per file, behind the small [`Pass`] trait; [`run_pipeline`] applies a list of
-//! configured passes in order.
+//! One pass per module, behind the small [`Pass`] trait: [`fuse`] (operator fusion; see its
+//! doc for how it differs from the fused-op format [`crate::graph::fused`] and the fused
+//! kernel), [`tile`] (spatial tiling, in parts: classify / choose / emit). Both write their
+//! result through one helper, `rebuild` (keep some tensors, add new ones, assemble and
+//! validate the new graph). [`run_pipeline`] applies a list of configured passes in order.
 
 pub mod fuse;
+mod rebuild;
 pub mod tile;
 
 use crate::graph::{Graph, GraphError, TensorKind};

@@ -229,14 +229,23 @@ fn offset(p: &mut Plan, i: usize, to: u64) {
 
 /// Every corrupted plan, at least one per variant.
 pub fn cases() -> Vec<Case> {
-    let mut v = Vec::new();
     let base = plain();
+    let mut v = plan_and_name_cases(&base);
+    v.extend(placement_cases(&base));
+    v.extend(read_cases(&base));
+    v.extend(inplace_cases(&base));
+    v.extend(host_and_end_cases(&base));
+    v
+}
+
+/// The plan as a whole and its names: format, graph name, unknown names, the weights region.
+fn plan_and_name_cases(base: &Plan) -> Vec<Case> {
+    let mut v = Vec::new();
     let edit = |f: &dyn Fn(&mut Plan)| {
         let mut p = base.clone();
         f(&mut p);
         p
     };
-
     v.push(case(
         "a plan of another format",
         "Format",
@@ -287,6 +296,17 @@ pub fn cases() -> Vec<Case> {
             )
         }),
     ));
+    v
+}
+
+/// Placements: alignment, overlaps, double allocs and frees.
+fn placement_cases(base: &Plan) -> Vec<Case> {
+    let mut v = Vec::new();
+    let edit = |f: &dyn Fn(&mut Plan)| {
+        let mut p = base.clone();
+        f(&mut p);
+        p
+    };
     v.push(case(
         "an offset off the tensor's alignment",
         "Misaligned",
@@ -334,6 +354,17 @@ pub fn cases() -> Vec<Case> {
                 .insert(i + 1, ins(json!({"op": "free", "tensor": "a"})));
         }),
     ));
+    v
+}
+
+/// What an exec reads and its workspace.
+fn read_cases(base: &Plan) -> Vec<Case> {
+    let mut v = Vec::new();
+    let edit = |f: &dyn Fn(&mut Plan)| {
+        let mut p = base.clone();
+        f(&mut p);
+        p
+    };
     v.push(case(
         "an op that reads a tensor before it is written",
         "InputNotValid",
@@ -385,6 +416,17 @@ pub fn cases() -> Vec<Case> {
             p.instructions[i] = ins(json!({"op": "exec", "node": "relu", "workspace_offset": 0}));
         }),
     ));
+    v
+}
+
+/// In-place sharing (`inplace_of`).
+fn inplace_cases(base: &Plan) -> Vec<Case> {
+    let mut v = Vec::new();
+    let edit = |f: &dyn Fn(&mut Plan)| {
+        let mut p = base.clone();
+        f(&mut p);
+        p
+    };
     v.push(Case {
         python_rejects: false, // no overlap: check_plan.py ignores inplace_of
         ..case(
@@ -429,6 +471,17 @@ pub fn cases() -> Vec<Case> {
                 ins(json!({"op": "alloc", "tensor": "b", "offset": 1088, "inplace_of": "a"}));
         }),
     ));
+    v
+}
+
+/// The host pool, the end of the plan, overflow, the plan's figures and the budget.
+fn host_and_end_cases(base: &Plan) -> Vec<Case> {
+    let mut v = Vec::new();
+    let edit = |f: &dyn Fn(&mut Plan)| {
+        let mut p = base.clone();
+        f(&mut p);
+        p
+    };
     v.push(case(
         "two spilled tensors overlapping in the host pool",
         "Host",

@@ -282,9 +282,42 @@ fn op_of<'g>(g: &'g Graph, ins: &Instruction) -> Option<&'g memplan::graph::Op> 
 /// Applies one mutation of `kind` to a copy of `p`; `None` when it does not apply.
 pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, String)> {
     let mut m = p.clone();
-    let n = p.instructions.len();
-    let ga = g.alignment.max(1);
     let what = match kind {
+        Kind::OffsetToOther
+        | Kind::OffsetByAlignment
+        | Kind::OffsetMisaligned
+        | Kind::OffsetHuge
+        | Kind::HostOffset => mutate_offsets(kind, g, p, &mut m, rng)?,
+        Kind::SwapAdjacent | Kind::Move | Kind::Delete | Kind::Duplicate => {
+            mutate_order(kind, g, p, &mut m, rng)?
+        }
+        Kind::RetargetTensor | Kind::ChangeNode => mutate_names(kind, g, p, &mut m, rng)?,
+        Kind::AddInplace | Kind::RemoveInplace | Kind::RetargetInplace | Kind::InplaceOffset => {
+            mutate_inplace(kind, g, p, &mut m, rng)?
+        }
+        Kind::Workspace
+        | Kind::ArenaBytes
+        | Kind::PeakBytes
+        | Kind::HostBytes
+        | Kind::WeightsBytes
+        | Kind::RemoveWeight
+        | Kind::DuplicateWeight
+        | Kind::WeightOffset => mutate_figures(kind, g, p, &mut m, rng)?,
+        Kind::FreeBeforeLastReader
+        | Kind::FreeToSpill
+        | Kind::SpillToFree
+        | Kind::SpillInAlloc
+        | Kind::SpillRoundTrip => mutate_frees_and_spills(kind, g, p, &mut m, rng)?,
+        Kind::Recompute | Kind::ReallocInput => mutate_recomputes(kind, g, p, &mut m, rng)?,
+        Kind::GraphName | Kind::MemId | Kind::Format => mutate_header(kind, g, p, &mut m, rng)?,
+    };
+    (m != *p).then_some((m, format!("{kind:?}: {what}")))
+}
+
+/// Offset mutations: arena offsets moved onto another tensor, by an alignment, off their alignment
+/// or far out; host offsets changed. `m` is the copy of `p` to mutate; returns what was done.
+fn mutate_offsets(kind: Kind, g: &Graph, p: &Plan, m: &mut Plan, rng: &mut Rng) -> Option<String> {
+    Some(match kind {
         Kind::OffsetToOther => {
             let placing = positions(p, is_placing);
             let i = rng.pick(&placing)?;
@@ -369,6 +402,15 @@ pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, St
             }
             format!("#{i} {} -> host@{to}", show(&p.instructions[i]))
         }
+        _ => return None,
+    })
+}
+
+/// Instruction order mutations: swaps, moves, deletions, duplicates. `m` is the copy of `p` to
+/// mutate; returns what was done.
+fn mutate_order(kind: Kind, _g: &Graph, p: &Plan, m: &mut Plan, rng: &mut Rng) -> Option<String> {
+    let n = p.instructions.len();
+    Some(match kind {
         Kind::SwapAdjacent => {
             if n < 2 {
                 return None;
@@ -425,6 +467,14 @@ pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, St
             m.instructions.insert(j, p.instructions[i].clone());
             format!("duplicate #{i} {} at #{j}", show(&p.instructions[i]))
         }
+        _ => return None,
+    })
+}
+
+/// Name mutations: an instruction retargeted to another tensor, an exec to another op. `m` is the
+/// copy of `p` to mutate; returns what was done.
+fn mutate_names(kind: Kind, g: &Graph, p: &Plan, m: &mut Plan, rng: &mut Rng) -> Option<String> {
+    Some(match kind {
         Kind::RetargetTensor => {
             let i = rng.pick(&positions(p, |x| tensor_of(x).is_some()))?;
             let from = tensor_of(&p.instructions[i])?.to_string();
@@ -480,6 +530,14 @@ pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, St
             }
             format!("#{i} {} -> node {to}", show(&p.instructions[i]))
         }
+        _ => return None,
+    })
+}
+
+/// `inplace_of` mutations: added, removed, retargeted, an in-place alloc moved. `m` is the copy of
+/// `p` to mutate; returns what was done.
+fn mutate_inplace(kind: Kind, g: &Graph, p: &Plan, m: &mut Plan, rng: &mut Rng) -> Option<String> {
+    Some(match kind {
         Kind::AddInplace => {
             let allocs = positions(p, |x| {
                 matches!(
@@ -588,6 +646,15 @@ pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, St
             set_offset(&mut m.instructions[i], to);
             format!("#{i} {} -> @{to}", show(&p.instructions[i]))
         }
+        _ => return None,
+    })
+}
+
+/// Workspace, byte-count and weights-region mutations. `m` is the copy of `p` to mutate; returns
+/// what was done.
+fn mutate_figures(kind: Kind, g: &Graph, p: &Plan, m: &mut Plan, rng: &mut Rng) -> Option<String> {
+    let ga = g.alignment.max(1);
+    Some(match kind {
         Kind::Workspace => {
             let i = rng.pick(&positions(p, |x| matches!(x, Instruction::Exec { .. })))?;
             let offs: Vec<u64> = p.instructions.iter().filter_map(placed_offset).collect();
@@ -717,6 +784,21 @@ pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, St
             m.weights[i].offset = to;
             format!("weight {} @{from} -> @{to}", p.weights[i].tensor)
         }
+        _ => return None,
+    })
+}
+
+/// Lifetime mutations around frees and spills: early frees, frees turned into spills and back,
+/// spill_ins turned into allocs, extra spill round trips. `m` is the copy of `p` to mutate; returns
+/// what was done.
+fn mutate_frees_and_spills(
+    kind: Kind,
+    g: &Graph,
+    p: &Plan,
+    m: &mut Plan,
+    rng: &mut Rng,
+) -> Option<String> {
+    Some(match kind {
         Kind::FreeBeforeLastReader => {
             let frees = positions(p, |x| matches!(x, Instruction::Free { .. }));
             let f = rng.pick(&frees)?;
@@ -835,6 +917,21 @@ pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, St
                 show(&p.instructions[i])
             )
         }
+        _ => return None,
+    })
+}
+
+/// Recomputes and graph inputs freed and allocated again. `m` is the copy of `p` to mutate; returns
+/// what was done.
+fn mutate_recomputes(
+    kind: Kind,
+    g: &Graph,
+    p: &Plan,
+    m: &mut Plan,
+    rng: &mut Rng,
+) -> Option<String> {
+    let n = p.instructions.len();
+    Some(match kind {
         Kind::Recompute => {
             let execs = positions(p, |x| matches!(x, Instruction::Exec { .. }));
             let i = rng.pick(&execs)?;
@@ -901,6 +998,14 @@ pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, St
                 show(&p.instructions[r])
             )
         }
+        _ => return None,
+    })
+}
+
+/// Plan header mutations: graph name, `mem_id`s, format. `m` is the copy of `p` to mutate; returns
+/// what was done.
+fn mutate_header(kind: Kind, _g: &Graph, p: &Plan, m: &mut Plan, rng: &mut Rng) -> Option<String> {
+    Some(match kind {
         Kind::GraphName => {
             m.graph = format!("{}.other", p.graph);
             format!("graph {} -> {}", p.graph, m.graph)
@@ -920,8 +1025,8 @@ pub fn apply(kind: Kind, g: &Graph, p: &Plan, rng: &mut Rng) -> Option<(Plan, St
             m.format = "memplan-plan/0".into();
             "format -> memplan-plan/0".into()
         }
-    };
-    (m != *p).then_some((m, format!("{kind:?}: {what}")))
+        _ => return None,
+    })
 }
 
 /// A single (3 in 4) or double mutation of `p`, different from `p`.
