@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;
+use common::sample;
 
 fn memplan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memplan"))
@@ -16,13 +17,6 @@ fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("memplan-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-fn sample() -> String {
-    format!(
-        "{}/../samples/resnet_block.train.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
 }
 
 #[test]

@@ -6,18 +6,16 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+use common::sample_json;
+
 fn memplan() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memplan"))
 }
 
-fn sample() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/resnet_block.train.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 /// The sample with `field` = `value` on every op, written into `dir`.
 fn sample_with(dir: &Path, field: &str, value: f64) -> PathBuf {
-    let mut g = sample();
+    let mut g = sample_json();
     for op in g["ops"].as_array_mut().unwrap() {
         op[field] = serde_json::json!(value);
     }

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::sample_json;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -85,13 +88,6 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
     (status, body)
 }
 
-fn sample() -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(repo().join("samples/resnet_block.train.json")).unwrap(),
-    )
-    .unwrap()
-}
-
 /// A graph whose exact placement search runs until its time limit (see the API tests).
 fn busy_graph() -> Value {
     let mut seed = 0x2545_F491_4F6C_DD1Du64;
@@ -159,7 +155,7 @@ fn jobs_survive_an_abrupt_kill_and_complete_after_a_restart() {
     wait(&s, &busy, |st| st == "running");
     let queued: Vec<String> = [json!({"strategy": "heuristic"}), json!({"order": "given"})]
         .into_iter()
-        .map(|o| submit(&s, sample(), o))
+        .map(|o| submit(&s, sample_json(), o))
         .collect();
     drop(s); // SIGKILL: no chance to persist anything more
     let s = start(&db, &["--workers", "1"]);

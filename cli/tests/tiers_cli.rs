@@ -4,18 +4,14 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod common;
+use common::sample;
+
 fn memplan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memplan"))
         .args(args)
         .output()
         .unwrap()
-}
-
-fn sample() -> String {
-    format!(
-        "{}/../samples/resnet_block.train.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
 }
 
 fn tmp(name: &str) -> PathBuf {

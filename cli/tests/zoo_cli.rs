@@ -1,17 +1,12 @@
 //! `memplan zoo` end to end: output files, resume, and refused options.
 
-use std::path::Path;
 use std::process::Command;
+
+mod common;
+use common::sample;
 
 fn memplan() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memplan"))
-}
-
-fn sample() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../samples/resnet_block.train.json")
-        .display()
-        .to_string()
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! Shared by the CLI's tests: `../shared` and python3 (the workspace's
-//! tests/support/shared.rs: skip with a note, or fail under `MEMPLAN_REQUIRE_SHARED=1`) and
-//! the independent checker on plan files.
+//! Shared by the CLI's tests: the bundled sample graph, `../shared` and python3 (the
+//! workspace's tests/support/shared.rs: skip with a note, or fail under
+//! `MEMPLAN_REQUIRE_SHARED=1`) and the independent checker on plan files.
 #![allow(dead_code)]
 
 #[path = "../../../tests/support/shared.rs"]
@@ -8,6 +8,20 @@ pub mod shared;
 
 use std::path::Path;
 use std::process::Command;
+
+/// The path of the sample graph (samples/resnet_block.train.json, the one `sample` names on
+/// the command line) as a command-line argument.
+pub fn sample() -> String {
+    format!(
+        "{}/../samples/resnet_block.train.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// The sample graph (see [`sample`]) as JSON.
+pub fn sample_json() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(sample()).unwrap()).unwrap()
+}
 
 /// The zoo graph `../shared/zoo/NAME.json` as a command-line argument, if present (see
 /// [`shared::skip`]).

@@ -1,0 +1,366 @@
+//! The command line's definitions (clap): the commands, their flags and help texts. What each
+//! command does is in [`crate::commands`].
+
+use clap::builder::PossibleValuesParser;
+use clap::{Parser, Subcommand, ValueEnum};
+use memplan::budget;
+use memplan::planner::{OrderMode, Strategy};
+use memplan_api::config;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The command line: one subcommand.
+#[derive(Parser)]
+#[command(
+    name = "memplan",
+    version,
+    about = "Memory plans for deep-learning computation graphs: op order, arena offsets, validation"
+)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+// One value per run: the size of the `plan` variant (its many flags) does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+pub enum Command {
+    /// Plan a graph: order, arena offsets, instruction stream (memplan-plan/1). Fills the
+    /// pipeline options (`memplan::pipeline`) that the HTTP service and the zoo batch fill too.
+    Plan(PlanArgs),
+    /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
+    Check(CheckArgs),
+    /// Place buffers from a minimalloc CSV (id,lower,upper,size[,alignment]); writes the CSV
+    /// with an offset column. With --capacity: fit it (exit 1 if that fails); without:
+    /// minimise the peak. Heuristics first, then the exact search within the time limit.
+    Place(PlaceArgs),
+    /// Import a model from another framework as a memplan-graph/1 graph.
+    Import(ImportArgs),
+    /// Print graph statistics: ops, tensors, naive bytes, LOAD of the listed order, weights,
+    /// and the order-independent lower bound.
+    Stats(StatsArgs),
+    /// Plan every graph of a model zoo through the planning pipeline three ways (listed
+    /// order, heuristics, the full pipeline with the options below), validate each plan
+    /// against the graph as given and save it under OUT/plans, and write results.json,
+    /// results.csv, report.md and report.html. Resumable: graphs whose file hash and options
+    /// already have a result in OUT are skipped.
+    Zoo(ZooArgs),
+    /// Run the HTTP service (POST /v1/plan, jobs, check, place, /metrics, /docs) until SIGTERM
+    /// or Ctrl-C.
+    Serve(ServeArgs),
+    /// Execute a plan on real memory and compare every graph output with a reference run
+    /// in which every tensor has its own allocation; exit 0 if equal, 1 if not (or if the
+    /// plan is invalid or cannot be executed).
+    Run(RunArgs),
+}
+
+/// The formats `memplan import` reads.
+#[derive(Subcommand)]
+pub enum ImportFormat {
+    /// An ONNX model: tensor sizes from its shapes (graph inputs/outputs, initializers and
+    /// value_info, as filled by onnx.shape_inference.infer_shapes).
+    Onnx(OnnxArgs),
+}
+
+/// `memplan run --device`: where to run.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum DeviceArg {
+    // The host CPU. (Plain comments on these variants: doc comments would become help text.)
+    Cpu,
+    // A CUDA GPU (the `cuda` feature).
+    Cuda,
+}
+
+/// `memplan run --kernels`: which kernels compute the ops.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum KernelsArg {
+    // f32 math where an op's shapes fit a real kernel (see `--kernels`).
+    Real,
+    // The mixing kernel for every op.
+    Mix,
+}
+
+/// The arguments of `memplan plan`.
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    /// Graph file (memplan-graph/1 JSON); `sample` plans the bundled sample graph.
+    pub graph: String,
+    /// Write the plan here instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Graph rewrites before planning, comma-separated: `fuse`, `conv-algos`, `tile`, `all`
+    /// or `none` (the default: the graph is planned as given). When a rewrite changes the
+    /// graph, the plan carries the rewritten graph (`rewritten_graph`), so `check` and
+    /// `run` work against the input graph.
+    #[arg(long, default_value = "none", value_name = "LIST")]
+    pub rewrite: String,
+    /// `given`: the listed order; `auto`: also try memory-aware reorderings, keep the best.
+    #[arg(long, default_value = "auto", value_parser = order_names())]
+    pub order: String,
+    /// `heuristic`: heuristics only; `ilp`: heuristics, then the order integer program
+    /// (HiGHS) with most of the work, then exact placement; `auto`: heuristics, the
+    /// order program and exact placement, best plan wins.
+    #[arg(long, default_value = "auto", value_parser = strategy_names())]
+    pub strategy: String,
+    /// Effort in deterministic work units: a multiplier of the solvers' work caps (search
+    /// nodes, HiGHS branch-and-bound nodes). The same graph and options give the same
+    /// plan on any machine unless --time-limit binds.
+    #[arg(long, default_value_t = memplan::pipeline::DEFAULT_EFFORT)]
+    pub effort: u64,
+    /// Wall-clock cap in seconds for the whole run; when it binds, the plan's status is
+    /// `time_limit`.
+    #[arg(long, default_value_t = memplan::pipeline::DEFAULT_TIME_LIMIT_S)]
+    pub time_limit: f64,
+    /// Honour the graph's in-place hints (plans use the `inplace_of` alloc extension,
+    /// which ../shared/tools/check_plan.py does not accept). Not with --budget.
+    #[arg(long)]
+    pub inplace: bool,
+    /// Fit this arena budget: BYTES, or PCT% of the unconstrained plan's peak; the plan
+    /// then spills to host and recomputes (exit 2 when no plan fits).
+    #[arg(long, allow_hyphen_values = true)]
+    pub budget: Option<String>,
+    /// With --budget: `best` (every strategy, lowest modelled overhead wins), `sweep`
+    /// (the heuristic), `ilp`, `chen` (sqrt(n) checkpointing) or `spill-all`.
+    #[arg(long, default_value = "best", value_parser = spill_strategy_names())]
+    pub spill_strategy: String,
+    /// Device-profile JSON (conv algorithm times, tiling overhead, spills) (fields
+    /// half_flops_per_s, fp32_flops_per_s, memory_bytes_per_s, h2d_bytes_per_s,
+    /// d2h_bytes_per_s; missing ones keep the H200 defaults).
+    #[arg(long)]
+    pub device_profile: Option<PathBuf>,
+    /// Host link bandwidth per direction in GB/s (overrides the profile).
+    #[arg(long)]
+    pub link_gbps: Option<f64>,
+    /// Also write a Chrome-trace / Perfetto file of the plan here: ops as slices, the
+    /// arena's reserved bytes as a counter track, spills as flows.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Also write the graph the plan refers to here (the input graph, or its rewrite),
+    /// e.g. for ../shared/tools/check_plan.py.
+    #[arg(long, value_name = "PATH")]
+    pub graph_out: Option<PathBuf>,
+    /// Leave `fuse` out of --rewrite (fusion is off unless asked).
+    #[arg(long, hide = true)]
+    pub no_fuse: bool,
+    /// Conv algorithms (direct, im2col, Winograd F2/F4, chunked): `fastest` per conv,
+    /// `min-memory` (least workspace), or `auto` (fastest without raising the
+    /// min-memory plan's peak; under --budget: start fastest and downgrade convs jointly
+    /// with spills/recomputes). Giving a mode other than `off` adds `conv-algos` to
+    /// --rewrite; `off` removes it.
+    #[arg(long, value_parser = conv_algo_names())]
+    pub conv_algos: Option<String>,
+    /// Memory tiers: weights in the weights region, activations in the arena's first
+    /// region, every op's workspace in a temporaries region above it; prints the tier
+    /// table (bytes, peak, fragmentation at peak) on stderr. Not with --budget.
+    #[arg(long)]
+    pub tiers: bool,
+    /// With --tiers: each tier's alignment floor in bytes (power of two), as
+    /// `persistent=256,activations=256,temporaries=512` (unnamed tiers: 256) or one
+    /// number for all.
+    #[arg(long, value_name = "SPEC")]
+    pub tier_alignment: Option<String>,
+    /// Spatial tiling into H-strips: `auto` (strip count per region with the lowest peak
+    /// within --tile-overhead) or a strip count N >= 2. Giving it adds `tile` to
+    /// --rewrite; `off` removes it.
+    #[arg(long, value_name = "auto|N|off")]
+    pub tile: Option<String>,
+    /// Largest modelled overhead tiling may add, in percent of the untiled graph's
+    /// modelled time (H200 roofline, or --device-profile).
+    #[arg(long, default_value_t = 10.0, value_name = "PCT")]
+    pub tile_overhead: f64,
+}
+
+/// The arguments of `memplan check`.
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// Graph file (memplan-graph/1 JSON).
+    pub graph: PathBuf,
+    /// Plan file (memplan-plan/1 JSON).
+    pub plan: PathBuf,
+    /// Also require the peak to be at most this many bytes.
+    #[arg(long)]
+    pub budget: Option<u64>,
+}
+
+/// The arguments of `memplan place`.
+#[derive(clap::Args)]
+pub struct PlaceArgs {
+    /// Buffer CSV.
+    pub buffers: PathBuf,
+    /// Write the placed CSV here instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Arena capacity in bytes to fit.
+    #[arg(long)]
+    pub capacity: Option<u64>,
+    /// Heuristics only (no exact search).
+    #[arg(long)]
+    pub heuristic: bool,
+    /// Time limit in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub time_limit: f64,
+    /// Alignment for buffers when the CSV has no alignment column.
+    #[arg(long, default_value_t = 1)]
+    pub alignment: u64,
+}
+
+/// The arguments of `memplan import`.
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    // The format (a plain comment: a doc comment here would become help text).
+    #[command(subcommand)]
+    pub format: ImportFormat,
+}
+
+/// The arguments of `memplan stats`.
+#[derive(clap::Args)]
+pub struct StatsArgs {
+    /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
+    pub graph: String,
+}
+
+/// The arguments of `memplan zoo`.
+#[derive(clap::Args)]
+pub struct ZooArgs {
+    /// Graph files, or folders whose *.json files are graphs.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Output folder (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Graph rewrites before planning, as for `plan --rewrite`: `fuse`, `conv-algos`,
+    /// `tile`, `all` or `none` (the default: every graph is planned as given). Rewritten
+    /// plans carry the graph they refer to.
+    #[arg(long, default_value = "none", value_name = "LIST")]
+    pub rewrite: String,
+    /// Effort in deterministic work units, as for `plan --effort`.
+    #[arg(long, default_value_t = memplan::pipeline::DEFAULT_EFFORT)]
+    pub effort: u64,
+    /// Wall-clock cap in seconds of each pipeline run, as for `plan --time-limit`; when
+    /// it binds, that plan's status is `time_limit`.
+    #[arg(long, default_value_t = memplan::pipeline::DEFAULT_TIME_LIMIT_S)]
+    pub time_limit: f64,
+    /// Graphs planned at once.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Budgets in % of the unconstrained (full pipeline) peak, e.g. 80,60,40; each is
+    /// planned with every spill strategy (pipeline option `budget` = `PCT%`).
+    #[arg(long)]
+    pub budgets: Option<String>,
+}
+
+/// The arguments of `memplan run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Graph file (memplan-graph/1 JSON); `sample` for the bundled sample.
+    pub graph: String,
+    /// Plan file (memplan-plan/1 JSON).
+    pub plan: PathBuf,
+    /// Where to run.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+    /// Seed of the generator of inputs and weights.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// `real`: f32 math where an op's shapes fit a real kernel, mixing elsewhere;
+    /// `mix`: the mixing kernel for every op (byte-exact across devices).
+    #[arg(long, value_enum, default_value_t = KernelsArg::Real)]
+    pub kernels: KernelsArg,
+    /// Execute even if the validator rejects the plan (to see what the violation does
+    /// to the outputs).
+    #[arg(long)]
+    pub skip_validation: bool,
+    /// The original graph when GRAPH is its rewrite (`memplan plan --graph-out`, after
+    /// fusion or tiling): also prove that GRAPH computes the original's outputs.
+    #[arg(long, value_name = "ORIGINAL.json")]
+    pub original: Option<String>,
+    /// Relative tolerance of the --original comparison (0: bitwise).
+    #[arg(long, default_value_t = 0.0, value_name = "T")]
+    pub original_tolerance: f64,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The arguments of `memplan import onnx`.
+#[derive(clap::Args)]
+pub struct OnnxArgs {
+    /// The .onnx file.
+    pub model: PathBuf,
+    /// Write the graph here instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Shape of a graph input, binding its symbolic dimensions (repeatable):
+    /// NAME=d0,d1,... (e.g. input=1,3,224,224).
+    #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+    pub input_shape: Vec<String>,
+    /// Graph name (default: the ONNX graph's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Graph alignment in bytes (a power of two).
+    #[arg(long, default_value_t = memplan::graph::DEFAULT_ALIGNMENT)]
+    pub alignment: u64,
+}
+
+/// Options of `memplan serve` (defaults from `memplan_api::config`).
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// SQLite file for jobs and stored plans (created when missing).
+    #[arg(long, default_value = "memplan.db")]
+    pub db: PathBuf,
+    /// Solves that run at once [default: number of cores].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Requests and jobs that may wait for a solver beyond the running ones; beyond that: 503.
+    #[arg(long, default_value_t = config::DEFAULT_QUEUE)]
+    pub queue: usize,
+    /// Largest request body in bytes (413 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_BODY_LIMIT)]
+    pub body_limit: usize,
+    /// Largest number of ops in a graph (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_MAX_OPS)]
+    pub max_ops: usize,
+    /// Largest number of tensors in a graph (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_MAX_TENSORS)]
+    pub max_tensors: usize,
+    /// Largest number of buffers of a placement (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_MAX_BUFFERS)]
+    pub max_buffers: usize,
+    /// Time limit in seconds when a request gives none.
+    #[arg(long, default_value_t = config::DEFAULT_TIME_LIMIT_S)]
+    pub default_time_limit: f64,
+    /// Largest time limit in seconds of POST /v1/plan and /v1/place (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_SYNC_TIME_LIMIT_CAP_S)]
+    pub sync_time_limit_cap: f64,
+    /// Largest time limit in seconds of a job (422 beyond).
+    #[arg(long, default_value_t = config::DEFAULT_MAX_TIME_LIMIT_S)]
+    pub max_time_limit: f64,
+    /// On SIGTERM, seconds running jobs may still run before they are stopped and kept queued
+    /// for the next start.
+    #[arg(long, default_value_t = config::DEFAULT_SHUTDOWN_GRACE_S)]
+    pub shutdown_grace: f64,
+}
+
+/// The `--strategy` values.
+fn strategy_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(Strategy::ALL.map(Strategy::name))
+}
+
+/// The `--conv-algos` values.
+fn conv_algo_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(memplan::conv_algo::ConvAlgoMode::ALL.map(|m| m.name()))
+}
+
+/// The `--spill-strategy` values.
+fn spill_strategy_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(budget::strategy_names())
+}
+
+/// The `--order` values.
+fn order_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(OrderMode::ALL.map(OrderMode::name))
+}

@@ -1,0 +1,11 @@
+//! One module per `memplan` command; each takes its parsed arguments ([`crate::args`]) and
+//! returns the process's exit code.
+
+pub mod check;
+pub mod import;
+pub mod place;
+pub mod plan;
+pub mod run;
+pub mod serve;
+pub mod stats;
+pub mod zoo;

@@ -1,0 +1,71 @@
+//! `memplan place`: places the buffers of a minimalloc CSV with the solver crate
+//! (heuristics, then the exact search) and writes the CSV with an offset column; exit 1 when
+//! `--capacity` is given and the buffers do not fit.
+
+use crate::args::PlaceArgs;
+use crate::common::{bad, read, seconds, write_out};
+use anyhow::Result;
+use memplan_solver::place::{self, PlaceOptions};
+use memplan_solver::{csv, Budget};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Runs `memplan place`.
+pub fn place(a: PlaceArgs) -> Result<ExitCode> {
+    let alignment = a.alignment;
+    if !alignment.is_power_of_two() {
+        return Err(bad(format!(
+            "--alignment {alignment} is not a power of two"
+        )));
+    }
+    let started = Instant::now();
+    let parsed = csv::parse(&read(&a.buffers)?, alignment)
+        .map_err(|e| bad(format!("{}: {e}", a.buffers.display())))?;
+    let mut problem = parsed.problem;
+    problem.capacity = a.capacity;
+    let opts = PlaceOptions {
+        budget: Budget::with_time(seconds("time-limit", a.time_limit)?),
+        exact: !a.heuristic,
+    };
+    let result = place::place(&problem, &opts)?;
+    let load = problem.load();
+    let peak = result.stats.objective;
+    write_out(
+        &a.output,
+        &csv::write(&parsed.ids, &problem, &result.placement),
+    )?;
+    eprintln!(
+        "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, lower bound {} B (gap {:.2}%), status {}{}{}, {:.1} ms",
+        problem.buffers.len(),
+        if load == 0 { 1.0 } else { peak as f64 / load as f64 },
+        result.method,
+        result.stats.lower_bound,
+        result.stats.gap() * 100.0,
+        result.stats.status,
+        result
+            .exact
+            .map(|e| format!(", exact search {:?} after {} nodes", e.status, e.nodes))
+            .unwrap_or_default(),
+        result
+            .ilp
+            .map(|i| format!(
+                ", HiGHS model {} ({} models, {} improved)",
+                i.status, i.models, i.improved
+            ))
+            .unwrap_or_default(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    if !result.fits {
+        eprintln!(
+            "does not fit: peak {peak} B exceeds the capacity {} B{}",
+            a.capacity.unwrap_or(0),
+            if result.stats.status == memplan_solver::SolveStatus::Infeasible {
+                " (proven: no placement fits)"
+            } else {
+                ""
+            }
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,184 @@
+//! `memplan plan`: fills the pipeline options (`memplan::pipeline::PipelineOptions`) from the
+//! flags, runs the pipeline, reports what it did on stderr and writes the plan (and, when
+//! asked, the graph it refers to and a Chrome trace).
+
+use crate::args::PlanArgs;
+use crate::common::{bad, load_device_profile, load_graph, mib, write_file, write_out};
+use anyhow::Result;
+use memplan::budget::BudgetSpec;
+use memplan::graph::Graph;
+use memplan::pipeline::{self, PipelineOptions, Rewrite};
+use memplan::planner::{OrderMode, Strategy};
+use std::process::ExitCode;
+
+/// Runs `memplan plan`.
+pub fn plan(a: PlanArgs) -> Result<ExitCode> {
+    let original = load_graph(&a.graph)?;
+    let opts = pipeline_options(&a, &original)?;
+    let result = pipeline::run(&original, &opts, &pipeline::Control::default()).map_err(|e| {
+        if e.is_bad_input() {
+            bad(format!("{}: {e}", original.name))
+        } else {
+            anyhow::Error::new(e)
+        }
+    })?;
+    report_plan(&original, &result);
+    let mut text = result.plan.to_json();
+    text.push('\n');
+    write_out(&a.output, &text)?;
+    if let Some(path) = &a.graph_out {
+        write_file(path, &format!("{}\n", result.graph.to_json()))?;
+    }
+    if let Some(path) = &a.trace {
+        let t = memplan::trace::chrome_trace(&result.graph, &result.plan)?;
+        write_file(path, &format!("{t}\n"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The pipeline options the flags of `memplan plan` give (`original` names the graph in
+/// messages).
+fn pipeline_options(a: &PlanArgs, original: &Graph) -> Result<PipelineOptions> {
+    let opt_err = |e: pipeline::PipelineError| bad(format!("{}: {e}", original.name));
+    let mut rewrites = Rewrite::parse_list(&a.rewrite).map_err(opt_err)?;
+    let mut opts = PipelineOptions::default();
+    if a.no_fuse {
+        rewrites.retain(|r| *r != Rewrite::Fuse);
+    }
+    if let Some(mode) = &a.conv_algos {
+        rewrites.retain(|r| *r != Rewrite::ConvAlgos);
+        if mode != "off" {
+            rewrites.push(Rewrite::ConvAlgos);
+            opts.conv_algos = memplan::conv_algo::ConvAlgoMode::from_name(mode)
+                .ok_or_else(|| bad(format!("unknown --conv-algos {mode}")))?;
+        }
+    }
+    if let Some(t) = &a.tile {
+        rewrites.retain(|r| *r != Rewrite::Tile);
+        if t != "off" {
+            rewrites.push(Rewrite::Tile);
+            opts.tile = t.clone();
+        }
+    }
+    rewrites.sort();
+    rewrites.dedup();
+    opts.rewrite = rewrites;
+    opts.tile_overhead_pct = a.tile_overhead;
+    opts.order = OrderMode::from_name(&a.order)
+        .ok_or_else(|| bad(format!("unknown --order {}", a.order)))?;
+    opts.strategy = Strategy::from_name(&a.strategy)
+        .ok_or_else(|| bad(format!("unknown --strategy {}", a.strategy)))?;
+    opts.effort = a.effort;
+    opts.time_limit_s = a.time_limit;
+    opts.inplace = a.inplace;
+    opts.budget = match &a.budget {
+        Some(spec) => Some(BudgetSpec::parse(spec).map_err(|e| bad(format!("--budget: {e}")))?),
+        None => None,
+    };
+    opts.spill_strategy = a.spill_strategy.clone();
+    opts.tiers = a.tiers;
+    opts.tier_alignment = a.tier_alignment.clone();
+    opts.device_profile = match &a.device_profile {
+        Some(path) => Some(load_device_profile(path)?),
+        None => None,
+    };
+    opts.link_gbps = a.link_gbps;
+    Ok(opts)
+}
+
+/// Prints what the pipeline did on stderr: each rewrite, the conv algorithms, the budget or
+/// tier figures, and the one-line summary.
+fn report_plan(original: &Graph, r: &memplan::PipelineResult) {
+    for p in &r.passes {
+        eprintln!(
+            "{}: pass {}: ops {} -> {} ({} removed), tensors {} -> {}, arena tensor bytes {} -> {} ({} removed)",
+            original.name,
+            p.pass,
+            p.ops_before,
+            p.ops_after,
+            p.ops_before as i64 - p.ops_after as i64,
+            p.tensors_before,
+            p.tensors_after,
+            p.arena_tensor_bytes_before,
+            p.arena_tensor_bytes_after,
+            p.arena_tensor_bytes_before as i64 - p.arena_tensor_bytes_after as i64
+        );
+        for note in &p.notes {
+            eprintln!("  {}: {note}", p.pass);
+        }
+    }
+    let g = &r.graph;
+    if let Some(c) = &r.conv_algos {
+        eprintln!(
+            "{}: conv algorithms ({}): {}",
+            g.name,
+            c.mode.name(),
+            c.mix
+                .iter()
+                .map(|(a, n)| format!("{a} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if r.rewritten {
+        eprintln!(
+            "{}: the rewrites changed the graph; the plan carries it (rewritten_graph), so \
+             `memplan check`/`run` work against the input graph (--graph-out writes it)",
+            original.name
+        );
+    }
+    let plan = &r.plan;
+    let s = &plan.stats;
+    if let Some(b) = &s.budget {
+        if b.algo_downgrades > 0 {
+            eprintln!(
+                "{}: {} convs downgraded to fit, +{:.1} us modelled",
+                g.name, b.algo_downgrades, b.algo_downgrade_us
+            );
+        }
+        eprintln!(
+            "{}: budget {} B ({}), peak {} B ({}) vs {} B unconstrained, strategy {}, spilled {} B out / {} B in ({} spills), host pool {} B, {} ops recomputed ({:.3e} flops), modelled step {:.1} us, overhead {:.1} us ({:.2}%)",
+            g.name,
+            b.budget_bytes,
+            mib(b.budget_bytes),
+            s.peak_bytes,
+            mib(s.peak_bytes),
+            b.unconstrained_peak_bytes,
+            b.strategy,
+            b.spilled_out_bytes,
+            b.spilled_in_bytes,
+            b.spills,
+            plan.host_bytes,
+            b.recomputed_ops,
+            b.recompute_flops,
+            b.step_us,
+            b.overhead_us,
+            b.overhead_pct,
+        );
+    }
+    if !s.tiers.is_empty() {
+        eprint!("{}", memplan::tiers::tier_table(&s.tiers));
+    }
+    eprintln!(
+        "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), status {}, {:.1} ms",
+        g.name,
+        g.ops.len(),
+        s.peak_bytes,
+        mib(s.peak_bytes),
+        s.lower_bound_bytes,
+        s.gap.unwrap_or(0.0) * 100.0,
+        s.load_bytes.unwrap_or(0),
+        s.order_method.as_deref().unwrap_or("-"),
+        s.method,
+        s.placement_status.as_deref().unwrap_or("-"),
+        s.status.map_or("-", |st| st.as_str()),
+        s.elapsed_ms
+    );
+    if let Some(f) = s.fragmentation_at_peak {
+        eprintln!(
+            "{}: arena fragmentation at peak {:.2}% (1 - largest free block / free bytes)",
+            g.name,
+            f * 100.0
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! `memplan run`: executes a plan on real memory (`memplan_executor`) and compares every
+//! graph output with a reference run in which every tensor has its own allocation; with a
+//! rewritten graph, also proves that it computes the original's outputs. Exit 0 if equal, 1
+//! if not (or if the plan is invalid or cannot be executed).
+//!
+//! The only file of the command line that uses the executor.
+
+use crate::args::{DeviceArg, KernelsArg, RunArgs};
+use crate::common::{bad, graph_for_plan, load_graph, load_plan, write_out};
+use anyhow::Result;
+use memplan::graph::Graph;
+use memplan_executor::{self as executor, Device, ExecError, ExecOptions, ExecReport, KernelMode};
+use std::process::ExitCode;
+
+/// The executor options the flags give.
+fn exec_options(device: DeviceArg, seed: u64, kernels: KernelsArg) -> ExecOptions {
+    ExecOptions {
+        device: match device {
+            DeviceArg::Cpu => Device::Cpu,
+            DeviceArg::Cuda => Device::Cuda,
+        },
+        seed,
+        kernels: match kernels {
+            KernelsArg::Real => KernelMode::Real,
+            KernelsArg::Mix => KernelMode::Mix,
+        },
+    }
+}
+
+/// Whether `g` runs conv algorithms chosen by memplan (which round differently from the
+/// original graph's kernels).
+fn runs_chosen_algos(g: &Graph) -> bool {
+    memplan::conv_algo::algo_mix(g)
+        .keys()
+        .any(|a| a != "none" && a != "given")
+}
+
+/// Relative tolerance of the equivalence check when the rewritten graph runs chosen conv
+/// algorithms (which round differently from the original's kernels).
+const CONV_ALGO_TOLERANCE: f64 = 1e-3;
+
+/// The original graph of `run`: given as the plan's graph, or by `--original`.
+enum OriginalGraph<'a> {
+    /// The graph given, when the plan carries its rewrite.
+    Given(Graph),
+    /// The file `--original` names.
+    Path(&'a str),
+}
+
+/// Runs `memplan run`.
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let opts = exec_options(a.device, a.seed, a.kernels);
+    let given = load_graph(&a.graph)?;
+    let p = load_plan(&a.plan)?;
+    let Some(g) = graph_for_plan(given.clone(), &p, &a.plan)? else {
+        return Ok(ExitCode::from(1));
+    };
+    let original_tolerance = a.original_tolerance;
+    // A plan that carries its rewritten graph is run on that graph, and the graph given is
+    // the original it must compute the outputs of (bitwise unless conv algorithms were
+    // chosen, which round differently: then 1e-3 relative unless a tolerance is given).
+    let original = match a.original.as_deref() {
+        None if p.rewritten_graph.is_some() && g != given => {
+            let tol = if runs_chosen_algos(&g) && original_tolerance == 0.0 {
+                CONV_ALGO_TOLERANCE
+            } else {
+                original_tolerance
+            };
+            Some((OriginalGraph::Given(given), tol))
+        }
+        None => None,
+        Some(path) => Some((OriginalGraph::Path(path), original_tolerance)),
+    };
+    if let Err(v) = memplan::validate(&g, &p, None) {
+        if !a.skip_validation {
+            eprintln!("invalid: {v} (--skip-validation runs it anyway)");
+            return Ok(ExitCode::from(1));
+        }
+        eprintln!("warning: the validator rejects this plan ({v}); running it anyway");
+    }
+    let original = match original {
+        Some((o, tol)) => {
+            if !(tol >= 0.0 && tol.is_finite()) {
+                return Err(bad(format!(
+                    "--original-tolerance {tol} must be a finite number >= 0"
+                )));
+            }
+            Some((
+                match o {
+                    OriginalGraph::Given(g) => g,
+                    OriginalGraph::Path(path) => load_graph(path)?,
+                },
+                tol,
+            ))
+        }
+        None => None,
+    };
+    let r = match executor::execute(&g, &p, &opts).and_then(|mut r| {
+        if let Some((o, tol)) = &original {
+            r.original = Some(executor::equivalence(o, &g, &opts, *tol)?);
+        }
+        Ok(r)
+    }) {
+        Ok(r) => r,
+        Err(e @ ExecError::Device(_)) => return Err(bad(e.to_string())),
+        Err(e @ ExecError::BadPlan { .. }) => {
+            eprintln!("execution failed: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if a.json {
+        let mut text = serde_json::to_string_pretty(&r)?;
+        text.push('\n');
+        write_out(&None, &text)?;
+    } else {
+        print_report(&r, &g);
+    }
+    let original_equal = r.original.as_ref().is_none_or(|o| o.outputs_equal);
+    Ok(if r.outputs_equal && original_equal {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Prints the report of a run on stdout, one figure a line (`g`: the graph run).
+fn print_report(r: &ExecReport, g: &Graph) {
+    let verdict = match &r.first_mismatch {
+        None => "yes".to_string(),
+        Some(m) => format!(
+            "NO: first differing output {:?} at byte {} ({} bytes differ{})",
+            m.tensor,
+            m.first_byte,
+            m.differing_bytes,
+            m.first_f32
+                .map(|(i, a, b)| format!("; element {i}: plan {a:e}, reference {b:e}"))
+                .unwrap_or_default()
+        ),
+    };
+    println!("graph             {} on {}", r.graph, r.device);
+    println!(
+        "outputs equal     {verdict} ({} outputs{})",
+        r.outputs_compared,
+        if r.tolerance > 0.0 {
+            format!(", relative tolerance {:e}", r.tolerance)
+        } else {
+            ", bitwise".to_string()
+        }
+    );
+    println!(
+        "arena             {} B allocated (one allocation) for arena_bytes {} B; replayed peak {} B, stats.peak_bytes {} B",
+        r.arena_allocated, r.plan_arena_bytes, r.replay_peak_bytes, r.plan_peak_bytes
+    );
+    println!(
+        "weights           {} B allocated for weights_bytes {} B",
+        r.weights_allocated, r.plan_weights_bytes
+    );
+    println!(
+        "host pool         {} B allocated for host_bytes {} B; peak used {} B",
+        r.host_allocated, r.plan_host_bytes, r.host_peak_bytes
+    );
+    println!("kernel scratch    {} B (outside the plan)", r.scratch_bytes);
+    println!(
+        "spills            {} out ({} B), {} in ({} B)",
+        r.spill_outs, r.spill_out_bytes, r.spill_ins, r.spill_in_bytes
+    );
+    println!(
+        "executed ops      {} ({} ops, {} recomputes); kernels: {}",
+        r.execs,
+        r.ops,
+        r.recomputes,
+        r.kernels
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(d) = &r.device_memory {
+        println!(
+            "device memory     {} B taken by the plan's buffers (arena + weights = {} B, extra {} B); context {} B",
+            d.taken_by_buffers,
+            r.plan_arena_bytes + r.plan_weights_bytes,
+            d.extra_bytes,
+            d.taken_by_context
+        );
+    }
+    println!(
+        "time              step {:.1} ms, reference {:.1} ms (peak {} B), total {:.1} ms",
+        r.step_ms, r.reference_ms, r.reference_peak_bytes, r.total_ms
+    );
+    if r.reference_nonfinite > 0 {
+        println!(
+            "note              {} reference output values are not finite",
+            r.reference_nonfinite
+        );
+    }
+    for n in &r.notes {
+        println!("note              {n}");
+    }
+    if let Some(o) = &r.original {
+        println!(
+            "original graph    {}: {} ({} outputs{})",
+            o.graph,
+            match &o.first_mismatch {
+                None => "computes the same outputs".to_string(),
+                Some(m) => format!(
+                    "DIFFERS at output {:?} byte {} ({} bytes differ)",
+                    m.tensor, m.first_byte, m.differing_bytes
+                ),
+            },
+            o.outputs_compared,
+            if o.tolerance > 0.0 {
+                format!(", relative tolerance {:e}", o.tolerance)
+            } else {
+                ", bitwise".to_string()
+            }
+        );
+        if !o.outputs_equal && o.tolerance == 0.0 && runs_chosen_algos(g) {
+            println!(
+                "note              the graph runs chosen conv algorithms, which round differently \
+                 from the original's kernels: compare with --original-tolerance 1e-3, or plan \
+                 with --conv-algos off for bitwise equality"
+            );
+        }
+    }
+}

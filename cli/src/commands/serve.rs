@@ -1,0 +1,50 @@
+//! `memplan serve`: runs the HTTP service of the `memplan-api` crate with the limits the
+//! flags give, until SIGTERM or Ctrl-C.
+
+use crate::args::ServeArgs;
+use crate::common::{bad, seconds};
+use anyhow::{Context, Result};
+use memplan_api::config;
+use std::process::ExitCode;
+
+/// Runs `memplan serve`.
+pub fn serve(a: ServeArgs) -> Result<ExitCode> {
+    let cfg = memplan_api::Config {
+        db_path: Some(a.db.clone()),
+        body_limit: a.body_limit,
+        max_ops: a.max_ops,
+        max_tensors: a.max_tensors,
+        max_buffers: a.max_buffers,
+        workers: a.workers.unwrap_or_else(config::default_workers),
+        queue: a.queue,
+        default_time_limit: seconds("default-time-limit", a.default_time_limit)?,
+        sync_time_limit_cap: seconds("sync-time-limit-cap", a.sync_time_limit_cap)?,
+        max_time_limit: seconds("max-time-limit", a.max_time_limit)?,
+        shutdown_grace: seconds("shutdown-grace", a.shutdown_grace)?,
+    };
+    if cfg.workers == 0 {
+        return Err(bad("--workers must be at least 1"));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let (workers, queue) = (cfg.workers, cfg.queue);
+        let service = memplan_api::Service::start(cfg).await.map_err(|e| match e {
+            memplan_api::StartError::Config(m) => bad(m),
+            e => anyhow::Error::new(e).context(format!("opening {}", a.db.display())),
+        })?;
+        let listener = tokio::net::TcpListener::bind(a.addr)
+            .await
+            .map_err(|e| bad(format!("cannot listen on {}: {e}", a.addr)))?;
+        let local = listener.local_addr()?;
+        eprintln!(
+            "memplan serve: listening on http://{local} (database {}, {workers} workers, queue {queue}; docs at /docs)",
+            a.db.display()
+        );
+        memplan_api::serve(service, listener, memplan_api::shutdown_signal()).await?;
+        eprintln!("memplan serve: stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,106 @@
+//! What the commands share: the bad-input error (exit code 2), reading graphs, plans and
+//! device profiles, checking durations, writing outputs, and formatting bytes.
+
+use anyhow::{Context, Result};
+use memplan::cost::DeviceProfile;
+use memplan::graph::Graph;
+use memplan::plan::Plan;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The sample graph bundled with the binary (ResNet-style block, training step).
+const SAMPLE_GRAPH: &str = include_str!("../../samples/resnet_block.train.json");
+
+/// Bad input: exit code 2.
+#[derive(Debug)]
+pub struct BadInput(String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for BadInput {}
+
+/// A bad-input error (exit code 2) with this message.
+pub fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+/// The text of the file at `path`; a file that cannot be read is bad input.
+pub fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))
+}
+
+/// The graph `arg` names: a memplan-graph/1 file, or `sample` for the bundled sample.
+pub fn load_graph(arg: &str) -> Result<Graph> {
+    let (text, label) = if arg == "sample" {
+        (SAMPLE_GRAPH.to_string(), "bundled sample".to_string())
+    } else {
+        (read(Path::new(arg))?, arg.to_string())
+    };
+    Graph::parse(&text).map_err(|e| bad(format!("{label}: {e}")))
+}
+
+/// The memplan-plan/1 plan in the file at `path`.
+pub fn load_plan(path: &Path) -> Result<Plan> {
+    Plan::parse(&read(path)?).map_err(|e| bad(format!("{}: {e}", path.display())))
+}
+
+/// The graph plan `p` (read from `path`) refers to: `given`, or the rewrite the plan
+/// carries. `Ok(None)` when that makes the plan invalid (printed as `invalid: ...`; the
+/// command then exits 1).
+pub fn graph_for_plan(given: Graph, p: &Plan, path: &Path) -> Result<Option<Graph>> {
+    match memplan::pipeline::graph_for_plan(given, p) {
+        Ok(g) => Ok(Some(g)),
+        Err(e) if e.makes_plan_invalid() => {
+            eprintln!("invalid: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(bad(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// The device profile (JSON) in the file at `path`.
+pub fn load_device_profile(path: &Path) -> Result<DeviceProfile> {
+    DeviceProfile::from_json(&read(path)?).map_err(|e| bad(format!("{}: {e}", path.display())))
+}
+
+/// `secs` of the flag `--FLAG` as a duration; a negative or non-finite number is bad input.
+pub fn seconds(flag: &str, secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        bad(format!(
+            "--{flag} {secs} is not a non-negative number of seconds"
+        ))
+    })
+}
+
+/// Writes `text` to `output`, or to stdout when there is none.
+pub fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
+    match output {
+        Some(path) => {
+            // Write to a temporary file and rename, so a failure never leaves half a file.
+            let tmp = path.with_extension("tmp~");
+            std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("renaming to {}", path.display()))?;
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `text` to the file at `path` (see [`write_out`]).
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    write_out(&Some(path.to_path_buf()), text)
+}
+
+/// `b` bytes in MiB, two decimals.
+pub fn mib(b: u64) -> String {
+    format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+}
