@@ -462,8 +462,8 @@ fn fixed_bytes(
             }
         }
     }
-    for k in 0..win.width() {
-        fixed[k] = fixed[k].saturating_sub(problem.nodes[win.local[k]].workspace);
+    for (f, &v) in fixed.iter_mut().zip(&win.local) {
+        *f = f.saturating_sub(problem.nodes[v].workspace);
     }
     fixed
 }
