@@ -8,21 +8,23 @@
 //! - sizes, offsets, alignments and capacities are **bytes** (`u64`), with checked arithmetic;
 //! - two buffers **conflict** when their lifetimes intersect; conflicting buffers may not share bytes.
 //!
-//! Modules: [`problem`] (buffers, placements, LOAD, the placement checker), [`budget`] (solver
-//! limits and statistics), [`placement`] (heuristic placement portfolio), [`exact`] (exact placement search),
-//! [`place`] (the whole placement step: portfolio, then exact search), [`order`] (op-order
-//! problem, lifetimes of an order, order heuristics and the order-independent bound),
-//! [`csv`] (the minimalloc buffer CSV), [`ilp`] (integer programs on HiGHS).
+//! Modules: [`problem`] (buffers, placements, LOAD, the placement checker), [`limits`] (solver
+//! limits and statistics), [`placement`] (the placement step: heuristic portfolio, exact
+//! search hand-off, the HiGHS address program and its peak-window refinement), [`exact`]
+//! (exact placement search), [`order`] (op-order problem, lifetimes of an order, order
+//! heuristics, the order-independent bound and the HiGHS order program), [`csv`] (the
+//! minimalloc buffer CSV), [`mip`] (the one HiGHS layer every integer program is built and
+//! solved through).
 //!
 //! ```
-//! use memplan_solver::{placement, Budget, Buffer, Lifetime, PlacementProblem};
+//! use memplan_solver::{placement, Limits, Buffer, Lifetime, PlacementProblem};
 //!
 //! // Three buffers: the first two are alive together, the third reuses the first's bytes.
 //! let buf = |start, end, size| Buffer { lifetime: Lifetime::new(start, end), size, alignment: 64 };
 //! let problem = PlacementProblem::new(vec![buf(0, 2, 1000), buf(1, 3, 500), buf(2, 4, 1000)]);
 //! assert_eq!(problem.load(), 1500);
 //!
-//! let best = placement::portfolio(&problem, &Budget::UNLIMITED).unwrap();
+//! let best = placement::portfolio(&problem, &Limits::UNLIMITED).unwrap();
 //! let peak = problem.check(&best.placement).unwrap(); // independent re-check
 //! assert_eq!(peak, best.stats.objective);
 //! assert!(peak >= problem.load());
@@ -30,13 +32,11 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod budget;
 pub mod csv;
 pub mod exact;
-pub mod ilp;
-pub mod ilp_refine;
+pub mod limits;
+pub mod mip;
 pub mod order;
-pub mod place;
 pub mod placement;
 pub mod problem;
 
@@ -46,5 +46,16 @@ pub mod problem;
 #[path = "../../tests/support/shared.rs"]
 pub(crate) mod test_shared;
 
-pub use budget::{Budget, CancelToken, Deadline, ProgressFn, SolveStats, SolveStatus};
+pub use limits::{CancelToken, Deadline, Limits, LimitsClock, ProgressFn, SolveStats, SolveStatus};
+
+/// Old name of [`Limits`], to be removed.
+pub type Budget = Limits;
+/// Old path of [`limits`], to be removed.
+pub use limits as budget;
+/// Old path of [`placement::program`] (the HiGHS placement program), to be removed.
+pub use placement::program as ilp;
+/// Old path of [`placement::refine`] (peak-window refinement), to be removed.
+pub use placement::refine as ilp_refine;
+/// Old path of [`placement::step`] (the whole placement step), to be removed.
+pub use placement::step as place;
 pub use problem::{align_up, Buffer, Lifetime, Placement, PlacementError, PlacementProblem};

@@ -17,12 +17,12 @@
 //! spill_ins. Overhead is the step time minus the sum of the ops' times.
 //!
 //! Strategies ([`registry`]): `sweep` (the heuristic, [`sweep`]), `ilp` (the HiGHS integer
-//! program warm-started from it, [`ilp`]), `chen` (√n checkpointing, [`chen`]) and
+//! program warm-started from it, [`program`]), `chen` (√n checkpointing, [`chen`]) and
 //! `spill-all` ([`spill_all`]); `best` runs them all and keeps the fitting plan with the
 //! lowest modelled overhead (so it is never worse than any of them).
 //!
 //! **Limits.** With [`BudgetOptions::effort`] `Some(k)` every stage stops at deterministic
-//! work caps (the integer program at `k ×` [`ilp::DEFAULT_NODES`] branch-and-bound nodes per
+//! work caps (the integer program at `k ×` [`program::DEFAULT_NODES`] branch-and-bound nodes per
 //! model, the placements at the heuristics' own caps), so the same graph, order and options
 //! give the same plan on any machine and under any load. [`BudgetOptions::cancel`] is the
 //! only time cap: it is checked before every strategy and attempt, inside the sweep and the
@@ -30,7 +30,9 @@
 //! returned, or [`BudgetError::Cancelled`] when none fitted yet.
 
 pub mod chen;
-pub mod ilp;
+pub mod program;
+/// Old path of [`program`] (the budget integer program), to be removed.
+pub use program as ilp;
 pub mod schedule;
 pub mod spill_all;
 pub mod sweep;
@@ -77,7 +79,7 @@ pub trait SpillStrategy {
 pub fn registry() -> Vec<Box<dyn SpillStrategy>> {
     vec![
         Box::new(sweep::Sweep),
-        Box::new(ilp::Ilp::default()),
+        Box::new(program::Ilp::default()),
         Box::new(chen::Chen),
         Box::new(spill_all::SpillAll),
     ]

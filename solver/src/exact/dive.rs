@@ -14,7 +14,7 @@
 //!
 //! Complexity: `O((n + r) log n)` time, `O(n)` memory.
 
-use crate::budget::BudgetClock;
+use crate::limits::LimitsClock;
 use crate::problem::{align_up, Placement, PlacementProblem};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -117,7 +117,7 @@ pub(crate) fn dive(
     problem: &PlacementProblem,
     order: DiveOrder,
     max_pushes: u64,
-    clock: &BudgetClock,
+    clock: &LimitsClock,
 ) -> Option<Placement> {
     let bufs = &problem.buffers;
     let n = bufs.len();
@@ -168,7 +168,7 @@ pub(crate) fn dive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::Budget;
+    use crate::limits::Limits;
     use crate::problem::{Buffer, Lifetime};
 
     #[test]
@@ -192,7 +192,7 @@ mod tests {
         };
         // Area order: 0 (area 12), then 1 (area 8) on top of it, then 2 next to 0's end.
         let p = PlacementProblem::new(vec![buf(0, 4, 3, 1), buf(2, 6, 2, 4), buf(4, 6, 3, 1)]);
-        let clock = Budget::UNLIMITED.start();
+        let clock = Limits::UNLIMITED.start();
         let pl = dive(&p, DiveOrder::AreaWidthSize, 100, &clock).unwrap();
         assert_eq!(pl.offsets, vec![0, 4, 0]);
         assert_eq!(p.check(&pl), Ok(6));

@@ -15,7 +15,7 @@
 use super::dive::{dive, DiveOrder};
 use super::window;
 use super::{solve_with_clock, ExactOptions, ExactStatus};
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{align_up, Placement, PlacementProblem};
 use std::time::Duration;
 
@@ -153,8 +153,8 @@ pub fn minimise(
 
 /// Half of the time and nodes `budget` leaves after `elapsed` and `nodes` (unlimited stays
 /// unlimited; at least one node and one millisecond).
-pub(crate) fn half_of_what_is_left(budget: &Budget, elapsed: Duration, nodes: u64) -> Budget {
-    Budget {
+pub(crate) fn half_of_what_is_left(budget: &Limits, elapsed: Duration, nodes: u64) -> Limits {
+    Limits {
         time: budget
             .time
             .map(|t| (t.saturating_sub(elapsed) / 2).max(Duration::from_millis(1))),
@@ -213,17 +213,17 @@ mod tests {
 
     #[test]
     fn the_budget_halves_what_is_left() {
-        let b = Budget {
+        let b = Limits {
             time: Some(Duration::from_secs(10)),
             nodes: Some(100),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         let h = half_of_what_is_left(&b, Duration::from_secs(4), 40);
         assert_eq!(h.time, Some(Duration::from_secs(3)));
         assert_eq!(h.nodes, Some(30));
         assert_eq!(
-            half_of_what_is_left(&Budget::UNLIMITED, Duration::ZERO, 5),
-            Budget::UNLIMITED
+            half_of_what_is_left(&Limits::UNLIMITED, Duration::ZERO, 5),
+            Limits::UNLIMITED
         );
     }
 }

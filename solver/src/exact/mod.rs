@@ -42,7 +42,7 @@ mod window;
 
 pub use minimise::{minimise, MinimiseOutcome};
 
-use crate::budget::{Budget, BudgetClock};
+use crate::limits::{Limits, LimitsClock};
 use crate::problem::{Placement, PlacementProblem};
 use memo::Memo;
 use ordering::{ranks, Pivot, STRATEGIES};
@@ -54,7 +54,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExactOptions {
     /// Time and node limits; a node is one partial placement entered by the search.
-    pub budget: Budget,
+    pub budget: Limits,
     /// Section inference: prune when, in some section, the floor (or the current level) plus
     /// the bytes still to place there (plus fixed bytes above the floor) exceeds the capacity.
     pub section_inference: bool,
@@ -81,7 +81,7 @@ pub struct ExactOptions {
 impl Default for ExactOptions {
     fn default() -> Self {
         ExactOptions {
-            budget: Budget::UNLIMITED,
+            budget: Limits::UNLIMITED,
             section_inference: true,
             dominance: true,
             dynamic_ordering: true,
@@ -94,7 +94,7 @@ impl Default for ExactOptions {
 
 impl ExactOptions {
     /// The default options with `budget`.
-    pub fn with_budget(budget: Budget) -> Self {
+    pub fn with_budget(budget: Limits) -> Self {
         ExactOptions {
             budget,
             ..ExactOptions::default()
@@ -187,7 +187,7 @@ pub(crate) fn solve_with_clock(
     capacity: u64,
     fixed: &[Option<u64>],
     opts: &ExactOptions,
-    clock: &BudgetClock,
+    clock: &LimitsClock,
     nodes: &mut u64,
 ) -> Result<Placement, ExactStatus> {
     let n = problem.buffers.len();
@@ -241,7 +241,7 @@ pub(crate) fn fit(
     inst: &Instance,
     capacity: u64,
     opts: &ExactOptions,
-    clock: &BudgetClock,
+    clock: &LimitsClock,
     nodes: &mut u64,
 ) -> RunEnd {
     let limit = opts

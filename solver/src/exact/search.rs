@@ -45,7 +45,7 @@ use super::decompose::{initial_cuts, split, Piece};
 use super::memo::{add, term, Memo};
 use super::ordering::Pivot;
 use super::sections::{Instance, NONE32};
-use crate::budget::BudgetClock;
+use crate::limits::LimitsClock;
 use crate::problem::align_up;
 
 /// Which techniques are on (see [`super::ExactOptions`]).
@@ -239,7 +239,7 @@ impl<'a> Search<'a> {
 
     /// Runs until a placement is found, infeasibility is proven, `*nodes` reaches `limit`, or
     /// the clock runs out. `*nodes` counts the nodes entered.
-    pub(crate) fn run(&mut self, limit: u64, clock: &BudgetClock, nodes: &mut u64) -> RunEnd {
+    pub(crate) fn run(&mut self, limit: u64, clock: &LimitsClock, nodes: &mut u64) -> RunEnd {
         let m = self.inst.len();
         // Root: lowest offsets, forward check, floors, section check.
         for i in 0..m {

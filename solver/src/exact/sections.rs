@@ -15,7 +15,7 @@
 //! `O(n_free · n_fixed)` filtering and `O(k log k)` merging of obstacles; a section bound is
 //! `O(log k)` for `k` merged fixed ranges in the section (`O(1)` without fixed buffers).
 
-use crate::budget::{Budget, BudgetClock};
+use crate::limits::{Limits, LimitsClock};
 use crate::problem::{align_up, Buffer, PlacementProblem};
 
 /// Compressed sparse rows: `items[start[i]..start[i + 1]]` is row `i`.
@@ -149,7 +149,7 @@ impl Instance {
     /// dropped: nothing under the capacity meets them).
     pub(crate) fn new(problem: &PlacementProblem, fixed: &[Option<u64>], cap: u64) -> Self {
         // An unlimited clock never stops the build, so the default is never used.
-        Self::within(problem, fixed, cap, &Budget::UNLIMITED.start()).unwrap_or_default()
+        Self::within(problem, fixed, cap, &Limits::UNLIMITED.start()).unwrap_or_default()
     }
 
     /// [`Instance::new`], or `None` when `clock` runs out while the obstacles are gathered
@@ -158,7 +158,7 @@ impl Instance {
         problem: &PlacementProblem,
         fixed: &[Option<u64>],
         cap: u64,
-        clock: &BudgetClock,
+        clock: &LimitsClock,
     ) -> Option<Self> {
         let is_fixed = |i: usize| fixed.get(i).copied().flatten();
         let global: Vec<usize> = (0..problem.buffers.len())

@@ -113,7 +113,7 @@ fn pin_some(rng: &mut Rng, placement: &Placement) -> Vec<Option<u64>> {
 /// Every combination of the switches, restarts included.
 fn all_switches() -> impl Iterator<Item = ExactOptions> {
     (0..64u32).map(|m| ExactOptions {
-        budget: Budget::UNLIMITED,
+        budget: Limits::UNLIMITED,
         section_inference: m & 1 == 0,
         dominance: m & 2 == 0,
         dynamic_ordering: m & 4 == 0,
@@ -257,10 +257,10 @@ fn planted(seed: u64, horizon: u64, cap: u64, pieces: usize) -> PlacementProblem
 /// Nodes to solve `p` at its LOAD with `o` under a node cap (a timeout counts as the cap).
 fn nodes_at_load(p: &PlacementProblem, o: ExactOptions) -> u64 {
     let o = ExactOptions {
-        budget: Budget {
+        budget: Limits {
             time: None,
             nodes: Some(200_000),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         },
         ..o
     };
@@ -378,10 +378,10 @@ fn decomposition_solves_independent_pieces_once() {
 fn the_node_budget_stops_the_search_with_a_timeout() {
     let p = planted(3, 30, 200, 60);
     let o = ExactOptions {
-        budget: Budget {
+        budget: Limits {
             time: None,
             nodes: Some(100),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         },
         ..single_run()
     };
@@ -394,7 +394,7 @@ fn the_node_budget_stops_the_search_with_a_timeout() {
 #[test]
 fn the_time_budget_stops_the_search_and_minimise_keeps_the_start() {
     let p = planted(3, 30, 200, 60);
-    let o = ExactOptions::with_budget(Budget::with_time(Duration::ZERO));
+    let o = ExactOptions::with_budget(Limits::with_time(Duration::ZERO));
     let out = solve(&p, p.load(), &[], &o);
     assert_eq!(out.status, ExactStatus::Timeout);
     let start = Placement {
@@ -448,10 +448,10 @@ fn minimalloc_benchmarks_fit_their_capacity_within_a_node_budget() {
             .problem;
         // A work limit, not the clock: the outcome is the same under any load (the time
         // limit is only a generous cap).
-        let o = ExactOptions::with_budget(Budget {
+        let o = ExactOptions::with_budget(Limits {
             nodes: Some(MINIMALLOC_NODES),
             time: Some(Duration::from_secs(600)),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         });
         let out = solve(&p, 1_048_576, &[], &o);
         assert_eq!(
@@ -544,7 +544,7 @@ proptest! {
         let start = Placement { offsets };
         let start_peak = p.check(&start).unwrap();
         let opt = brute_force(&p, &[]);
-        let o = ExactOptions::with_budget(Budget { time: None, nodes: Some(nodes), ..Budget::UNLIMITED });
+        let o = ExactOptions::with_budget(Limits { time: None, nodes: Some(nodes), ..Limits::UNLIMITED });
         let out = minimise(&p, &start, &o);
         prop_assert_eq!(p.check(&out.placement), Ok(out.peak));
         prop_assert!(out.peak <= start_peak);

@@ -23,7 +23,7 @@
 use super::search::RunEnd;
 use super::sections::{Instance, Ranges};
 use super::{fit, ExactOptions};
-use crate::budget::{Budget, BudgetClock};
+use crate::limits::{Limits, LimitsClock};
 use crate::problem::PlacementProblem;
 
 /// Hot buffers gathered into one window at most.
@@ -48,7 +48,7 @@ pub(crate) fn improve(
     offsets: &mut [u64],
     lower_bound: u64,
     opts: &ExactOptions,
-    clock: &BudgetClock,
+    clock: &LimitsClock,
     nodes: &mut u64,
 ) {
     let mut by_start: Vec<usize> = (0..problem.buffers.len()).collect();
@@ -103,7 +103,7 @@ struct Context<'a> {
     /// Longest lifetime.
     max_len: u64,
     opts: &'a ExactOptions,
-    clock: &'a BudgetClock,
+    clock: &'a LimitsClock,
     node_cap: Option<u64>,
 }
 
@@ -220,7 +220,7 @@ impl Context<'_> {
             return false;
         };
         let opts = ExactOptions {
-            budget: Budget {
+            budget: Limits {
                 time: None,
                 nodes: Some(WINDOW_NODES.saturating_mul(chosen.len() as u64).max(1024)),
                 cancel: self.opts.budget.cancel.clone(),

@@ -22,7 +22,7 @@
 use super::lifetimes::inplace_fits;
 use super::local_search::ProfileEval;
 use super::{LifetimeOptions, OrderProblem, Orderer};
-use crate::budget::{Budget, BudgetClock};
+use crate::limits::{Limits, LimitsClock};
 use std::collections::BTreeSet;
 
 /// How a candidate's `(peak during it, live bytes after it)` is ranked.
@@ -81,7 +81,7 @@ impl Orderer for GreedyList {
         problem: &OrderProblem,
         incumbent: &[usize],
         opts: &LifetimeOptions,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Vec<usize> {
         let n = problem.nodes.len();
         let clock = budget.start();
@@ -106,7 +106,7 @@ impl Orderer for GreedyList {
                     break;
                 }
                 state.reset();
-                let limits = Limits {
+                let limits = RunLimits {
                     beam: self.beam.max(1),
                     scan: scan.max(1),
                     max_scores: self.max_scores.saturating_sub(scores),
@@ -127,7 +127,7 @@ impl Orderer for GreedyList {
 }
 
 /// Per-run limits.
-struct Limits {
+struct RunLimits {
     beam: usize,
     scan: usize,
     max_scores: u64,
@@ -351,8 +351,8 @@ impl<'a> State<'a> {
         &mut self,
         rule: Rule,
         look: bool,
-        limits: &Limits,
-        clock: &BudgetClock,
+        limits: &RunLimits,
+        clock: &LimitsClock,
     ) -> (Option<Vec<usize>>, u64) {
         let n = self.p.nodes.len();
         let mut order = Vec::with_capacity(n);
@@ -444,7 +444,7 @@ mod tests {
 
     fn greedy(p: &OrderProblem, opts: &LifetimeOptions) -> Vec<usize> {
         let listed = p.listed_topological_order().unwrap();
-        let order = GreedyList::default().order(p, &listed, opts, &Budget::UNLIMITED);
+        let order = GreedyList::default().order(p, &listed, opts, &Limits::UNLIMITED);
         p.check_order(&order).unwrap();
         order
     }
@@ -545,7 +545,7 @@ mod tests {
                         max_scores: 20,
                     };
                     let order =
-                        g.order(&p, &listed, &LifetimeOptions::default(), &Budget::UNLIMITED);
+                        g.order(&p, &listed, &LifetimeOptions::default(), &Limits::UNLIMITED);
                     p.check_order(&order).unwrap();
                 }
             }
@@ -561,7 +561,7 @@ mod tests {
             ..GreedyList::default()
         };
         assert_eq!(
-            g.order(&p, &listed, &LifetimeOptions::default(), &Budget::UNLIMITED),
+            g.order(&p, &listed, &LifetimeOptions::default(), &Limits::UNLIMITED),
             listed
         );
     }
@@ -575,12 +575,12 @@ mod tests {
             max_scores: 100,
             ..GreedyList::default()
         };
-        let order = capped.order(&p, &listed, &opts, &Budget::UNLIMITED);
+        let order = capped.order(&p, &listed, &opts, &Limits::UNLIMITED);
         p.check_order(&order).unwrap();
-        let spent = Budget {
+        let spent = Limits {
             time: None,
             nodes: Some(0),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         let order = GreedyList::default().order(&p, &listed, &opts, &spent);
         p.check_order(&order).unwrap();
@@ -596,7 +596,7 @@ mod tests {
             &p,
             &listed,
             &LifetimeOptions::default(),
-            &Budget::UNLIMITED,
+            &Limits::UNLIMITED,
         );
         assert_eq!(order, listed);
         assert!(

@@ -2,7 +2,7 @@
 //! algorithm preferring the smallest listed index). `O((n + e) log n)`.
 
 use super::{LifetimeOptions, OrderProblem, Orderer};
-use crate::budget::Budget;
+use crate::limits::Limits;
 
 /// The listed (eager) order.
 #[derive(Debug, Clone, Copy, Default)]
@@ -18,7 +18,7 @@ impl Orderer for Listed {
         problem: &OrderProblem,
         incumbent: &[usize],
         _: &LifetimeOptions,
-        _: &Budget,
+        _: &Limits,
     ) -> Vec<usize> {
         // The problem is validated before ordering, so a cycle cannot occur here; fall back to
         // the incumbent (already a valid order) rather than panic.

@@ -21,7 +21,7 @@
 //! (computed for graphs of up to [`BOUND_CHECK_LIMIT`] nodes + values).
 //!
 //! Termination: every applied move strictly lowers the objective; the search also stops when
-//! the [`Budget`] is spent (one budget tick per scored move) and, whatever the budget, after
+//! the [`Limits`] is spent (one budget tick per scored move) and, whatever the budget, after
 //! [`LocalSearch::max_work`] units of work (a unit is one node or value visited: window steps
 //! simulated, closure scans, exact evaluations) or [`LocalSearch::max_moves`] applied moves,
 //! so it is deterministic and bounded when the budget is unlimited. It never returns an order
@@ -30,7 +30,7 @@
 use super::bound::order_lower_bound;
 use super::lifetimes::inplace_fits;
 use super::{LifetimeOptions, OrderProblem, Orderer};
-use crate::budget::{Budget, BudgetClock};
+use crate::limits::{Limits, LimitsClock};
 
 /// Nodes + values up to which the search computes the order bound to stop early when met.
 pub const BOUND_CHECK_LIMIT: usize = 100_000;
@@ -67,7 +67,7 @@ impl Orderer for LocalSearch {
         problem: &OrderProblem,
         incumbent: &[usize],
         opts: &LifetimeOptions,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Vec<usize> {
         if problem.check_order(incumbent).is_err() {
             // Not a valid incumbent: start from the listed order instead.
@@ -339,7 +339,7 @@ impl<'a> Search<'a> {
         }
     }
 
-    fn run(&mut self, cfg: &LocalSearch, budget: &Budget, bound: u64) {
+    fn run(&mut self, cfg: &LocalSearch, budget: &Limits, bound: u64) {
         let mut clock = budget.start();
         if self.problem.nodes.len() >= 2 {
             self.climb(cfg, &mut clock, bound);
@@ -348,7 +348,7 @@ impl<'a> Search<'a> {
 
     /// Hill-climbs until no move improves, the bound is met or a limit (budget, work, moves)
     /// is reached.
-    fn climb(&mut self, cfg: &LocalSearch, clock: &mut BudgetClock, bound: u64) {
+    fn climb(&mut self, cfg: &LocalSearch, clock: &mut LimitsClock, bound: u64) {
         let mut moves = 0u64;
         let (n, m) = (self.problem.nodes.len(), self.problem.values.len());
         let mut cands: Vec<Candidate> = Vec::new();
@@ -909,7 +909,7 @@ pub(crate) mod tests {
         let listed = p.listed_topological_order().unwrap();
         // Listed: a0, b0, a1, b1: input, big and mid live together at b0.
         assert_eq!(p.load(&listed, &opts), 160);
-        let order = LocalSearch::default().order(&p, &listed, &opts, &Budget::UNLIMITED);
+        let order = LocalSearch::default().order(&p, &listed, &opts, &Limits::UNLIMITED);
         p.check_order(&order).unwrap();
         let best = all_orders(&p)
             .iter()
@@ -925,10 +925,10 @@ pub(crate) mod tests {
         let p = two_branches();
         let opts = LifetimeOptions::default();
         let listed = p.listed_topological_order().unwrap();
-        let budget = Budget {
+        let budget = Limits {
             time: None,
             nodes: Some(0),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         let order = LocalSearch::default().order(&p, &listed, &opts, &budget);
         assert_eq!(order, listed);
@@ -939,11 +939,11 @@ pub(crate) mod tests {
         let opts = LifetimeOptions::default();
         let empty = OrderProblem::default();
         assert!(LocalSearch::default()
-            .order(&empty, &[], &opts, &Budget::UNLIMITED)
+            .order(&empty, &[], &opts, &Limits::UNLIMITED)
             .is_empty());
         let one = random_problem(7, 1);
         assert_eq!(
-            LocalSearch::default().order(&one, &[0], &opts, &Budget::UNLIMITED),
+            LocalSearch::default().order(&one, &[0], &opts, &Limits::UNLIMITED),
             vec![0]
         );
     }
@@ -952,7 +952,7 @@ pub(crate) mod tests {
     fn local_search_replaces_an_invalid_incumbent_by_a_valid_order() {
         let p = two_branches();
         let opts = LifetimeOptions::default();
-        let order = LocalSearch::default().order(&p, &[3, 2, 1, 0], &opts, &Budget::UNLIMITED);
+        let order = LocalSearch::default().order(&p, &[3, 2, 1, 0], &opts, &Limits::UNLIMITED);
         p.check_order(&order).unwrap();
     }
 
@@ -963,7 +963,7 @@ pub(crate) mod tests {
         let listed: Vec<usize> = (0..n).collect();
         let opts = LifetimeOptions::default();
         let started = std::time::Instant::now();
-        let order = LocalSearch::default().order(&p, &listed, &opts, &Budget::UNLIMITED);
+        let order = LocalSearch::default().order(&p, &listed, &opts, &Limits::UNLIMITED);
         assert_eq!(order, listed);
         assert!(started.elapsed().as_secs_f64() < 10.0);
     }
@@ -1010,13 +1010,13 @@ pub(crate) mod tests {
             prop_assert!(bound <= best, "bound {} > best LOAD {}", bound, best);
 
             let listed = p.listed_topological_order().unwrap();
-            let greedy = GreedyList::default().order(&p, &listed, &opts, &Budget::UNLIMITED);
+            let greedy = GreedyList::default().order(&p, &listed, &opts, &Limits::UNLIMITED);
             prop_assert!(p.check_order(&greedy).is_ok());
             prop_assert!(p.load(&greedy, &opts) >= best);
 
             for incumbent in [&listed, &greedy] {
                 let before = p.load(incumbent, &opts);
-                let ls = LocalSearch::default().order(&p, incumbent, &opts, &Budget::UNLIMITED);
+                let ls = LocalSearch::default().order(&p, incumbent, &opts, &Limits::UNLIMITED);
                 prop_assert!(p.check_order(&ls).is_ok());
                 let after = p.load(&ls, &opts);
                 prop_assert!(after >= best);

@@ -5,12 +5,16 @@
 
 pub mod bound;
 pub mod greedy;
-pub mod ilp;
 pub mod lifetimes;
 pub mod listed;
 pub mod local_search;
+mod model;
+pub mod program;
 
-use crate::budget::{Budget, SolveStats};
+/// Old path of [`program`] (the order program), to be removed.
+pub use program as ilp;
+
+use crate::limits::{Limits, SolveStats};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -217,7 +221,7 @@ pub trait Orderer: Send + Sync {
         problem: &OrderProblem,
         incumbent: &[usize],
         opts: &LifetimeOptions,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Vec<usize>;
 }
 
@@ -261,7 +265,7 @@ pub fn best_order(
     orderers: &[Box<dyn Orderer>],
     problem: &OrderProblem,
     opts: &LifetimeOptions,
-    budget: &Budget,
+    budget: &Limits,
 ) -> Result<OrderResult, OrderError> {
     let started = Instant::now();
     let mut best = problem.listed_topological_order()?;
@@ -395,7 +399,7 @@ mod tests {
         let p = dag(&[&[], &[], &[0], &[1], &[2], &[3]]);
         let listed = p.listed_topological_order().unwrap();
         let opts = LifetimeOptions::default();
-        let r = best_order(&registry(), &p, &opts, &Budget::UNLIMITED).unwrap();
+        let r = best_order(&registry(), &p, &opts, &Limits::UNLIMITED).unwrap();
         assert!(r.stats.objective <= p.load(&listed, &opts));
         assert!(r.stats.lower_bound <= r.stats.objective);
         assert_eq!(r.members.len(), registry().len());

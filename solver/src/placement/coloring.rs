@@ -27,7 +27,7 @@
 use super::fit::{best_gap, normalize, Occupancy};
 use super::greedy_by_size::size_order;
 use super::Placer;
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{Buffer, Lifetime, Placement, PlacementError, PlacementProblem};
 use petgraph::csr::Csr;
 use petgraph::Directed;
@@ -240,7 +240,7 @@ impl Placer for Coloring {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _budget: &Budget,
+        _budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         let buffers = &problem.buffers;
         let mut groups: Vec<Group> = groups(problem)
@@ -305,7 +305,7 @@ mod tests {
         let mut gs = groups(&p);
         gs.sort();
         assert_eq!(gs, vec![vec![0, 2], vec![1]]);
-        let pl = Coloring.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = Coloring.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 100, 0]);
         assert_eq!(p.check(&pl), Ok(130));
     }
@@ -317,7 +317,7 @@ mod tests {
         let mut gs = groups(&p);
         gs.sort();
         assert_eq!(gs, vec![vec![0], vec![1], vec![2]]);
-        let pl = Coloring.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = Coloring.place(&p, &Limits::UNLIMITED).unwrap();
         // Blocks by size: 0 @0, 1 @100, 2 [2,4) takes the gap [0,100) left by 0 -> 0.
         assert_eq!(pl.offsets, vec![0, 100, 0]);
         assert_eq!(p.check(&pl), Ok(130));
@@ -337,7 +337,7 @@ mod tests {
         let mut gs = groups(&p);
         gs.sort();
         assert_eq!(gs, vec![vec![0, 2], vec![1], vec![3]]);
-        let pl = Coloring.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = Coloring.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 0, 0, 200]);
         assert_eq!(p.check(&pl), Ok(230));
     }

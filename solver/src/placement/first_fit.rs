@@ -12,7 +12,7 @@
 //! in `O(log n)`. Worst case `O(n · g)` for `g` free gaps.
 
 use super::Placer;
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{align_up, Placement, PlacementError, PlacementProblem};
 use std::collections::BTreeMap;
 
@@ -89,7 +89,7 @@ impl Placer for FirstFit {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _budget: &Budget,
+        _budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         let buffers = &problem.buffers;
         // (step, 0 = free / 1 = alloc, index): frees before allocations at the same step.
@@ -130,7 +130,7 @@ mod tests {
             buf(2, 4, 8, 1),
             buf(2, 4, 5, 1),
         ]);
-        let pl = FirstFit.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = FirstFit.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 10, 0, 20]);
         assert_eq!(p.check(&pl), Ok(25));
     }
@@ -138,7 +138,7 @@ mod tests {
     #[test]
     fn frees_happen_before_allocations_at_the_same_step() {
         let p = PlacementProblem::new(vec![buf(0, 1, 10, 1), buf(1, 2, 10, 1)]);
-        let pl = FirstFit.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = FirstFit.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 0]);
     }
 
@@ -160,7 +160,7 @@ mod tests {
         // Freeing 1 at step 1 lowers the top to 10; 2 needs 32-alignment, so it goes at 32
         // and leaves [10, 32) free.
         let p = PlacementProblem::new(vec![buf(0, 3, 10, 1), buf(0, 1, 20, 1), buf(1, 3, 4, 32)]);
-        let pl = FirstFit.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = FirstFit.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 10, 32]);
         assert_eq!(p.check(&pl), Ok(36));
     }

@@ -16,7 +16,7 @@
 
 use super::fit::{conflict_bytes, place_in_order};
 use super::Placer;
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use std::cmp::Reverse;
 
@@ -49,7 +49,7 @@ impl Placer for GreedyByConflicts {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _budget: &Budget,
+        _budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         place_in_order(problem, &conflict_order(problem))
     }
@@ -66,7 +66,7 @@ mod tests {
         // Keys: 0 -> 60, 1 -> 105, 2 -> 55. Order 1, 0, 2.
         let p = PlacementProblem::new(vec![buf(0, 1, 50), buf(0, 3, 10), buf(2, 3, 45)]);
         assert_eq!(conflict_order(&p), vec![1, 0, 2]);
-        let pl = GreedyByConflicts.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = GreedyByConflicts.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![10, 0, 10]);
         assert_eq!(p.check(&pl), Ok(60));
     }
@@ -83,12 +83,12 @@ mod tests {
             buf(3, 6, 8),
         ]);
         assert_eq!(conflict_order(&p), vec![0, 4, 2, 1, 3]);
-        let pl = GreedyByConflicts.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = GreedyByConflicts.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 8, 16, 17, 8]);
         assert_eq!(p.check(&pl), Ok(20));
         assert_eq!(p.load(), 20);
         let by_size = super::super::greedy_by_size::GreedyBySize
-            .place(&p, &Budget::UNLIMITED)
+            .place(&p, &Limits::UNLIMITED)
             .unwrap();
         assert_eq!(p.check(&by_size), Ok(21));
     }

@@ -12,7 +12,7 @@
 
 use super::fit::place_in_order;
 use super::Placer;
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 
 /// TFLite's greedy-by-size best-fit placer.
@@ -35,7 +35,7 @@ impl Placer for GreedyBySize {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _budget: &Budget,
+        _budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         place_in_order(problem, &size_order(problem))
     }
@@ -56,7 +56,7 @@ mod tests {
             buf(2, 4, 30, 1),
             buf(1, 2, 40, 1),
         ]);
-        let pl = GreedyBySize.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = GreedyBySize.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 100, 100, 100]);
         assert_eq!(p.check(&pl), Ok(150));
     }
@@ -73,7 +73,7 @@ mod tests {
             buf(2, 3, 4, 1),
             buf(4, 5, 12, 1),
         ]);
-        let pl = GreedyBySize.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = GreedyBySize.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![20, 30, 0, 0, 0]);
         assert_eq!(p.check(&pl), Ok(38));
     }
@@ -81,7 +81,7 @@ mod tests {
     #[test]
     fn offsets_respect_alignment() {
         let p = PlacementProblem::new(vec![buf(0, 2, 10, 1), buf(0, 2, 3, 64)]);
-        let pl = GreedyBySize.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = GreedyBySize.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 64]);
         assert_eq!(p.check(&pl), Ok(67));
     }
@@ -90,7 +90,7 @@ mod tests {
     fn offsets_that_would_overflow_are_reported_not_wrapped() {
         let p = PlacementProblem::new(vec![buf(0, 2, u64::MAX - 1, 1), buf(0, 2, 5, 1)]);
         assert_eq!(
-            GreedyBySize.place(&p, &Budget::UNLIMITED),
+            GreedyBySize.place(&p, &Limits::UNLIMITED),
             Err(PlacementError::Overflow { index: 1 })
         );
     }

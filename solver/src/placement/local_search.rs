@@ -26,12 +26,12 @@
 //! efficientnet_b0.8.train and iopddl_S_1, are within 0.2% of LOAD without the search). A run
 //! stops at LOAD, after [`WORK`] work units (one per buffer visited and per conflict read,
 //! plus `m log m` per fit over `m` placed neighbours: about 5 ms), after [`STALL`] steps
-//! without a new best peak, or when the [`Budget`] runs out (one node per step).
+//! without a new best peak, or when the [`Limits`] runs out (one node per step).
 
 use super::fit::{peak_of, place_in_order_by, Rule};
 use super::skyline::Skyline;
 use super::Placer;
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{align_up, Buffer, Placement, PlacementError, PlacementProblem};
 
 /// Most overlapping pairs for which the search runs (its lists take 8 bytes a pair).
@@ -285,7 +285,7 @@ enum Move {
 pub(crate) fn improve(
     problem: &PlacementProblem,
     start: &Placement,
-    budget: &Budget,
+    budget: &Limits,
 ) -> Result<Placement, PlacementError> {
     let buffers = &problem.buffers;
     let n = buffers.len();
@@ -392,7 +392,7 @@ impl Placer for LocalSearch {
     fn place(
         &self,
         problem: &PlacementProblem,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         let seed = Skyline.place(problem, budget)?;
         improve(problem, &seed, budget)
@@ -402,7 +402,7 @@ impl Placer for LocalSearch {
         &self,
         problem: &PlacementProblem,
         best: Option<(&Placement, u64)>,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         match best {
             Some((placement, _)) => improve(problem, placement, budget),
@@ -439,7 +439,7 @@ mod tests {
             offsets: vec![0, 10, 20],
         };
         assert_eq!(p.check(&start), Ok(30));
-        let pl = improve(&p, &start, &Budget::UNLIMITED).unwrap();
+        let pl = improve(&p, &start, &Limits::UNLIMITED).unwrap();
         assert_eq!(p.check(&pl), Ok(20));
     }
 
@@ -452,7 +452,7 @@ mod tests {
         assert_eq!(start.offsets, vec![0, 11, 6, 0]);
         let compact = place_in_order_by(&p, &[0, 3, 2, 1], Rule::LowestFit).unwrap();
         assert_eq!(p.check(&compact), Ok(15));
-        let pl = improve(&p, &start, &Budget::UNLIMITED).unwrap();
+        let pl = improve(&p, &start, &Limits::UNLIMITED).unwrap();
         assert_eq!(p.check(&pl), Ok(11));
         assert_eq!(p.load(), 11);
     }
@@ -461,10 +461,10 @@ mod tests {
     fn a_one_node_budget_stops_before_the_first_step() {
         let p = PlacementProblem::new(vec![buf(1, 2, 6), buf(2, 5, 4), buf(1, 3, 5), buf(3, 5, 7)]);
         let start = place_in_order(&p, &size_order(&p)).unwrap();
-        let budget = Budget {
+        let budget = Limits {
             time: None,
             nodes: Some(1),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         let pl = improve(&p, &start, &budget).unwrap();
         assert_eq!(p.check(&pl), Ok(15));
@@ -477,7 +477,7 @@ mod tests {
             offsets: vec![0, 10],
         };
         let got = LocalSearch
-            .place_from(&p, Some((&start, 15)), &Budget::UNLIMITED)
+            .place_from(&p, Some((&start, 15)), &Limits::UNLIMITED)
             .unwrap();
         assert_eq!(got, start);
     }

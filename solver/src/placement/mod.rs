@@ -1,3 +1,7 @@
+//! Placement: the whole placement step ([`step`]: the heuristic portfolio, then the exact
+//! search, then the HiGHS address program), the program itself ([`program`], with its
+//! [`layout`] of the movable buffers) and its peak-window refinement ([`refine`]).
+//!
 //! Heuristic placement: each algorithm in its own file behind the [`Placer`] trait, and a
 //! [`portfolio`] that runs every registered placer and keeps the lowest peak (ties go to the
 //! earlier registry entry, so the result is deterministic). Members run in registry order and
@@ -10,14 +14,18 @@ pub mod first_fit;
 mod fit;
 pub mod greedy_by_conflicts;
 pub mod greedy_by_size;
+pub(crate) mod layout;
 pub mod local_search;
+pub mod program;
+pub mod refine;
 pub mod skyline;
 pub mod squeaky;
+pub mod step;
 
 #[cfg(test)]
 mod registry_tests;
 
-use crate::budget::{Budget, SolveStats};
+use crate::limits::{Limits, SolveStats};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use std::time::{Duration, Instant};
 
@@ -32,7 +40,7 @@ pub trait Placer: Send + Sync {
     fn place(
         &self,
         problem: &PlacementProblem,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Result<Placement, PlacementError>;
 
     /// Like [`Placer::place`], given `best`: a valid placement of `problem` (capacity
@@ -43,7 +51,7 @@ pub trait Placer: Send + Sync {
         &self,
         problem: &PlacementProblem,
         best: Option<(&Placement, u64)>,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         let _ = best;
         self.place(problem, budget)
@@ -103,7 +111,7 @@ pub struct PortfolioResult {
 pub fn run_portfolio(
     placers: &[Box<dyn Placer>],
     problem: &PlacementProblem,
-    budget: &Budget,
+    budget: &Limits,
 ) -> Result<PortfolioResult, PlacementError> {
     problem.validate()?;
     let started = Instant::now();
@@ -150,7 +158,7 @@ pub fn run_portfolio(
 /// Runs the whole [`registry`] (see [`run_portfolio`]).
 pub fn portfolio(
     problem: &PlacementProblem,
-    budget: &Budget,
+    budget: &Limits,
 ) -> Result<PortfolioResult, PlacementError> {
     run_portfolio(&registry(), problem, budget)
 }

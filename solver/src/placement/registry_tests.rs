@@ -3,7 +3,7 @@
 //! benchmark traces (../shared; see tests/support/shared.rs when they are missing).
 
 use super::{by_name, registry, run_portfolio};
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{Buffer, Lifetime, PlacementError, PlacementProblem};
 use proptest::prelude::*;
 
@@ -23,14 +23,14 @@ proptest! {
     fn every_member_places_random_problems_validly_at_or_above_load(p in problem_strategy()) {
         let load = p.load();
         for placer in registry() {
-            let placement = placer.place(&p, &Budget::UNLIMITED);
+            let placement = placer.place(&p, &Limits::UNLIMITED);
             prop_assert!(placement.is_ok(), "{} failed: {:?}", placer.name(), placement);
             let placement = placement.unwrap();
             let peak = p.check(&placement);
             prop_assert!(peak.is_ok(), "{} invalid: {:?}", placer.name(), peak);
             prop_assert!(peak.unwrap() >= load);
             // Deterministic: the same input gives the same offsets.
-            prop_assert_eq!(placer.place(&p, &Budget::UNLIMITED).unwrap(), placement);
+            prop_assert_eq!(placer.place(&p, &Limits::UNLIMITED).unwrap(), placement);
         }
     }
 }
@@ -72,7 +72,7 @@ fn every_member_reports_overflow_instead_of_wrapping() {
         },
     ]);
     for placer in registry() {
-        let got = placer.place(&p, &Budget::UNLIMITED);
+        let got = placer.place(&p, &Limits::UNLIMITED);
         assert!(
             matches!(got, Err(PlacementError::Overflow { .. })),
             "{}: {got:?}",
@@ -86,7 +86,7 @@ fn every_member_places_an_empty_problem() {
     let p = PlacementProblem::default();
     for placer in registry() {
         assert_eq!(
-            placer.place(&p, &Budget::UNLIMITED).map(|pl| pl.offsets),
+            placer.place(&p, &Limits::UNLIMITED).map(|pl| pl.offsets),
             Ok(vec![])
         );
     }
@@ -107,7 +107,7 @@ fn the_portfolio_is_within_two_percent_of_load_on_iopddl_s_1_when_present() {
     let Some(p) = shared("traces/iopddl_S_1.csv") else {
         return;
     };
-    let result = run_portfolio(&registry(), &p, &Budget::UNLIMITED).unwrap();
+    let result = run_portfolio(&registry(), &p, &Limits::UNLIMITED).unwrap();
     let load = p.load();
     assert!(
         result.stats.objective as f64 <= 1.02 * load as f64,
@@ -123,7 +123,7 @@ fn the_portfolio_beats_greedy_by_size_on_the_minimalloc_instances_when_present()
         let Some(p) = shared(&format!("minimalloc/{name}.1048576.csv")) else {
             continue;
         };
-        let result = run_portfolio(&registry(), &p, &Budget::UNLIMITED).unwrap();
+        let result = run_portfolio(&registry(), &p, &Limits::UNLIMITED).unwrap();
         let greedy = result.members[0].peak;
         assert!(
             result.stats.objective < greedy,
@@ -151,7 +151,7 @@ fn members_after_one_that_reaches_load_are_skipped() {
             alignment: 1,
         },
     ]);
-    let result = run_portfolio(&registry(), &p, &Budget::UNLIMITED).unwrap();
+    let result = run_portfolio(&registry(), &p, &Limits::UNLIMITED).unwrap();
     assert_eq!(result.stats.objective, 8);
     assert_eq!(result.method, "greedy-size");
     assert!(!result.members[0].skipped);
@@ -164,7 +164,7 @@ fn later_members_start_from_the_best_so_far_and_never_lose_it() {
         let Some(p) = shared(&format!("minimalloc/{name}.1048576.csv")) else {
             continue;
         };
-        let result = run_portfolio(&registry(), &p, &Budget::UNLIMITED).unwrap();
+        let result = run_portfolio(&registry(), &p, &Limits::UNLIMITED).unwrap();
         let before_last = result.members[..result.members.len() - 1]
             .iter()
             .map(|m| m.peak)

@@ -26,7 +26,7 @@
 use super::fit::{peak_of, place_in_order};
 use super::greedy_by_size::size_order;
 use super::Placer;
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{align_up, Buffer, Placement, PlacementError, PlacementProblem};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -325,7 +325,7 @@ impl Placer for Skyline {
     fn place(
         &self,
         problem: &PlacementProblem,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         let buffers = &problem.buffers;
         let mut clock = budget.start();
@@ -380,7 +380,7 @@ mod tests {
             pass(&p.buffers, &axis, Rule::End),
             Some(vec![12, 0, 8, 9, 0])
         );
-        let pl = Skyline.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = Skyline.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(p.check(&pl), Ok(20));
         assert_eq!(p.load(), 20);
     }
@@ -395,7 +395,7 @@ mod tests {
                 alignment: 64,
             },
         ]);
-        let pl = Skyline.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = Skyline.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![0, 64]);
         assert_eq!(p.check(&pl), Ok(67));
     }

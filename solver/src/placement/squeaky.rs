@@ -9,7 +9,7 @@
 //! proportion to how far above LOAD they end, re-sorts (ties: lower index) and places again
 //! with best fit. The best placement seen is kept (the earliest on ties).
 //!
-//! Rounds stop at LOAD (optimal), when the [`Budget`] is spent (a node budget of `k` allows
+//! Rounds stop at LOAD (optimal), when the [`Limits`] is spent (a node budget of `k` allows
 //! `max(k, 1)` rounds; a time limit makes the result depend on the machine), after
 //! `cap = clamp(WORK / n, 1, MAX_ROUNDS)` rounds, a deterministic cap that keeps the member
 //! near the cost of a few greedy passes on large traces, or once it stagnates: after
@@ -26,7 +26,7 @@ use super::fit::{peak_of, place_in_order};
 use super::greedy_by_conflicts::conflict_order;
 use super::greedy_by_size::size_order;
 use super::Placer;
-use crate::budget::Budget;
+use crate::limits::Limits;
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use std::cmp::Reverse;
 
@@ -84,7 +84,7 @@ impl Placer for SqueakyWheel {
     fn place(
         &self,
         problem: &PlacementProblem,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         let buffers = &problem.buffers;
         let n = buffers.len();
@@ -133,7 +133,7 @@ impl Placer for SqueakyWheel {
         &self,
         problem: &PlacementProblem,
         best: Option<(&Placement, u64)>,
-        budget: &Budget,
+        budget: &Limits,
     ) -> Result<Placement, PlacementError> {
         match best {
             // Only the two seeds fit in the cap: the greedy members placed them already.
@@ -146,7 +146,7 @@ impl Placer for SqueakyWheel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::SolveStatus;
+    use crate::limits::SolveStatus;
 
     use crate::problem::fixtures::buf;
     /// Greedy by size peaks at 21 here, greedy by conflicts at LOAD = 20.
@@ -163,17 +163,17 @@ mod tests {
     #[test]
     fn it_keeps_the_better_seed_and_stops_at_load() {
         let p = stranding();
-        let pl = SqueakyWheel.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = SqueakyWheel.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(p.check(&pl), Ok(20));
     }
 
     #[test]
     fn a_one_node_budget_stops_after_the_size_order_seed() {
         let p = stranding();
-        let budget = Budget {
+        let budget = Limits {
             time: None,
             nodes: Some(1),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         assert_eq!(budget.start().tick(), Some(SolveStatus::NodeLimit));
         let pl = SqueakyWheel.place(&p, &budget).unwrap();
@@ -189,7 +189,7 @@ mod tests {
             let placed = place_in_order(&p, &seed).unwrap();
             assert_eq!(p.check(&placed), Ok(15));
         }
-        let pl = SqueakyWheel.place(&p, &Budget::UNLIMITED).unwrap();
+        let pl = SqueakyWheel.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(p.check(&pl), Ok(11));
     }
 
@@ -217,7 +217,7 @@ mod tests {
             offsets: (0..30_000).collect(),
         };
         let got = SqueakyWheel
-            .place_from(&p, Some((&given, 30_000)), &Budget::UNLIMITED)
+            .place_from(&p, Some((&given, 30_000)), &Limits::UNLIMITED)
             .unwrap();
         assert_eq!(got, given);
     }

@@ -6,7 +6,7 @@
 //! - Without: the exact search lowers the peak from the heuristics' best towards LOAD and
 //!   reports the proven lower bound (LOAD, or higher where infeasibility was proven).
 //!
-//! - Then, when a gap is left, the HiGHS placement model ([`ilp_refine`](crate::ilp_refine))
+//! - Then, when a gap is left, the HiGHS placement model ([`refine`](super::refine))
 //!   gets the rest of the budget: whole for small instances (its dual bound can raise the
 //!   proven bound above LOAD), by windows around the peak otherwise. With a time limit the
 //!   exact search stops at [`EXACT_SHARE`] of it so the model always gets a turn.
@@ -16,9 +16,9 @@
 //! [`DEFAULT_EXACT_NODES`] search nodes and the model [`DEFAULT_ILP_MODELS`] node-limited
 //! solves, so a call always ends and is deterministic.
 
-use crate::budget::{Budget, SolveStats, SolveStatus};
+use super::refine::{self, IlpRefineOptions};
 use crate::exact::{self, ExactOptions, ExactStatus};
-use crate::ilp_refine::{self, IlpRefineOptions};
+use crate::limits::{Limits, SolveStats, SolveStatus};
 use crate::placement::{self, MemberResult};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use std::time::{Duration, Instant};
@@ -42,7 +42,7 @@ pub const DEFAULT_ILP_MODELS: usize = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlaceOptions {
     /// Limits for the whole step (heuristics first, the exact search gets the rest).
-    pub budget: Budget,
+    pub budget: Limits,
     /// Run the exact search after the heuristics.
     pub exact: bool,
 }
@@ -50,7 +50,7 @@ pub struct PlaceOptions {
 impl Default for PlaceOptions {
     fn default() -> Self {
         PlaceOptions {
-            budget: Budget::UNLIMITED,
+            budget: Limits::UNLIMITED,
             exact: true,
         }
     }
@@ -118,7 +118,7 @@ pub fn place(
 /// The heuristic portfolio alone, as a [`PlaceOutcome`] (lower bound LOAD).
 pub fn heuristics(
     problem: &PlacementProblem,
-    budget: &Budget,
+    budget: &Limits,
 ) -> Result<PlaceOutcome, PlacementError> {
     let heur = placement::portfolio(problem, budget)?;
     let peak = heur.stats.objective;
@@ -151,7 +151,7 @@ pub struct RefineWork {
 pub fn refine(
     problem: &PlacementProblem,
     start: &PlaceOutcome,
-    budget: &Budget,
+    budget: &Limits,
 ) -> Result<PlaceOutcome, PlacementError> {
     refine_with(problem, start, budget, None)
 }
@@ -161,7 +161,7 @@ pub fn refine(
 pub fn refine_with(
     problem: &PlacementProblem,
     start: &PlaceOutcome,
-    budget: &Budget,
+    budget: &Limits,
     work: Option<RefineWork>,
 ) -> Result<PlaceOutcome, PlacementError> {
     let started = Instant::now();
@@ -185,7 +185,7 @@ pub fn refine_with(
     let mut ilp_report = None;
     if !done {
         let eopts = ExactOptions {
-            budget: Budget {
+            budget: Limits {
                 time: budget.time.map(|t| t.mul_f64(EXACT_SHARE)),
                 nodes: match (work, budget.time, budget.nodes) {
                     (Some(w), _, _) => Some(w.exact_nodes),
@@ -250,7 +250,7 @@ pub fn refine_with(
             && rest.time.is_none_or(|t| !t.is_zero())
         {
             let ropts = IlpRefineOptions {
-                budget: Budget {
+                budget: Limits {
                     nodes: work.map(|w| w.ilp_nodes_per_model),
                     ..rest
                 },
@@ -262,7 +262,7 @@ pub fn refine_with(
                 ..IlpRefineOptions::default()
             };
             // A model that cannot be built (too large) leaves the placement as it is.
-            if let Ok(out) = ilp_refine::refine_peak(&uncapped, &placement, &ropts) {
+            if let Ok(out) = refine::refine_peak(&uncapped, &placement, &ropts) {
                 if let Ok(p_peak) = uncapped.check(&out.placement) {
                     if p_peak < peak {
                         (placement, peak, method) = (out.placement, p_peak, "ilp".to_string());
@@ -337,7 +337,7 @@ mod tests {
     #[test]
     fn refining_a_poor_start_reaches_the_optimum_and_proves_it() {
         let p = small();
-        let out = refine(&p, &stacked(&p), &Budget::UNLIMITED).unwrap();
+        let out = refine(&p, &stacked(&p), &Limits::UNLIMITED).unwrap();
         assert_eq!(p.check(&out.placement).unwrap(), 5);
         assert_eq!(out.method, "exact");
         assert_eq!(out.stats.status, SolveStatus::Optimal);
@@ -369,9 +369,9 @@ mod tests {
         let start_peak = p.check(&start.placement).unwrap();
         assert!(start_peak > 13);
         // One exact node: the search stops at once and the model gets its turn.
-        let one_node = Budget {
+        let one_node = Limits {
             nodes: Some(1),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         let out = refine(&p, &start, &one_node).unwrap();
         let ilp = out.ilp.expect("the HiGHS model ran");
@@ -424,8 +424,8 @@ mod tests {
                 })
                 .collect();
             let p = PlacementProblem::new(bufs);
-            let heur = heuristics(&p, &Budget::UNLIMITED).unwrap();
-            let out = refine(&p, &heur, &Budget::UNLIMITED).unwrap();
+            let heur = heuristics(&p, &Limits::UNLIMITED).unwrap();
+            let out = refine(&p, &heur, &Limits::UNLIMITED).unwrap();
             let peak = p.check(&out.placement).unwrap();
             assert_eq!(peak, out.stats.objective);
             assert!(peak <= heur.stats.objective);

@@ -1,4 +1,5 @@
-//! The budget integer program (HiGHS), a compact Checkmate/POET-style model on the fixed
+//! The budget integer program (HiGHS, built and solved through [`memplan_solver::mip`]), a
+//! compact Checkmate/POET-style model on the fixed
 //! order: per tensor and per gap `(a, b)` between consecutive uses (with at least one idle
 //! step), binaries `spill` (resident again from the prefetch step of [`Ctx::prefetch`]) and
 //! `recompute` (producer re-executed before `b`), at most one of them.
@@ -26,7 +27,7 @@
 //! that only a time limit would bound (feasibility jump, symmetry detection, sub-MIP
 //! heuristics) are then off. Without an effort, a time limit per model ([`DEFAULT_TIME`])
 //! and HiGHS' default heuristics. Either way a raised [`Ctx::cancel`] interrupts HiGHS at
-//! its next limit check ([`memplan_solver::ilp::solve_interruptible`]) and the best solution
+//! its next limit check ([`memplan_solver::mip::Watch::cancel`]) and the best solution
 //! so far is used. The note names the stop: `optimal`, `node_limit`, `time_limit`,
 //! `cancelled`. The pipeline also plans
 //! with the sweep ([`SpillStrategy::fallback`]) and keeps its plan when its simulated
@@ -37,7 +38,7 @@ use super::sweep::{Sweep, LINK_SHARE};
 use super::SpillStrategy;
 use crate::cost::is_cheap;
 use crate::graph::{TensorId, TensorKind};
-use highs::{Col, HighsModelStatus, RowProblem, Sense};
+use memplan_solver::mip::{self, Col, MipError, MipOptions, MipStatus, Model, Watch};
 use memplan_solver::Budget;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -235,9 +236,19 @@ pub fn freeable(ctx: &Ctx, options: &[GapOption]) -> Vec<u64> {
     free
 }
 
+/// The spill and recompute columns of one gap.
 struct GapVar {
     spill: Col,
     recompute: Option<Col>,
+}
+
+/// The model of [`build`]: its gap columns, conv-downgrade columns `(op, algorithm, column)`
+/// and warm start.
+struct Built {
+    model: Model,
+    vars: Vec<GapVar>,
+    down: Vec<(usize, usize, Col)>,
+    start: Vec<f64>,
 }
 
 /// Solves the model for `target` within `limits` (see the module doc: a time limit, a
@@ -246,7 +257,6 @@ struct GapVar {
 pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, String) {
     let keep = Sched::keep_all(ctx);
     let live = keep.live(ctx);
-    let n = ctx.steps();
     if live.iter().all(|&l| l <= target) {
         return (keep, "optimal (nothing to evict)".into());
     }
@@ -254,7 +264,30 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, S
         return (warm.clone(), "cancelled before solving (sweep kept)".into());
     }
     let options = gap_options(ctx);
-    let mut pb = RowProblem::default();
+    let built = build(ctx, target, warm, &live, &options);
+    let (vars, down) = (built.vars, built.down);
+    let answer = match run_model(built.model, built.start, limits) {
+        Run::Answer(a) => a,
+        Run::Failed(what) => return (warm.clone(), format!("error {what} (sweep kept)")),
+        Run::Abandoned => return (warm.clone(), "cancelled (sweep kept)".into()),
+    };
+    let note = format!(
+        "{} after {} nodes, bound {} us of estimated cost",
+        answer.label,
+        answer.nodes.map_or("-".to_string(), |n| n.to_string()),
+        answer.bound.map_or("-".to_string(), |b| format!("{b:.1}"))
+    );
+    let Some(cols) = answer.columns else {
+        return (warm.clone(), format!("{note} (sweep kept)"));
+    };
+    decode(ctx, target, warm, &options, &vars, &down, &cols, note)
+}
+
+/// Builds the model (module doc) over `options` for `target`, `live` being the bytes per step
+/// of the keep-everything schedule, warm-started from `warm` where it maps onto the gaps.
+fn build(ctx: &Ctx, target: u64, warm: &Sched, live: &[u64], options: &[GapOption]) -> Built {
+    let n = ctx.steps();
+    let mut pb = Model::new();
     let mut vars: Vec<GapVar> = options
         .iter()
         .map(|o| GapVar {
@@ -290,7 +323,7 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, S
     // Memory rows, in MiB-ish units to keep coefficients tame.
     let unit = 1024.0;
     let mut terms: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
-    for (v, o) in vars.iter().zip(&options) {
+    for (v, o) in vars.iter().zip(options) {
         let size = ctx.graph.tensor(o.t).size as f64 / unit;
         for s in (o.a + 1)..o.back {
             if live[s] > target {
@@ -310,7 +343,7 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, S
             }
         }
     }
-    let mut free = freeable(ctx, &options);
+    let mut free = freeable(ctx, options);
     // Conv downgrades (joint algorithm selection): a binary per (conv at an over-target
     // step, algorithm with less workspace), at most one per conv; it frees the workspace
     // difference at that step and costs the modelled time it adds.
@@ -350,7 +383,7 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, S
     // Warm start from the sweep where it maps onto the model's gaps.
     let ncols = vars.len() + vars.iter().filter(|v| v.recompute.is_some()).count() + down.len();
     let mut start = vec![0.0; ncols];
-    for (v, o) in vars.iter().zip(&options) {
+    for (v, o) in vars.iter().zip(options) {
         match warm.gaps[o.t.index()].get(&o.a) {
             Some(Gap::Spill { .. }) if warm.next_use(o.t, o.a) == Some(o.b) => {
                 start[v.spill.index()] = 1.0
@@ -368,20 +401,27 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, S
             start[col.index()] = 1.0;
         }
     }
-    let answer = match run_highs(pb, start, limits) {
-        Run::Answer(a) => a,
-        Run::Failed(what) => return (warm.clone(), format!("error {what} (sweep kept)")),
-        Run::Abandoned => return (warm.clone(), "cancelled (sweep kept)".into()),
-    };
-    let note = format!(
-        "{} after {} nodes, bound {} us of estimated cost",
-        answer.label,
-        answer.nodes.map_or("-".to_string(), |n| n.to_string()),
-        answer.bound.map_or("-".to_string(), |b| format!("{b:.1}"))
-    );
-    let Some(cols) = answer.columns else {
-        return (warm.clone(), format!("{note} (sweep kept)"));
-    };
+    Built {
+        model: pb,
+        vars,
+        down,
+        start,
+    }
+}
+
+/// The schedule of HiGHS' solution `cols` (with its `note`), or the sweep's `warm` when it
+/// peaks above both the target and the sweep.
+#[allow(clippy::too_many_arguments)]
+fn decode(
+    ctx: &Ctx,
+    target: u64,
+    warm: &Sched,
+    options: &[GapOption],
+    vars: &[GapVar],
+    down: &[(usize, usize, Col)],
+    cols: &[f64],
+    note: String,
+) -> (Sched, String) {
     let on = |c: Col| cols.get(c.index()).is_some_and(|&x| x > 0.5);
     let choice: Vec<u8> = vars
         .iter()
@@ -391,8 +431,8 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, S
             _ => 0,
         })
         .collect();
-    let mut sched = schedule_of(ctx, &options, &choice);
-    for &(k, i, col) in &down {
+    let mut sched = schedule_of(ctx, options, &choice);
+    for &(k, i, col) in down {
         if on(col) {
             sched.algo.insert(k, i);
         }
@@ -423,7 +463,7 @@ struct Answer {
     columns: Option<Vec<f64>>,
 }
 
-/// The outcome of [`run_highs`].
+/// The outcome of [`run_model`].
 enum Run {
     Answer(Answer),
     /// HiGHS failed (what failed).
@@ -435,17 +475,17 @@ enum Run {
 /// Solves `pb` warm-started from `start` under `limits` on a thread of its own, so that a
 /// raised stop flag returns within [`STOP_GRACE`] even while HiGHS is in a phase that does
 /// not poll it (its answer is then dropped when it finishes).
-fn run_highs(pb: RowProblem, start: Vec<f64>, limits: &Budget) -> Run {
+fn run_model(pb: Model, start: Vec<f64>, limits: &Budget) -> Run {
     let (time, nodes, cancel) = (limits.time, limits.nodes, limits.cancel.clone());
     let Some(token) = limits.cancel.clone() else {
-        return highs_answer(pb, &start, time, nodes, None);
+        return solve_model(pb, &start, time, nodes, None);
     };
     let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("memplan-budget-ilp".into())
         .spawn(move || {
             let flag = cancel.as_ref().map(|c| c.flag());
-            let _ = tx.send(highs_answer(pb, &start, time, nodes, flag));
+            let _ = tx.send(solve_model(pb, &start, time, nodes, flag));
         });
     if spawned.is_err() {
         return Run::Failed("starting the solver thread");
@@ -464,65 +504,65 @@ fn run_highs(pb: RowProblem, start: Vec<f64>, limits: &Budget) -> Run {
     }
 }
 
-/// Builds the HiGHS model of `pb`, sets its options (module doc) and solves it.
-fn highs_answer(
-    pb: RowProblem,
+/// Node-capped runs skip the root phases that the node cap does not bound and that take
+/// seconds on the bigger models (feasibility jump, symmetry detection, the sub-MIP heuristics
+/// RENS, RINS and root reduced cost); the sweep's warm start stands in for them.
+const NODE_CAPPED_OFF: [&str; 5] = [
+    "mip_heuristic_run_feasibility_jump",
+    "mip_detect_symmetry",
+    "mip_heuristic_run_rens",
+    "mip_heuristic_run_rins",
+    "mip_heuristic_run_root_reduced_cost",
+];
+
+/// Solves `pb` with its options (module doc) through the solver's HiGHS layer; an option or
+/// warm start HiGHS refuses is skipped (the sweep is the fallback anyway).
+fn solve_model(
+    pb: Model,
     start: &[f64],
     time: Option<Duration>,
     nodes: Option<u64>,
     cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Run {
-    let Ok(mut model) = pb.try_optimise(Sense::Minimise) else {
-        return Run::Failed("building the model");
+    let options = MipOptions {
+        // One thread and no time limit: with a node cap only, HiGHS is deterministic.
+        threads: 1,
+        mip_rel_gap: 1e-6,
+        // With presolve on, a model presolve solves outright hands back the warm start's
+        // column values (HiGHS 1.x), losing the solution.
+        presolve: false,
+        time_limit: time.map(|t| t.as_secs_f64().max(0.01)),
+        max_nodes: nodes,
+        switched_off: if nodes.is_some() {
+            NODE_CAPPED_OFF.to_vec()
+        } else {
+            Vec::new()
+        },
+        lenient: true,
     };
-    let _ = model.try_set_option("output_flag", false);
-    // One thread and no time limit: with a node cap only, HiGHS is deterministic.
-    let _ = model.try_set_option("threads", 1);
-    // With presolve on, a model presolve solves outright hands back the warm start's column
-    // values (HiGHS 1.x), losing the solution.
-    let _ = model.try_set_option("presolve", "off");
-    if let Some(time) = time {
-        let _ = model.try_set_option("time_limit", time.as_secs_f64().max(0.01));
-    }
-    if let Some(nodes) = nodes {
-        let _ = model.try_set_option("mip_max_nodes", i32::try_from(nodes).unwrap_or(i32::MAX));
-        // Node-capped runs skip the root phases that the node cap does not bound and that
-        // take seconds on the bigger models (feasibility jump, symmetry detection, the
-        // sub-MIP heuristics RENS, RINS and root reduced cost); the sweep's warm start
-        // stands in for them.
-        for name in [
-            "mip_heuristic_run_feasibility_jump",
-            "mip_detect_symmetry",
-            "mip_heuristic_run_rens",
-            "mip_heuristic_run_rins",
-            "mip_heuristic_run_root_reduced_cost",
-        ] {
-            let _ = model.try_set_option(name, false);
-        }
-    }
-    let _ = model.try_set_option("mip_rel_gap", 1e-6);
-    let _ = model.try_set_solution(Some(start), None, None, None);
-    let Ok(solved) = memplan_solver::ilp::solve_interruptible(model, cancel) else {
-        return Run::Failed("solving");
+    let watch = Watch {
+        cancel,
+        ..Watch::NONE
     };
-    let label = match solved.status() {
-        HighsModelStatus::Optimal => "optimal",
-        HighsModelStatus::ReachedTimeLimit => "time_limit",
+    let solution = match mip::solve(pb, &options, start, &watch) {
+        Ok(solution) => solution,
+        Err(MipError::Build(_)) => return Run::Failed("building the model"),
+        Err(_) => return Run::Failed("solving"),
+    };
+    let label = match solution.status {
+        MipStatus::Optimal => "optimal",
+        MipStatus::TimeLimit => "time_limit",
         // HiGHS reports its node cap (`mip_max_nodes`) as a solution limit.
-        HighsModelStatus::ReachedSolutionLimit => "node_limit",
-        HighsModelStatus::ReachedInterrupt => "cancelled",
-        HighsModelStatus::Infeasible => "infeasible",
+        MipStatus::SolutionLimit => "node_limit",
+        MipStatus::Interrupt => "cancelled",
+        MipStatus::Infeasible => "infeasible",
         _ => "stopped",
     };
-    let feasible = solved.int_info_value(c"primal_solution_status").ok() == Some(2);
     Run::Answer(Answer {
         label,
-        nodes: memplan_solver::ilp::mip_node_count(&solved),
-        bound: solved
-            .double_info_value(c"mip_dual_bound")
-            .ok()
-            .filter(|d| d.is_finite()),
-        columns: feasible.then(|| solved.get_solution().columns().to_vec()),
+        nodes: solution.nodes,
+        bound: solution.dual_bound,
+        columns: solution.columns,
     })
 }
 

@@ -1,11 +1,14 @@
-//! Explicit solver limits ([`Budget`]) and the statistics every solver returns ([`SolveStats`]).
+//! Solver limits and stop reasons, in the style of egg's `Runner`: every solver takes its
+//! [`Limits`] (a wall-clock limit, a node limit in the solver's documented unit, a stop flag;
+//! each optional), tracks them with a [`LimitsClock`], and says why it stopped with a typed
+//! [`SolveStatus`] in the [`SolveStats`] every solver returns.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A shared stop flag: another thread (an HTTP `DELETE`, a Ctrl-C handler) raises it and every
-/// solver holding a [`Budget`] with it stops at its next budget check, returning its best
+/// solver holding a [`Limits`] with it stops at its next limit check, returning its best
 /// answer so far as if its time had run out. Clones share the flag.
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken(Arc<AtomicBool>);
@@ -144,7 +147,7 @@ impl PartialEq for ProgressFn {
 
 /// Limits a solver must respect. `None` means unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Budget {
+pub struct Limits {
     /// Wall-clock limit.
     pub time: Option<Duration>,
     /// Limit on search nodes / iterations (solver-specific unit, documented by each solver).
@@ -153,26 +156,26 @@ pub struct Budget {
     pub cancel: Option<CancelToken>,
 }
 
-impl Budget {
+impl Limits {
     /// No limits.
-    pub const UNLIMITED: Budget = Budget {
+    pub const UNLIMITED: Limits = Limits {
         time: None,
         nodes: None,
         cancel: None,
     };
 
-    /// A budget limited by wall-clock time only.
+    /// Limits with a wall-clock limit only.
     pub fn with_time(time: Duration) -> Self {
-        Budget {
+        Limits {
             time: Some(time),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         }
     }
 
-    /// This budget with `time` replaced by what is left of it after `elapsed` (and the same
+    /// These limits with `time` replaced by what is left of it after `elapsed` (and the same
     /// node limit and stop flag).
     pub fn remaining_after(&self, elapsed: Duration) -> Self {
-        Budget {
+        Limits {
             time: self.time.map(|t| t.saturating_sub(elapsed)),
             ..self.clone()
         }
@@ -183,26 +186,26 @@ impl Budget {
         self.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
     }
 
-    /// Starts a clock that answers whether this budget is spent.
-    pub fn start(&self) -> BudgetClock {
-        BudgetClock {
+    /// Starts a clock that answers whether a limit is reached.
+    pub fn start(&self) -> LimitsClock {
+        LimitsClock {
             started: Instant::now(),
-            budget: self.clone(),
+            limits: self.clone(),
             nodes: 0,
         }
     }
 }
 
-/// A running budget: counts nodes and compares elapsed time against the limit.
+/// Running limits: counts nodes and compares elapsed time against the limit.
 #[derive(Debug, Clone)]
-pub struct BudgetClock {
+pub struct LimitsClock {
     started: Instant,
-    budget: Budget,
+    limits: Limits,
     nodes: u64,
 }
 
-impl BudgetClock {
-    /// Time since [`Budget::start`].
+impl LimitsClock {
+    /// Time since [`Limits::start`].
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
@@ -220,17 +223,17 @@ impl BudgetClock {
 
     /// The reason to stop, if any limit is reached now.
     pub fn exhausted(&self) -> Option<SolveStatus> {
-        if let Some(n) = self.budget.nodes {
+        if let Some(n) = self.limits.nodes {
             if self.nodes >= n {
                 return Some(SolveStatus::NodeLimit);
             }
         }
-        if let Some(t) = self.budget.time {
+        if let Some(t) = self.limits.time {
             if self.started.elapsed() >= t {
                 return Some(SolveStatus::TimeLimit);
             }
         }
-        if self.budget.is_cancelled() {
+        if self.limits.is_cancelled() {
             return Some(SolveStatus::TimeLimit);
         }
         None
@@ -315,10 +318,10 @@ mod tests {
 
     #[test]
     fn node_budget_stops_after_the_given_number_of_ticks() {
-        let mut c = Budget {
+        let mut c = Limits {
             time: None,
             nodes: Some(3),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         }
         .start();
         assert_eq!(c.tick(), None);
@@ -329,9 +332,9 @@ mod tests {
     #[test]
     fn a_raised_cancel_token_spends_the_budget_of_every_clone() {
         let token = CancelToken::new();
-        let budget = Budget {
+        let budget = Limits {
             cancel: Some(token.clone()),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         let mut clock = budget.clone().start();
         assert_eq!(clock.tick(), None);

@@ -1,5 +1,5 @@
 //! Peak-window refinement with the HiGHS placement model: the integer program of
-//! [`ilp`](crate::ilp) as a member of the placement step for instances too big to model whole.
+//! [`program`](super::program) as a member of the placement step for instances too big to model whole.
 //!
 //! **Idea.** The peak of a placement is set by the buffers whose top reaches it ("top
 //! buffers"). Lowering the peak means re-packing the columns of buffers alive with them, so
@@ -24,8 +24,8 @@
 //! References: OLLA (Steiner et al., 2022) solves the address model by windows of the
 //! timeline; the same "optimise around the hottest part, fix the rest" idea drives this loop.
 
-use crate::budget::{Budget, BudgetClock, SolveStats, SolveStatus};
-use crate::ilp::{place_ilp, place_ilp_window, IlpError, IlpOptions};
+use super::program::{place_ilp, place_ilp_window, IlpError, IlpOptions};
+use crate::limits::{Limits, LimitsClock, SolveStats, SolveStatus};
 use crate::problem::{Placement, PlacementProblem};
 use std::time::Instant;
 
@@ -41,7 +41,7 @@ pub struct IlpRefineOptions {
     /// Limits for the whole refinement; `nodes` is the total of HiGHS branch-and-bound nodes
     /// (each model gets what is left). Without any limit every model gets
     /// [`DEFAULT_NODES_PER_MODEL`] nodes.
-    pub budget: Budget,
+    pub budget: Limits,
     /// Movable buffers in the first window of a round.
     pub window: usize,
     /// Largest window tried before giving up.
@@ -55,7 +55,7 @@ pub struct IlpRefineOptions {
 impl Default for IlpRefineOptions {
     fn default() -> Self {
         IlpRefineOptions {
-            budget: Budget::UNLIMITED,
+            budget: Limits::UNLIMITED,
             window: 4,
             max_window: 32,
             max_pairs: 1_500,
@@ -93,12 +93,12 @@ pub fn refine_peak(
     let mut lower = load;
     let mut models = 0;
     let mut improved = 0;
-    let mut clock: BudgetClock = opts.budget.start();
+    let mut clock: LimitsClock = opts.budget.start();
     let mut stop = None;
     let cancel = opts.budget.cancel.as_ref().map(|c| c.flag());
-    // Budget of the next model: what is left of time and nodes.
-    let model_opts = |clock: &BudgetClock| IlpOptions {
-        budget: Budget {
+    // Limits of the next model: what is left of time and nodes.
+    let model_opts = |clock: &LimitsClock| IlpOptions {
+        budget: Limits {
             time: opts.budget.time.map(|t| t.saturating_sub(clock.elapsed())),
             nodes: match (opts.budget.time, opts.budget.nodes) {
                 (None, None) => Some(DEFAULT_NODES_PER_MODEL),
@@ -250,9 +250,9 @@ mod tests {
         let p = staircase(60);
         let start = stacked(&p);
         let opts = IlpRefineOptions {
-            budget: Budget {
+            budget: Limits {
                 nodes: Some(6),
-                ..Budget::UNLIMITED
+                ..Limits::UNLIMITED
             },
             ..IlpRefineOptions::default()
         };

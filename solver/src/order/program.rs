@@ -1,5 +1,7 @@
-//! Op order by integer programming (OLLA / MODeL style), solved by HiGHS, whole for small
-//! graphs and by windows around the peak for large ones.
+//! Op order by integer programming (OLLA / MODeL style), solved by HiGHS through
+//! [`crate::mip`], whole for small graphs and by windows around the peak for large ones. The
+//! model of one window is built, solved and decoded in [`super::model`]; here the loop over
+//! windows.
 //!
 //! **Model** over a window of steps `[a, b)` of the current order (the whole graph when it has
 //! at most [`OrderIlpOptions::global_nodes`] nodes); nodes outside keep their steps.
@@ -31,11 +33,11 @@
 //! shifted and finally a wider window (up to [`OrderIlpOptions::max_window`]) are tried.
 //!
 //! **Bound.** Only a model of the whole graph bounds every order: its proven dual bound
-//! (`mip_dual_bound`, read through the `highs` crate) is reported, never below the caller's
+//! (`mip_dual_bound`, read through [`crate::mip`]) is reported, never below the caller's
 //! order-independent bound; window proofs only bound orders that move the window.
 //!
 //! **Progress and cancellation** go through HiGHS' callback: improving solutions are reported
-//! to [`OrderIlpOptions::progress`], and a raised [`Budget::cancel`] interrupts the solve.
+//! to [`OrderIlpOptions::progress`], and a raised [`Limits::cancel`] interrupts the solve.
 //!
 //! **Guarantees.** Warm-started from the incumbent order (a full start: every `x`, `live` and
 //! `P`), so HiGHS starts with it as its incumbent; every order it returns is checked
@@ -46,9 +48,9 @@
 //! References: Steiner et al., "OLLA" (2022); Steiner et al., "MODeL: Memory Optimizations for
 //! Deep Learning" (ICML 2023); HiGHS.
 
+use super::model::solve_window;
 use super::{LifetimeOptions, OrderProblem};
-use crate::budget::{Budget, BudgetClock, SolveStats, SolveStatus};
-use highs::{Col, HighsModelStatus, RowProblem, Sense};
+use crate::limits::{Limits, LimitsClock, SolveStats, SolveStatus};
 use std::time::Instant;
 use thiserror::Error;
 
@@ -68,7 +70,7 @@ pub enum OrderIlpError {
 pub struct OrderIlpOptions {
     /// Limits for the whole run; `nodes` caps HiGHS branch-and-bound nodes per model and the
     /// number of models. Without any limit each model gets [`DEFAULT_NODES_PER_MODEL`].
-    pub budget: Budget,
+    pub budget: Limits,
     /// HiGHS threads (1 = deterministic).
     pub threads: u32,
     /// HiGHS `mip_rel_gap` (0 = prove optimality).
@@ -87,7 +89,7 @@ pub struct OrderIlpOptions {
     pub known_bound: u64,
     /// Called from HiGHS' callback on every improving solution of a model with its peak and
     /// proven bound (bytes; for a window, of the window's steps).
-    pub progress: Option<crate::budget::ProgressFn>,
+    pub progress: Option<crate::limits::ProgressFn>,
 }
 
 /// HiGHS branch-and-bound nodes per model when the caller gives no limit.
@@ -96,7 +98,7 @@ pub const DEFAULT_NODES_PER_MODEL: u64 = 5_000;
 impl Default for OrderIlpOptions {
     fn default() -> Self {
         OrderIlpOptions {
-            budget: Budget::UNLIMITED,
+            budget: Limits::UNLIMITED,
             threads: 1,
             mip_rel_gap: 0.0,
             global_nodes: 64,
@@ -161,7 +163,7 @@ pub fn optimise_order(
     let mut prof = profile(problem, &order);
     let mut load = prof.iter().copied().max().unwrap_or(0);
     let mut lower = opts.known_bound.min(load);
-    let mut clock: BudgetClock = opts.budget.start();
+    let mut clock: LimitsClock = opts.budget.start();
     let mut stop: Option<SolveStatus> = None;
     let (mut models, mut improved) = (0usize, 0usize);
     let whole = n <= opts.global_nodes;
@@ -274,414 +276,6 @@ fn next_window(
         }
     }
     None
-}
-
-/// Adds `lo ≤ Σ terms ≤ hi` with repeated columns merged (HiGHS refuses repeated indices)
-/// and zero coefficients dropped.
-fn add_row(pb: &mut RowProblem, bounds: impl std::ops::RangeBounds<f64>, terms: Vec<(Col, f64)>) {
-    let mut terms = terms;
-    terms.sort_by_key(|(c, _)| c.index());
-    let mut merged: Vec<(Col, f64)> = Vec::with_capacity(terms.len());
-    for (c, v) in terms {
-        match merged.last_mut() {
-            Some((last, acc)) if last.index() == c.index() => *acc += v,
-            _ => merged.push((c, v)),
-        }
-    }
-    merged.retain(|&(_, v)| v != 0.0);
-    pb.add_row(bounds, merged);
-}
-
-/// One model's result.
-struct WindowResult {
-    /// The order HiGHS found (whole order, window rearranged), if any.
-    order: Option<Vec<usize>>,
-    /// Proven bound on the window's peak (bytes; rounded down).
-    bound: u64,
-    /// Set when a limit stopped HiGHS.
-    stopped: Option<SolveStatus>,
-    /// HiGHS proved its solution optimal (no rearrangement of the window has a lower peak).
-    optimal: bool,
-}
-
-/// Builds and solves the model of window `[a, b)` of `order` (`prof` = its live bytes).
-fn solve_window(
-    problem: &OrderProblem,
-    order: &[usize],
-    prof: &[u64],
-    a: usize,
-    b: usize,
-    opts: &OrderIlpOptions,
-    clock: &BudgetClock,
-) -> Result<WindowResult, OrderIlpError> {
-    let n = order.len();
-    let w = b - a;
-    let mut step_of = vec![0usize; problem.nodes.len()];
-    for (s, &v) in order.iter().enumerate() {
-        step_of[v] = s;
-    }
-    let movable = |v: usize| (a..b).contains(&step_of[v]);
-    // Local index k = step - a in the current order (a topological order of the window).
-    let local: Vec<usize> = order[a..b].to_vec();
-    let preds = problem.predecessors();
-    let local_of = |v: usize| step_of[v] - a;
-    // ASAP/ALAP within the window from ancestor/descendant counts (bitsets over local index).
-    let words = w.div_ceil(64);
-    let mut anc = vec![vec![0u64; words]; w];
-    for k in 0..w {
-        for &p in &preds[local[k]] {
-            if movable(p) {
-                let j = local_of(p);
-                let (src, dst) = if j < k {
-                    let (lo, hi) = anc.split_at_mut(k);
-                    (&lo[j], &mut hi[0])
-                } else {
-                    continue;
-                };
-                for (d, s) in dst.iter_mut().zip(src) {
-                    *d |= *s;
-                }
-                dst[j / 64] |= 1 << (j % 64);
-            }
-        }
-    }
-    let mut desc_count = vec![0usize; w];
-    {
-        let mut desc = vec![vec![0u64; words]; w];
-        let mut succ_local = vec![Vec::new(); w];
-        for k in 0..w {
-            for &p in &preds[local[k]] {
-                if movable(p) {
-                    succ_local[local_of(p)].push(k);
-                }
-            }
-        }
-        for k in (0..w).rev() {
-            for &c in &succ_local[k] {
-                let (lo, hi) = desc.split_at_mut(c);
-                for (d, s) in lo[k].iter_mut().zip(&hi[0]) {
-                    *d |= *s;
-                }
-                lo[k][c / 64] |= 1 << (c % 64);
-            }
-            desc_count[k] = desc[k].iter().map(|x| x.count_ones() as usize).sum();
-        }
-    }
-    let lo: Vec<usize> = (0..w)
-        .map(|k| {
-            a + anc[k]
-                .iter()
-                .map(|x| x.count_ones() as usize)
-                .sum::<usize>()
-        })
-        .collect();
-    let hi: Vec<usize> = (0..w).map(|k| b - 1 - desc_count[k]).collect();
-
-    // Byte scale: a power of two so that sizes divide exactly in f64.
-    let max_size = problem
-        .values
-        .iter()
-        .map(|v| v.size)
-        .chain(problem.nodes.iter().map(|n| n.workspace))
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let shift = (63 - max_size.leading_zeros()).saturating_sub(20);
-    let scale = (1u64 << shift) as f64;
-    let bytes = |x: u64| x as f64 / scale;
-
-    let mut pb = RowProblem::default();
-    let mut warm: Vec<f64> = Vec::new();
-    let old_peak = prof[a..b].iter().copied().max().unwrap_or(0);
-    let p_col = pb.add_column(1.0, 0.0..);
-    warm.push(bytes(old_peak));
-    // x columns: xs[k] = (first step, columns).
-    let mut xs: Vec<Vec<Col>> = Vec::with_capacity(w);
-    for k in 0..w {
-        let cols = (lo[k]..=hi[k])
-            .map(|t| {
-                warm.push(if t == a + k { 1.0 } else { 0.0 });
-                pb.add_integer_column(0.0, 0.0..=1.0)
-            })
-            .collect();
-        xs.push(cols);
-    }
-    let x = |k: usize, t: usize| -> Option<Col> {
-        (lo[k]..=hi[k]).contains(&t).then(|| xs[k][t - lo[k]])
-    };
-    for cols in &xs {
-        add_row(&mut pb, 1.0..=1.0, cols.iter().map(|&c| (c, 1.0)).collect());
-    }
-    for t in a..b {
-        let terms: Vec<(Col, f64)> = (0..w).filter_map(|k| x(k, t).map(|c| (c, 1.0))).collect();
-        add_row(&mut pb, 1.0..=1.0, terms);
-    }
-    // Dependencies between movable nodes.
-    for k in 0..w {
-        for &p in &preds[local[k]] {
-            if !movable(p) {
-                continue;
-            }
-            let j = local_of(p);
-            for t in lo[k]..=hi[k] {
-                // Σ_{t'≤t} x[k,t'] − Σ_{t'<t} x[j,t'] ≤ 0
-                let mut terms: Vec<(Col, f64)> = (lo[k]..=t)
-                    .filter_map(|s| x(k, s))
-                    .map(|c| (c, 1.0))
-                    .collect();
-                terms.extend((lo[j]..t).filter_map(|s| x(j, s)).map(|c| (c, -1.0)));
-                add_row(&mut pb, ..=0.0, terms);
-            }
-        }
-    }
-    // Memory rows: constant part first (values not touching the window, as in `prof`).
-    // "Done by t" of a node: a constant or a sum of x columns.
-    enum Cum {
-        Const(bool),
-        Sum(Vec<Col>),
-    }
-    let done_by = |v: usize, t: usize, strict: bool| -> Cum {
-        // strict: ran before t; else ran at or before t.
-        let last = if strict { t.checked_sub(1) } else { Some(t) };
-        if !movable(v) {
-            return Cum::Const(last.is_some_and(|l| step_of[v] <= l));
-        }
-        let k = local_of(v);
-        match last {
-            None => Cum::Const(false),
-            Some(l) if l < lo[k] => Cum::Const(false),
-            Some(l) if l >= hi[k] => Cum::Const(true),
-            Some(l) => Cum::Sum((lo[k]..=l).filter_map(|s| x(k, s)).collect()),
-        }
-    };
-    let mut touching = vec![false; problem.values.len()];
-    for (e, v) in problem.values.iter().enumerate() {
-        touching[e] = v.producer.is_some_and(movable) || v.consumers.iter().any(|&c| movable(c));
-    }
-    // Fixed bytes per window step: the profile minus touching values and window workspaces,
-    // computed from the current order's lifetimes.
-    let mut fixed = prof[a..b].to_vec();
-    {
-        let lt = super::lifetimes(problem, order, &LifetimeOptions::default());
-        for (e, buf) in lt.value_buffer.iter().enumerate() {
-            if let (true, Some(bi)) = (touching[e], buf) {
-                let lt_b = &lt.problem.buffers[*bi];
-                for t in (lt_b.lifetime.start as usize).max(a)..(lt_b.lifetime.end as usize).min(b)
-                {
-                    fixed[t - a] = fixed[t - a].saturating_sub(problem.values[e].size);
-                }
-            }
-        }
-        for k in 0..w {
-            fixed[k] = fixed[k].saturating_sub(problem.nodes[local[k]].workspace);
-        }
-    }
-    let mut mem_terms: Vec<Vec<(Col, f64)>> = vec![Vec::new(); w];
-    let mut mem_const: Vec<f64> = fixed.iter().map(|&f| bytes(f)).collect();
-    for k in 0..w {
-        let ws = problem.nodes[local[k]].workspace;
-        if ws > 0 {
-            for t in lo[k]..=hi[k] {
-                if let Some(c) = x(k, t) {
-                    mem_terms[t - a].push((c, bytes(ws)));
-                }
-            }
-        }
-    }
-    // Warm values of `live` follow the current order's lifetimes.
-    let lt_now = super::lifetimes(problem, order, &LifetimeOptions::default());
-    for (e, v) in problem.values.iter().enumerate() {
-        if !touching[e] {
-            continue;
-        }
-        // Readers: consumers; a value nobody reads is read by its producer (lives one step);
-        // an unread graph input is never reserved.
-        let readers: Vec<usize> = if v.consumers.is_empty() {
-            match v.producer {
-                Some(p) => vec![p],
-                None => continue,
-            }
-        } else {
-            v.consumers.clone()
-        };
-        let size = bytes(v.size);
-        let warm_live = |t: usize| {
-            lt_now.value_buffer[e].is_some_and(|bi| {
-                let l = lt_now.problem.buffers[bi].lifetime;
-                (l.start as usize..l.end as usize).contains(&t)
-            })
-        };
-        for t in a..b {
-            let s = match v.producer {
-                None => Cum::Const(true),
-                Some(p) => done_by(p, t, false),
-            };
-            if matches!(s, Cum::Const(false)) {
-                continue;
-            }
-            // Readers that are surely at or after t make the value live whenever S holds.
-            let mut sure = v.live_at_end;
-            let mut open: Vec<Vec<Col>> = Vec::new();
-            for &c in &readers {
-                match done_by(c, t, true) {
-                    Cum::Const(false) => sure = true,
-                    Cum::Const(true) => {}
-                    Cum::Sum(cols) => open.push(cols),
-                }
-            }
-            match (&s, sure) {
-                (Cum::Const(true), true) => mem_const[t - a] += size,
-                (_, false) if open.is_empty() => {}
-                _ => {
-                    let live = pb.add_column(0.0, 0.0..=1.0);
-                    warm.push(if warm_live(t) { 1.0 } else { 0.0 });
-                    mem_terms[t - a].push((live, size));
-                    let s_terms: Vec<(Col, f64)> = match &s {
-                        Cum::Sum(cols) => cols.iter().map(|&c| (c, -1.0)).collect(),
-                        _ => Vec::new(),
-                    };
-                    let s_const = if matches!(s, Cum::Const(true)) {
-                        1.0
-                    } else {
-                        0.0
-                    };
-                    if sure {
-                        // live ≥ S(t)
-                        let mut terms = vec![(live, 1.0)];
-                        terms.extend(s_terms.iter().copied());
-                        add_row(&mut pb, s_const.., terms);
-                    } else {
-                        for cols in &open {
-                            // live ≥ S(t) − D_c(t)  ⇔  live − S + D_c ≥ 0
-                            let mut terms = vec![(live, 1.0)];
-                            terms.extend(s_terms.iter().copied());
-                            terms.extend(cols.iter().map(|&c| (c, 1.0)));
-                            add_row(&mut pb, s_const.., terms);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for t in 0..w {
-        // Σ terms + const ≤ P  ⇔  Σ terms − P ≤ −const
-        let mut terms = std::mem::take(&mut mem_terms[t]);
-        terms.push((p_col, -1.0));
-        add_row(&mut pb, ..=-mem_const[t], terms);
-    }
-
-    // ---- Solve. ----
-    let err = |what: String| OrderIlpError::Solver(what);
-    let mut model = pb
-        .try_optimise(Sense::Minimise)
-        .map_err(|e| err(format!("building the model: {e:?}")))?;
-    let set = |m: &mut highs::Model, name: &str, v: f64| {
-        m.try_set_option(name, v)
-            .map_err(|_| err(format!("setting option {name}")))
-    };
-    model
-        .try_set_option("output_flag", false)
-        .map_err(|_| err("setting output_flag".into()))?;
-    model
-        .try_set_option("threads", i32::try_from(opts.threads.max(1)).unwrap_or(1))
-        .map_err(|_| err("setting threads".into()))?;
-    set(&mut model, "mip_rel_gap", opts.mip_rel_gap.max(0.0))?;
-    // With presolve on, a model that presolve solves outright hands back the warm start as
-    // its solution (HiGHS 1.x; the objective value is right, the column values stale), so
-    // the better order would be lost.
-    model
-        .try_set_option("presolve", "off")
-        .map_err(|_| err("setting presolve".into()))?;
-    if let Some(t) = opts.budget.time {
-        let left = t.saturating_sub(clock.elapsed()).as_secs_f64().max(0.001);
-        set(&mut model, "time_limit", left)?;
-    }
-    let nodes = match (opts.budget.time, opts.budget.nodes) {
-        (None, None) => Some(DEFAULT_NODES_PER_MODEL),
-        (_, n) => n,
-    };
-    if let Some(nodes) = nodes {
-        model
-            .try_set_option("mip_max_nodes", i32::try_from(nodes).unwrap_or(i32::MAX))
-            .map_err(|_| err("setting mip_max_nodes".into()))?;
-    }
-    model
-        .try_set_solution(Some(&warm), None, None, None)
-        .map_err(|_| err("setting the warm start".into()))?;
-    let watch = crate::ilp::HighsWatch {
-        cancel: opts.budget.cancel.as_ref().map(|t| t.flag()),
-        progress: opts.progress.as_ref(),
-        scale,
-    };
-    if watch.cancel.is_some() || watch.progress.is_some() {
-        crate::ilp::install_watch(&mut model, &watch)
-            .map_err(|_| err("installing the HiGHS callback".into()))?;
-    }
-    let solved = model
-        .try_solve()
-        .map_err(|e| err(format!("run failed: {e:?}")))?;
-    let status = solved.status();
-    let stopped = match status {
-        HighsModelStatus::ReachedTimeLimit | HighsModelStatus::ReachedInterrupt => {
-            Some(SolveStatus::TimeLimit)
-        }
-        HighsModelStatus::ReachedIterationLimit => Some(SolveStatus::NodeLimit),
-        _ => None,
-    };
-    let bound = solved
-        .double_info_value(c"mip_dual_bound")
-        .ok()
-        .filter(|d| d.is_finite())
-        .map(|d| {
-            // Peaks are whole bytes: round the bound up, after a tolerance for LP noise.
-            let bytes = d * scale;
-            let bytes = (bytes - 1e-6 * bytes.abs().max(1.0)).ceil();
-            if bytes <= 0.0 {
-                0
-            } else {
-                (bytes as u64).min(old_peak)
-            }
-        })
-        .unwrap_or(0);
-    let feasible = solved.int_info_value(c"primal_solution_status").ok() == Some(2);
-    let mut new_order = None;
-    if feasible {
-        let sol = solved.get_solution();
-        let cols = sol.columns();
-        let mut at: Vec<Option<usize>> = vec![None; w];
-        for k in 0..w {
-            for t in lo[k]..=hi[k] {
-                if let Some(c) = x(k, t) {
-                    if cols.get(c.index()).is_some_and(|&v| v > 0.5) {
-                        at[k] = Some(t);
-                    }
-                }
-            }
-        }
-        if at.iter().all(Option::is_some) {
-            let mut o = order.to_vec();
-            let mut slots = vec![usize::MAX; w];
-            let mut ok = true;
-            for (k, t) in at.iter().enumerate() {
-                let t = t.unwrap_or(a) - a;
-                if slots[t] != usize::MAX {
-                    ok = false;
-                }
-                slots[t] = local[k];
-            }
-            if ok {
-                o[a..b].copy_from_slice(&slots);
-                debug_assert_eq!(o.len(), n);
-                new_order = Some(o);
-            }
-        }
-    }
-    Ok(WindowResult {
-        order: new_order,
-        bound,
-        stopped,
-        optimal: status == HighsModelStatus::Optimal && opts.mip_rel_gap <= 0.0,
-    })
 }
 
 #[cfg(test)]
@@ -811,7 +405,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = {
             let seen = seen.clone();
-            crate::budget::ProgressFn::new(move |peak, bound| {
+            crate::limits::ProgressFn::new(move |peak, bound| {
                 seen.lock().unwrap().push((peak, bound))
             })
         };
@@ -830,12 +424,12 @@ mod tests {
     fn a_raised_cancel_token_returns_the_start_without_solving() {
         let p = two_branches();
         let start = vec![0, 3, 1, 4, 2, 5, 6];
-        let token = crate::budget::CancelToken::new();
+        let token = crate::limits::CancelToken::new();
         token.cancel();
         let opts = OrderIlpOptions {
-            budget: Budget {
+            budget: Limits {
                 cancel: Some(token),
-                ..Budget::UNLIMITED
+                ..Limits::UNLIMITED
             },
             ..OrderIlpOptions::default()
         };

@@ -1,0 +1,121 @@
+//! Solving a [`Model`] and what comes back: the typed status, the column values of a feasible
+//! solution, the objective, the MIP dual bound and the nodes explored, read before the HiGHS
+//! instance is dropped (so nothing outlives the solve).
+
+use super::watch::{self, Watch};
+use super::{MipError, MipOptions, Model};
+use highs::Sense;
+
+/// How HiGHS ended (its model status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MipStatus {
+    /// Solved to optimality (within `mip_rel_gap`).
+    Optimal,
+    /// Proven infeasible.
+    Infeasible,
+    /// Stopped at its time limit.
+    TimeLimit,
+    /// Stopped at an iteration limit.
+    IterationLimit,
+    /// Stopped at a solution limit: HiGHS reports its node cap (`mip_max_nodes`) so.
+    SolutionLimit,
+    /// Stopped by the watched stop flag.
+    Interrupt,
+    /// Any other HiGHS model status (its raw value).
+    Other(i32),
+}
+
+impl MipStatus {
+    /// The status of HiGHS' raw model status.
+    fn from_raw(raw: i32) -> Self {
+        match raw {
+            highs_sys::MODEL_STATUS_OPTIMAL => MipStatus::Optimal,
+            highs_sys::MODEL_STATUS_INFEASIBLE => MipStatus::Infeasible,
+            highs_sys::MODEL_STATUS_REACHED_TIME_LIMIT => MipStatus::TimeLimit,
+            highs_sys::MODEL_STATUS_REACHED_ITERATION_LIMIT => MipStatus::IterationLimit,
+            highs_sys::MODEL_STATUS_REACHED_SOLUTION_LIMIT => MipStatus::SolutionLimit,
+            highs_sys::MODEL_STATUS_REACHED_INTERRUPT => MipStatus::Interrupt,
+            other => MipStatus::Other(other),
+        }
+    }
+
+    /// Stopped by the clock or the stop flag (a raised flag reads as a spent time limit).
+    pub fn timed_out(self) -> bool {
+        matches!(self, MipStatus::TimeLimit | MipStatus::Interrupt)
+    }
+}
+
+/// What a solve found, as plain data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MipSolution {
+    /// How HiGHS ended.
+    pub status: MipStatus,
+    /// Column values (by [`Col::index`](super::Col::index)) when HiGHS has a feasible
+    /// solution (`primal_solution_status` = feasible).
+    pub columns: Option<Vec<f64>>,
+    /// Objective value of that solution.
+    pub objective: Option<f64>,
+    /// HiGHS' MIP dual bound (`mip_dual_bound`), when finite: no solution of the model has a
+    /// lower objective.
+    pub dual_bound: Option<f64>,
+    /// Branch-and-bound nodes explored (`mip_node_count`), if HiGHS reports them.
+    pub nodes: Option<u64>,
+}
+
+/// Solves `model` (minimising) with `options`, warm-started from `start` (one value per
+/// column: HiGHS takes it as its incumbent), with `watch` on HiGHS' callback when it watches
+/// anything. The callback is gone with the HiGHS instance before this returns.
+pub fn solve(
+    model: Model,
+    options: &MipOptions,
+    start: &[f64],
+    watch: &Watch<'_>,
+) -> Result<MipSolution, MipError> {
+    let mut highs = model
+        .problem
+        .try_optimise(Sense::Minimise)
+        .map_err(|e| MipError::Build(format!("{e:?}")))?;
+    options.apply(&mut highs)?;
+    if highs
+        .try_set_solution(Some(start), None, None, None)
+        .is_err()
+        && !options.lenient
+    {
+        return Err(MipError::WarmStart);
+    }
+    if watch.is_active() && !watch::install(&mut highs, watch) {
+        return Err(MipError::Callback);
+    }
+    let solved = highs
+        .try_solve()
+        .map_err(|e| MipError::Run(format!("{e:?}")))?;
+    // SAFETY: a live Highs instance owned by `solved`.
+    let raw = unsafe { highs_sys::Highs_getModelStatus(solved.as_ptr()) };
+    let feasible = solved.int_info_value(c"primal_solution_status").ok() == Some(2);
+    let solution = MipSolution {
+        status: MipStatus::from_raw(raw),
+        columns: feasible.then(|| solved.get_solution().columns().to_vec()),
+        objective: feasible.then(|| solved.objective_value()),
+        dual_bound: solved
+            .double_info_value(c"mip_dual_bound")
+            .ok()
+            .filter(|d| d.is_finite()),
+        nodes: node_count(&solved),
+    };
+    drop(solved);
+    Ok(solution)
+}
+
+/// Branch-and-bound nodes HiGHS explored in `solved` (its `mip_node_count` info, an `int64`
+/// that the `highs` crate's `int_info_value` cannot read), if it reports them.
+fn node_count(solved: &highs::SolvedModel) -> Option<u64> {
+    let mut nodes: i64 = 0;
+    // SAFETY: a live Highs instance owned by `solved`; the name is NUL-terminated and
+    // `nodes` is a valid `int64_t` to write to.
+    let status = unsafe {
+        highs_sys::Highs_getInt64InfoValue(solved.as_ptr(), c"mip_node_count".as_ptr(), &mut nodes)
+    };
+    (status == highs_sys::STATUS_OK)
+        .then(|| u64::try_from(nodes).ok())
+        .flatten()
+}
