@@ -475,7 +475,7 @@ mod tests {
     use crate::graph::Graph;
     use memplan_solver::order::{lifetimes, LifetimeOptions};
     use memplan_solver::placement;
-    use memplan_solver::Budget;
+    use memplan_solver::Limits;
 
     fn graph() -> Graph {
         Graph::parse(
@@ -499,7 +499,7 @@ mod tests {
         let (problem, mapping) = g.order_problem_with_mapping();
         let order = vec![0, 1];
         let lt = lifetimes(&problem, &order, &LifetimeOptions::default());
-        let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
+        let pl = placement::portfolio(&lt.problem, &Limits::UNLIMITED)
             .unwrap()
             .placement;
         emit(g, &order, &lt, &pl, &mapping)
@@ -550,7 +550,7 @@ mod tests {
         let g = graph();
         let (problem, mapping) = g.order_problem_with_mapping();
         let lt = lifetimes(&problem, &[0, 1], &LifetimeOptions::default());
-        let pl = placement::portfolio(&lt.problem, &Budget::UNLIMITED)
+        let pl = placement::portfolio(&lt.problem, &Limits::UNLIMITED)
             .unwrap()
             .placement;
         emit(&g, &[0, 1], &lt, &pl, &mapping)

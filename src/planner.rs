@@ -18,12 +18,12 @@
 
 use crate::graph::{Graph, GraphError};
 use crate::plan::{emit, MemberStat, Plan, PlanStatus};
-use memplan_solver::order::ilp::{optimise_order, OrderIlpOptions, OrderIlpOutcome};
+use memplan_solver::order::program::{optimise_order, OrderIlpOptions, OrderIlpOutcome};
 use memplan_solver::order::{
     self, lifetimes, LifetimeOptions, OrderLifetimes, OrderProblem, OrderResult,
 };
-use memplan_solver::place::{self, PlaceOutcome};
-use memplan_solver::{Budget, CancelToken, PlacementError, ProgressFn, SolveStats, SolveStatus};
+use memplan_solver::placement::step::{self as place, PlaceOutcome};
+use memplan_solver::{CancelToken, Limits, PlacementError, ProgressFn, SolveStats, SolveStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -274,8 +274,8 @@ struct Run<'o> {
 
 impl Run<'_> {
     /// The budget left (time limit minus elapsed, the cancel token).
-    fn remaining(&self) -> Budget {
-        Budget {
+    fn remaining(&self) -> Limits {
+        Limits {
             time: self
                 .opts
                 .time_limit
@@ -286,8 +286,8 @@ impl Run<'_> {
     }
 
     /// Budget that ends at `share` of the time limit.
-    fn until(&self, share: f64) -> Budget {
-        Budget {
+    fn until(&self, share: f64) -> Limits {
+        Limits {
             time: self
                 .opts
                 .time_limit
@@ -391,7 +391,7 @@ fn place_candidates(
     problem: &OrderProblem,
     orders: Vec<(Vec<usize>, &'static str)>,
     lopts: &LifetimeOptions,
-    budget: &Budget,
+    limits: &Limits,
 ) -> Result<Vec<Candidate>, PlanError> {
     let placed: Vec<Result<Candidate, PlanError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = orders
@@ -399,7 +399,7 @@ fn place_candidates(
             .map(|(order, method)| {
                 scope.spawn(move || -> Result<Candidate, PlanError> {
                     let lt = lifetimes(problem, &order, lopts);
-                    let placed = place::heuristics(&lt.problem, budget)?;
+                    let placed = place::heuristics(&lt.problem, limits)?;
                     Ok(Candidate {
                         order,
                         method,
@@ -454,7 +454,7 @@ fn order_ilp_candidate(
     let defaults = OrderIlpOptions::default();
     let whole = problem.nodes.len() <= defaults.global_nodes;
     let iopts = OrderIlpOptions {
-        budget: Budget {
+        limits: Limits {
             nodes: opts.effort.map(|e| {
                 if whole {
                     EFFORT_ORDER_WHOLE_NODES
@@ -510,7 +510,7 @@ fn refine_candidates(
         }
         // Split what is left evenly over the candidates still to refine.
         let left = run.remaining();
-        let share = Budget {
+        let share = Limits {
             time: left.time.map(|t| t / (count - k as u32).max(1)),
             ..left
         };

@@ -11,7 +11,7 @@ use memplan::graph::Graph;
 use memplan::plan::emit;
 use memplan::{plan, validate, OrderMode, PlanOptions, Strategy as Solvers};
 use memplan_solver::order::{self, lifetimes, LifetimeOptions};
-use memplan_solver::{placement, Budget};
+use memplan_solver::{placement, Limits};
 use proptest::prelude::*;
 
 proptest! {
@@ -27,7 +27,7 @@ proptest! {
             let listed = problem.listed_topological_order().unwrap();
             let mut orders = vec![listed.clone()];
             for o in order::registry() {
-                let ord = o.order(&problem, &listed, &lopts, &Budget::UNLIMITED);
+                let ord = o.order(&problem, &listed, &lopts, &Limits::UNLIMITED);
                 problem.check_order(&ord).unwrap();
                 orders.push(ord);
             }
@@ -36,7 +36,7 @@ proptest! {
                 let load = lt.problem.load();
                 prop_assert!(bound <= load, "bound {} > LOAD {}", bound, load);
                 for placer in placement::registry() {
-                    let pl = placer.place(&lt.problem, &Budget::UNLIMITED).unwrap();
+                    let pl = placer.place(&lt.problem, &Limits::UNLIMITED).unwrap();
                     let mut p = emit(&graph, ord, &lt, &pl, &mapping);
                     p.stats.peak_bytes = p.arena_bytes;
                     let r = validate(&graph, &p, None);

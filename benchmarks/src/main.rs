@@ -61,8 +61,8 @@ use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
 use memplan::pipeline::{self, Control, PipelineOptions, PipelineResult};
 use memplan::planner::{graph_stats, OrderMode, Strategy};
-use memplan_solver::place;
-use memplan_solver::{csv, Budget, PlacementProblem};
+use memplan_solver::placement::step as place;
+use memplan_solver::{csv, Limits, PlacementProblem};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -411,11 +411,11 @@ fn trace_table(paths: &[PathBuf], tl: Duration) -> Result<()> {
         };
         let load = problem.load();
         let t0 = Instant::now();
-        let heur = place::heuristics(&problem, &Budget::with_time(tl))?;
+        let heur = place::heuristics(&problem, &Limits::with_time(tl))?;
         let out = place::refine(
             &problem,
             &heur,
-            &Budget::with_time(tl.saturating_sub(t0.elapsed())),
+            &Limits::with_time(tl.saturating_sub(t0.elapsed())),
         )?;
         let secs = t0.elapsed().as_secs_f64();
         let peak = PlacementProblem::new(problem.buffers.clone()).check(&out.placement)?;

@@ -48,14 +48,4 @@ pub(crate) mod test_shared;
 
 pub use limits::{CancelToken, Deadline, Limits, LimitsClock, ProgressFn, SolveStats, SolveStatus};
 
-/// Old name of [`Limits`], to be removed.
-pub type Budget = Limits;
-/// Old path of [`limits`], to be removed.
-pub use limits as budget;
-/// Old path of [`placement::program`] (the HiGHS placement program), to be removed.
-pub use placement::program as ilp;
-/// Old path of [`placement::refine`] (peak-window refinement), to be removed.
-pub use placement::refine as ilp_refine;
-/// Old path of [`placement::step`] (the whole placement step), to be removed.
-pub use placement::step as place;
 pub use problem::{align_up, Buffer, Lifetime, Placement, PlacementError, PlacementProblem};

@@ -332,15 +332,15 @@ mod tests {
     #[test]
     fn a_raised_cancel_token_spends_the_budget_of_every_clone() {
         let token = CancelToken::new();
-        let budget = Limits {
+        let limits = Limits {
             cancel: Some(token.clone()),
             ..Limits::UNLIMITED
         };
-        let mut clock = budget.clone().start();
+        let mut clock = limits.clone().start();
         assert_eq!(clock.tick(), None);
         token.cancel();
         assert_eq!(clock.tick(), Some(SolveStatus::TimeLimit));
-        assert!(budget.is_cancelled());
+        assert!(limits.is_cancelled());
     }
 
     #[test]

@@ -31,8 +31,6 @@
 
 pub mod chen;
 pub mod program;
-/// Old path of [`program`] (the budget integer program), to be removed.
-pub use program as ilp;
 pub mod schedule;
 pub mod spill_all;
 pub mod sweep;
@@ -42,8 +40,8 @@ use crate::graph::{Graph, TensorId, TensorKind};
 /// The budget figures of a plan's stats, defined with the plan format.
 pub use crate::plan::{BudgetStat, TriedStat};
 use crate::plan::{Instruction, Plan};
-use memplan_solver::place;
-use memplan_solver::{Budget, Buffer, Lifetime, PlacementError, PlacementProblem};
+use memplan_solver::placement::step as place;
+use memplan_solver::{Buffer, Lifetime, Limits, PlacementError, PlacementProblem};
 use schedule::{Ctx, End, Params, Sched, Start};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -758,7 +756,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
     }
     // With an effort, the heuristics' own (deterministic) caps only; the stop flag either
     // way (a stopped placement is still valid, only its peak may be higher).
-    let budget = Budget {
+    let budget = Limits {
         time: opts.placement_time.filter(|_| opts.effort.is_none()),
         nodes: None,
         cancel: opts.cancel.clone(),

@@ -39,7 +39,7 @@ use super::SpillStrategy;
 use crate::cost::is_cheap;
 use crate::graph::{TensorId, TensorKind};
 use memplan_solver::mip::{self, Col, MipError, MipOptions, MipStatus, Model, Watch};
-use memplan_solver::Budget;
+use memplan_solver::Limits;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -68,14 +68,14 @@ impl Ilp {
     /// The limits of one model in `ctx`: a node cap scaled by the effort and no time limit
     /// when the context has an effort, else the time limit; the context's stop flag either
     /// way.
-    pub fn limits(&self, ctx: &Ctx) -> Budget {
+    pub fn limits(&self, ctx: &Ctx) -> Limits {
         match ctx.effort {
-            Some(k) => Budget {
+            Some(k) => Limits {
                 time: None,
                 nodes: Some(self.nodes.unwrap_or(DEFAULT_NODES).saturating_mul(k)),
                 cancel: ctx.cancel.clone(),
             },
-            None => Budget {
+            None => Limits {
                 time: Some(self.time.unwrap_or(DEFAULT_TIME)),
                 nodes: None,
                 cancel: ctx.cancel.clone(),
@@ -254,7 +254,7 @@ struct Built {
 /// Solves the model for `target` within `limits` (see the module doc: a time limit, a
 /// branch-and-bound node cap and a stop flag, each optional): the schedule and a note
 /// (status, bound on the estimated cost).
-pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Budget) -> (Sched, String) {
+pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Limits) -> (Sched, String) {
     let keep = Sched::keep_all(ctx);
     let live = keep.live(ctx);
     if live.iter().all(|&l| l <= target) {
@@ -475,7 +475,7 @@ enum Run {
 /// Solves `pb` warm-started from `start` under `limits` on a thread of its own, so that a
 /// raised stop flag returns within [`STOP_GRACE`] even while HiGHS is in a phase that does
 /// not poll it (its answer is then dropped when it finishes).
-fn run_model(pb: Model, start: Vec<f64>, limits: &Budget) -> Run {
+fn run_model(pb: Model, start: Vec<f64>, limits: &Limits) -> Run {
     let (time, nodes, cancel) = (limits.time, limits.nodes, limits.cancel.clone());
     let Some(token) = limits.cancel.clone() else {
         return solve_model(pb, &start, time, nodes, None);
@@ -605,7 +605,7 @@ mod tests {
             Params::default(),
         );
         let warm = Sched::keep_all(&ctx);
-        let (s, note) = solve(&ctx, 40, &warm, &Budget::with_time(Duration::from_secs(5)));
+        let (s, note) = solve(&ctx, 40, &warm, &Limits::with_time(Duration::from_secs(5)));
         assert!(note.starts_with("optimal"), "{note}");
         assert!(
             s.live(&ctx)[2..4].iter().all(|&l| l <= 40),
@@ -626,7 +626,7 @@ mod tests {
             Params::default(),
         );
         let warm = Sched::keep_all(&ctx);
-        let (s, _) = solve(&ctx, 5, &warm, &Budget::with_time(Duration::from_secs(5)));
+        let (s, _) = solve(&ctx, 5, &warm, &Limits::with_time(Duration::from_secs(5)));
         let peak = |s: &Sched| s.live(&ctx).into_iter().max().unwrap();
         // Best effort: never a higher peak than the warm start.
         assert!(peak(&s) <= peak(&warm));
@@ -642,9 +642,9 @@ mod tests {
             Params::default(),
         );
         let warm = Sched::keep_all(&ctx);
-        let capped = Budget {
+        let capped = Limits {
             nodes: Some(0),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         let (_, note) = solve(&ctx, 40, &warm, &capped);
         assert!(note.starts_with("node_limit"), "{note}");
@@ -662,9 +662,9 @@ mod tests {
         let warm = Sched::keep_all(&ctx);
         let token = memplan_solver::CancelToken::new();
         token.cancel();
-        let stopped = Budget {
+        let stopped = Limits {
             cancel: Some(token),
-            ..Budget::UNLIMITED
+            ..Limits::UNLIMITED
         };
         let (s, note) = solve(&ctx, 40, &warm, &stopped);
         assert!(note.starts_with("cancelled"), "{note}");
@@ -795,7 +795,7 @@ mod tests {
                     &ctx,
                     target,
                     &warm,
-                    &Budget::with_time(Duration::from_secs(10)),
+                    &Limits::with_time(Duration::from_secs(10)),
                 );
                 if peak <= target {
                     continue;

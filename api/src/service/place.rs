@@ -8,8 +8,8 @@ use crate::model::{PlaceQuery, PlaceRequest, PlaceResponse, PlacedBuffer};
 use crate::request::{self, Mode};
 use axum::body::Bytes;
 use memplan::CancelToken;
-use memplan_solver::place::{self, PlaceOptions};
-use memplan_solver::{csv, Budget, PlacementProblem};
+use memplan_solver::placement::step::{self as place, PlaceOptions};
+use memplan_solver::{csv, Limits, PlacementProblem};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -46,11 +46,11 @@ impl Service {
         let permit = self.slot().await?;
         let cancel = CancelToken::new();
         let mut guard = CancelOnDrop(Some(cancel.clone()));
-        let limit = opts.budget.time.unwrap_or(self.config.default_time_limit);
+        let limit = opts.limits.time.unwrap_or(self.config.default_time_limit);
         let opts = PlaceOptions {
-            budget: Budget {
+            limits: Limits {
                 cancel: Some(cancel.clone()),
-                ..opts.budget
+                ..opts.limits
             },
             ..opts
         };
@@ -164,7 +164,7 @@ fn parse_place(
         ids,
         problem,
         PlaceOptions {
-            budget: Budget::with_time(time),
+            limits: Limits::with_time(time),
             exact: !heuristic,
         },
     ))

@@ -5,8 +5,8 @@
 use crate::args::PlaceArgs;
 use crate::common::{bad, read, seconds, write_out};
 use anyhow::Result;
-use memplan_solver::place::{self, PlaceOptions};
-use memplan_solver::{csv, Budget};
+use memplan_solver::placement::step::{self as place, PlaceOptions};
+use memplan_solver::{csv, Limits};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -24,7 +24,7 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
     let mut problem = parsed.problem;
     problem.capacity = a.capacity;
     let opts = PlaceOptions {
-        budget: Budget::with_time(seconds("time-limit", a.time_limit)?),
+        limits: Limits::with_time(seconds("time-limit", a.time_limit)?),
         exact: !a.heuristic,
     };
     let result = place::place(&problem, &opts)?;

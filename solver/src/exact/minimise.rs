@@ -53,7 +53,7 @@ pub fn minimise(
     start: &Placement,
     opts: &ExactOptions,
 ) -> MinimiseOutcome {
-    let clock = opts.budget.start();
+    let clock = opts.limits.start();
     let mut nodes = 0u64;
     let uncapped = PlacementProblem {
         buffers: problem.buffers.clone(),
@@ -116,10 +116,10 @@ pub fn minimise(
             };
             first = false;
             let sub = ExactOptions {
-                budget: half_of_what_is_left(&opts.budget, clock.elapsed(), nodes),
+                limits: half_of_what_is_left(&opts.limits, clock.elapsed(), nodes),
                 ..*opts
             };
-            let sub_clock = sub.budget.start();
+            let sub_clock = sub.limits.start();
             match solve_with_clock(problem, cap, &[], &sub, &sub_clock, &mut nodes) {
                 Ok(placement) => {
                     if let Ok(p) = uncapped.check(&placement) {
@@ -153,13 +153,13 @@ pub fn minimise(
 
 /// Half of the time and nodes `budget` leaves after `elapsed` and `nodes` (unlimited stays
 /// unlimited; at least one node and one millisecond).
-pub(crate) fn half_of_what_is_left(budget: &Limits, elapsed: Duration, nodes: u64) -> Limits {
+pub(crate) fn half_of_what_is_left(limits: &Limits, elapsed: Duration, nodes: u64) -> Limits {
     Limits {
-        time: budget
+        time: limits
             .time
             .map(|t| (t.saturating_sub(elapsed) / 2).max(Duration::from_millis(1))),
-        nodes: budget.nodes.map(|n| (n.saturating_sub(nodes) / 2).max(1)),
-        cancel: budget.cancel.clone(),
+        nodes: limits.nodes.map(|n| (n.saturating_sub(nodes) / 2).max(1)),
+        cancel: limits.cancel.clone(),
     }
 }
 

@@ -54,7 +54,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExactOptions {
     /// Time and node limits; a node is one partial placement entered by the search.
-    pub budget: Limits,
+    pub limits: Limits,
     /// Section inference: prune when, in some section, the floor (or the current level) plus
     /// the bytes still to place there (plus fixed bytes above the floor) exceeds the capacity.
     pub section_inference: bool,
@@ -81,7 +81,7 @@ pub struct ExactOptions {
 impl Default for ExactOptions {
     fn default() -> Self {
         ExactOptions {
-            budget: Limits::UNLIMITED,
+            limits: Limits::UNLIMITED,
             section_inference: true,
             dominance: true,
             dynamic_ordering: true,
@@ -94,9 +94,9 @@ impl Default for ExactOptions {
 
 impl ExactOptions {
     /// The default options with `budget`.
-    pub fn with_budget(budget: Limits) -> Self {
+    pub fn with_limits(limits: Limits) -> Self {
         ExactOptions {
-            budget,
+            limits,
             ..ExactOptions::default()
         }
     }
@@ -165,7 +165,7 @@ pub fn solve(
     fixed: &[Option<u64>],
     opts: &ExactOptions,
 ) -> ExactOutcome {
-    let clock = opts.budget.start();
+    let clock = opts.limits.start();
     let mut nodes = 0u64;
     let status = solve_with_clock(problem, capacity, fixed, opts, &clock, &mut nodes);
     let (status, placement) = match status {
@@ -245,7 +245,7 @@ pub(crate) fn fit(
     nodes: &mut u64,
 ) -> RunEnd {
     let limit = opts
-        .budget
+        .limits
         .nodes
         .map_or(u64::MAX, |l| nodes.saturating_add(l));
     let cfg = opts.config();

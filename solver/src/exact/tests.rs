@@ -113,7 +113,7 @@ fn pin_some(rng: &mut Rng, placement: &Placement) -> Vec<Option<u64>> {
 /// Every combination of the switches, restarts included.
 fn all_switches() -> impl Iterator<Item = ExactOptions> {
     (0..64u32).map(|m| ExactOptions {
-        budget: Limits::UNLIMITED,
+        limits: Limits::UNLIMITED,
         section_inference: m & 1 == 0,
         dominance: m & 2 == 0,
         dynamic_ordering: m & 4 == 0,
@@ -142,7 +142,7 @@ fn agrees(p: &PlacementProblem, cap: u64, fixed: &[Option<u64>], opt: u64, o: &E
             assert!(opt <= cap);
         }
         ExactStatus::Infeasible => assert!(opt > cap, "{p:?} fits {cap} (optimum {opt})"),
-        s => panic!("unexpected {s:?} without a budget"),
+        s => panic!("unexpected {s:?} without a limits"),
     }
 }
 
@@ -257,7 +257,7 @@ fn planted(seed: u64, horizon: u64, cap: u64, pieces: usize) -> PlacementProblem
 /// Nodes to solve `p` at its LOAD with `o` under a node cap (a timeout counts as the cap).
 fn nodes_at_load(p: &PlacementProblem, o: ExactOptions) -> u64 {
     let o = ExactOptions {
-        budget: Limits {
+        limits: Limits {
             time: None,
             nodes: Some(200_000),
             ..Limits::UNLIMITED
@@ -378,7 +378,7 @@ fn decomposition_solves_independent_pieces_once() {
 fn the_node_budget_stops_the_search_with_a_timeout() {
     let p = planted(3, 30, 200, 60);
     let o = ExactOptions {
-        budget: Limits {
+        limits: Limits {
             time: None,
             nodes: Some(100),
             ..Limits::UNLIMITED
@@ -394,7 +394,7 @@ fn the_node_budget_stops_the_search_with_a_timeout() {
 #[test]
 fn the_time_budget_stops_the_search_and_minimise_keeps_the_start() {
     let p = planted(3, 30, 200, 60);
-    let o = ExactOptions::with_budget(Limits::with_time(Duration::ZERO));
+    let o = ExactOptions::with_limits(Limits::with_time(Duration::ZERO));
     let out = solve(&p, p.load(), &[], &o);
     assert_eq!(out.status, ExactStatus::Timeout);
     let start = Placement {
@@ -448,7 +448,7 @@ fn minimalloc_benchmarks_fit_their_capacity_within_a_node_budget() {
             .problem;
         // A work limit, not the clock: the outcome is the same under any load (the time
         // limit is only a generous cap).
-        let o = ExactOptions::with_budget(Limits {
+        let o = ExactOptions::with_limits(Limits {
             nodes: Some(MINIMALLOC_NODES),
             time: Some(Duration::from_secs(600)),
             ..Limits::UNLIMITED
@@ -544,7 +544,7 @@ proptest! {
         let start = Placement { offsets };
         let start_peak = p.check(&start).unwrap();
         let opt = brute_force(&p, &[]);
-        let o = ExactOptions::with_budget(Limits { time: None, nodes: Some(nodes), ..Limits::UNLIMITED });
+        let o = ExactOptions::with_limits(Limits { time: None, nodes: Some(nodes), ..Limits::UNLIMITED });
         let out = minimise(&p, &start, &o);
         prop_assert_eq!(p.check(&out.placement), Ok(out.peak));
         prop_assert!(out.peak <= start_peak);

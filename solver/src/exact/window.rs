@@ -65,7 +65,7 @@ pub(crate) fn improve(
         max_len,
         opts,
         clock,
-        node_cap: opts.budget.nodes,
+        node_cap: opts.limits.nodes,
     };
     let mut peak = peak_of(problem, offsets);
     let mut step = peak.saturating_sub(lower_bound).div_ceil(2);
@@ -220,10 +220,10 @@ impl Context<'_> {
             return false;
         };
         let opts = ExactOptions {
-            budget: Limits {
+            limits: Limits {
                 time: None,
                 nodes: Some(WINDOW_NODES.saturating_mul(chosen.len() as u64).max(1024)),
-                cancel: self.opts.budget.cancel.clone(),
+                cancel: self.opts.limits.cancel.clone(),
             },
             ..self.opts.clone()
         };

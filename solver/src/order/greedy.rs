@@ -81,10 +81,10 @@ impl Orderer for GreedyList {
         problem: &OrderProblem,
         incumbent: &[usize],
         opts: &LifetimeOptions,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Vec<usize> {
         let n = problem.nodes.len();
-        let clock = budget.start();
+        let clock = limits.start();
         let scan = if self.max_scan == 0 {
             ((1usize << 25) / n.max(1)).max(32)
         } else {

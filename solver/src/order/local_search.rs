@@ -67,12 +67,12 @@ impl Orderer for LocalSearch {
         problem: &OrderProblem,
         incumbent: &[usize],
         opts: &LifetimeOptions,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Vec<usize> {
         if problem.check_order(incumbent).is_err() {
             // Not a valid incumbent: start from the listed order instead.
             return match problem.listed_topological_order() {
-                Ok(listed) => self.order(problem, &listed, opts, budget),
+                Ok(listed) => self.order(problem, &listed, opts, limits),
                 Err(_) => incumbent.to_vec(),
             };
         }
@@ -84,7 +84,7 @@ impl Orderer for LocalSearch {
         } else {
             0
         };
-        search.run(self, budget, bound);
+        search.run(self, limits, bound);
         search.order
     }
 }
@@ -339,8 +339,8 @@ impl<'a> Search<'a> {
         }
     }
 
-    fn run(&mut self, cfg: &LocalSearch, budget: &Limits, bound: u64) {
-        let mut clock = budget.start();
+    fn run(&mut self, cfg: &LocalSearch, limits: &Limits, bound: u64) {
+        let mut clock = limits.start();
         if self.problem.nodes.len() >= 2 {
             self.climb(cfg, &mut clock, bound);
         }
@@ -925,12 +925,12 @@ pub(crate) mod tests {
         let p = two_branches();
         let opts = LifetimeOptions::default();
         let listed = p.listed_topological_order().unwrap();
-        let budget = Limits {
+        let limits = Limits {
             time: None,
             nodes: Some(0),
             ..Limits::UNLIMITED
         };
-        let order = LocalSearch::default().order(&p, &listed, &opts, &budget);
+        let order = LocalSearch::default().order(&p, &listed, &opts, &limits);
         assert_eq!(order, listed);
     }
 

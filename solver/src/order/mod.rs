@@ -11,9 +11,6 @@ pub mod local_search;
 mod model;
 pub mod program;
 
-/// Old path of [`program`] (the order program), to be removed.
-pub use program as ilp;
-
 use crate::limits::{Limits, SolveStats};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -221,7 +218,7 @@ pub trait Orderer: Send + Sync {
         problem: &OrderProblem,
         incumbent: &[usize],
         opts: &LifetimeOptions,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Vec<usize>;
 }
 
@@ -265,7 +262,7 @@ pub fn best_order(
     orderers: &[Box<dyn Orderer>],
     problem: &OrderProblem,
     opts: &LifetimeOptions,
-    budget: &Limits,
+    limits: &Limits,
 ) -> Result<OrderResult, OrderError> {
     let started = Instant::now();
     let mut best = problem.listed_topological_order()?;
@@ -274,7 +271,7 @@ pub fn best_order(
     let mut members = Vec::new();
     for o in orderers {
         let t0 = Instant::now();
-        let remaining = budget.remaining_after(started.elapsed());
+        let remaining = limits.remaining_after(started.elapsed());
         let order = o.order(problem, &best, opts, &remaining);
         problem.check_order(&order)?;
         let load = problem.load(&order, opts);

@@ -37,22 +37,22 @@ pub(crate) fn solve_window(
     let mut built = Built::steps(&win, old_peak as f64 / scale);
     built.memory(&win, prof, scale);
 
-    let budget = &opts.budget;
+    let limits = &opts.limits;
     let options = MipOptions {
         threads: i32::try_from(opts.threads.max(1)).unwrap_or(1),
         mip_rel_gap: opts.mip_rel_gap.max(0.0),
         presolve: false,
-        time_limit: budget
+        time_limit: limits
             .time
             .map(|t| t.saturating_sub(clock.elapsed()).as_secs_f64().max(0.001)),
-        max_nodes: match (budget.time, budget.nodes) {
+        max_nodes: match (limits.time, limits.nodes) {
             (None, None) => Some(DEFAULT_NODES_PER_MODEL),
             (_, n) => n,
         },
         ..MipOptions::default()
     };
     let watch = Watch {
-        cancel: budget.cancel.as_ref().map(|t| t.flag()),
+        cancel: limits.cancel.as_ref().map(|t| t.flag()),
         progress: opts.progress.as_ref(),
         scale,
     };

@@ -70,7 +70,7 @@ pub enum OrderIlpError {
 pub struct OrderIlpOptions {
     /// Limits for the whole run; `nodes` caps HiGHS branch-and-bound nodes per model and the
     /// number of models. Without any limit each model gets [`DEFAULT_NODES_PER_MODEL`].
-    pub budget: Limits,
+    pub limits: Limits,
     /// HiGHS threads (1 = deterministic).
     pub threads: u32,
     /// HiGHS `mip_rel_gap` (0 = prove optimality).
@@ -98,7 +98,7 @@ pub const DEFAULT_NODES_PER_MODEL: u64 = 5_000;
 impl Default for OrderIlpOptions {
     fn default() -> Self {
         OrderIlpOptions {
-            budget: Limits::UNLIMITED,
+            limits: Limits::UNLIMITED,
             threads: 1,
             mip_rel_gap: 0.0,
             global_nodes: 64,
@@ -163,7 +163,7 @@ pub fn optimise_order(
     let mut prof = profile(problem, &order);
     let mut load = prof.iter().copied().max().unwrap_or(0);
     let mut lower = opts.known_bound.min(load);
-    let mut clock: LimitsClock = opts.budget.start();
+    let mut clock: LimitsClock = opts.limits.start();
     let mut stop: Option<SolveStatus> = None;
     let (mut models, mut improved) = (0usize, 0usize);
     let whole = n <= opts.global_nodes;
@@ -427,7 +427,7 @@ mod tests {
         let token = crate::limits::CancelToken::new();
         token.cancel();
         let opts = OrderIlpOptions {
-            budget: Limits {
+            limits: Limits {
                 cancel: Some(token),
                 ..Limits::UNLIMITED
             },

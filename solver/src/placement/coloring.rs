@@ -240,7 +240,7 @@ impl Placer for Coloring {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _budget: &Limits,
+        _limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         let buffers = &problem.buffers;
         let mut groups: Vec<Group> = groups(problem)

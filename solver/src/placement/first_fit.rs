@@ -89,7 +89,7 @@ impl Placer for FirstFit {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _budget: &Limits,
+        _limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         let buffers = &problem.buffers;
         // (step, 0 = free / 1 = alloc, index): frees before allocations at the same step.

@@ -49,7 +49,7 @@ impl Placer for GreedyByConflicts {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _budget: &Limits,
+        _limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         place_in_order(problem, &conflict_order(problem))
     }

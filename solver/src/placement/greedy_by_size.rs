@@ -35,7 +35,7 @@ impl Placer for GreedyBySize {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _budget: &Limits,
+        _limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         place_in_order(problem, &size_order(problem))
     }

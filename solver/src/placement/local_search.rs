@@ -285,7 +285,7 @@ enum Move {
 pub(crate) fn improve(
     problem: &PlacementProblem,
     start: &Placement,
-    budget: &Limits,
+    limits: &Limits,
 ) -> Result<Placement, PlacementError> {
     let buffers = &problem.buffers;
     let n = buffers.len();
@@ -325,7 +325,7 @@ pub(crate) fn improve(
         work: 0,
         cap: WORK,
     };
-    let mut clock = budget.start();
+    let mut clock = limits.start();
     let mut rng = Rng(SEED);
     let mut critical: Vec<usize> = Vec::new();
     let mut stale = true;
@@ -392,21 +392,21 @@ impl Placer for LocalSearch {
     fn place(
         &self,
         problem: &PlacementProblem,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
-        let seed = Skyline.place(problem, budget)?;
-        improve(problem, &seed, budget)
+        let seed = Skyline.place(problem, limits)?;
+        improve(problem, &seed, limits)
     }
 
     fn place_from(
         &self,
         problem: &PlacementProblem,
         best: Option<(&Placement, u64)>,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         match best {
-            Some((placement, _)) => improve(problem, placement, budget),
-            None => self.place(problem, budget),
+            Some((placement, _)) => improve(problem, placement, limits),
+            None => self.place(problem, limits),
         }
     }
 }
@@ -461,12 +461,12 @@ mod tests {
     fn a_one_node_budget_stops_before_the_first_step() {
         let p = PlacementProblem::new(vec![buf(1, 2, 6), buf(2, 5, 4), buf(1, 3, 5), buf(3, 5, 7)]);
         let start = place_in_order(&p, &size_order(&p)).unwrap();
-        let budget = Limits {
+        let limits = Limits {
             time: None,
             nodes: Some(1),
             ..Limits::UNLIMITED
         };
-        let pl = improve(&p, &start, &budget).unwrap();
+        let pl = improve(&p, &start, &limits).unwrap();
         assert_eq!(p.check(&pl), Ok(15));
     }
 

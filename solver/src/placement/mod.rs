@@ -40,7 +40,7 @@ pub trait Placer: Send + Sync {
     fn place(
         &self,
         problem: &PlacementProblem,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError>;
 
     /// Like [`Placer::place`], given `best`: a valid placement of `problem` (capacity
@@ -51,10 +51,10 @@ pub trait Placer: Send + Sync {
         &self,
         problem: &PlacementProblem,
         best: Option<(&Placement, u64)>,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         let _ = best;
-        self.place(problem, budget)
+        self.place(problem, limits)
     }
 }
 
@@ -111,7 +111,7 @@ pub struct PortfolioResult {
 pub fn run_portfolio(
     placers: &[Box<dyn Placer>],
     problem: &PlacementProblem,
-    budget: &Limits,
+    limits: &Limits,
 ) -> Result<PortfolioResult, PlacementError> {
     problem.validate()?;
     let started = Instant::now();
@@ -134,7 +134,7 @@ pub fn run_portfolio(
         }
         let t0 = Instant::now();
         let seed = best.as_ref().map(|(peak, placement, _)| (placement, *peak));
-        let placement = placer.place_from(problem, seed, budget)?;
+        let placement = placer.place_from(problem, seed, limits)?;
         let peak = uncapped.check(&placement)?;
         members.push(MemberResult {
             name: placer.name(),
@@ -158,7 +158,7 @@ pub fn run_portfolio(
 /// Runs the whole [`registry`] (see [`run_portfolio`]).
 pub fn portfolio(
     problem: &PlacementProblem,
-    budget: &Limits,
+    limits: &Limits,
 ) -> Result<PortfolioResult, PlacementError> {
-    run_portfolio(&registry(), problem, budget)
+    run_portfolio(&registry(), problem, limits)
 }

@@ -92,7 +92,7 @@ pub enum IlpError {
 #[derive(Debug, Clone)]
 pub struct IlpOptions<'a> {
     /// Time limit, and a limit on HiGHS branch-and-bound nodes (`mip_max_nodes`).
-    pub budget: Limits,
+    pub limits: Limits,
     /// HiGHS threads (1 = deterministic).
     pub threads: u32,
     /// Largest number of binaries to model: pairs of movable buffers alive together, plus one
@@ -110,7 +110,7 @@ pub struct IlpOptions<'a> {
 impl Default for IlpOptions<'_> {
     fn default() -> Self {
         IlpOptions {
-            budget: Limits::UNLIMITED,
+            limits: Limits::UNLIMITED,
             threads: 1,
             max_pairs: 5_000,
             mip_rel_gap: 0.0,
@@ -227,7 +227,7 @@ fn solve(
     let floor = load.max(fixed_peak);
     let cancelled = || opts.cancel.is_some_and(|c| c.load(Ordering::Relaxed));
     let remaining = opts
-        .budget
+        .limits
         .time
         .map(|t| t.saturating_sub(started.elapsed()).as_secs_f64());
     if best_peak <= floor || layout.free.is_empty() {
@@ -247,7 +247,7 @@ fn solve(
         mip_rel_gap: opts.mip_rel_gap.max(0.0),
         presolve: false,
         time_limit: remaining,
-        max_nodes: opts.budget.nodes,
+        max_nodes: opts.limits.nodes,
         ..MipOptions::default()
     };
     let watch = Watch {

@@ -210,7 +210,7 @@ fn time_limited_solve_is_valid_bounded_and_never_worse() {
     let warm = greedy(&p);
     let warm_peak = p.check(&warm).unwrap();
     let opts = IlpOptions {
-        budget: Limits::with_time(Duration::from_millis(300)),
+        limits: Limits::with_time(Duration::from_millis(300)),
         ..IlpOptions::default()
     };
     let out = place_ilp(&p, &warm, &opts).unwrap();
@@ -239,7 +239,7 @@ fn window_moves_only_its_buffers_and_never_worsens() {
     by_end.sort_by_key(|&i| std::cmp::Reverse(warm.offsets[i] + p.buffers[i].size));
     let window = &by_end[..8];
     let opts = IlpOptions {
-        budget: Limits::with_time(Duration::from_secs(5)),
+        limits: Limits::with_time(Duration::from_secs(5)),
         ..IlpOptions::default()
     };
     let out = place_ilp_window(&p, &warm, window, &opts).unwrap();
@@ -336,7 +336,7 @@ fn the_cancel_flag_interrupts_a_running_solve() {
         })
     };
     let opts = IlpOptions {
-        budget: Limits::with_time(Duration::from_secs(60)),
+        limits: Limits::with_time(Duration::from_secs(60)),
         cancel: Some(&*flag),
         progress: Some(&raise),
         ..IlpOptions::default()

@@ -41,7 +41,7 @@ pub struct IlpRefineOptions {
     /// Limits for the whole refinement; `nodes` is the total of HiGHS branch-and-bound nodes
     /// (each model gets what is left). Without any limit every model gets
     /// [`DEFAULT_NODES_PER_MODEL`] nodes.
-    pub budget: Limits,
+    pub limits: Limits,
     /// Movable buffers in the first window of a round.
     pub window: usize,
     /// Largest window tried before giving up.
@@ -55,7 +55,7 @@ pub struct IlpRefineOptions {
 impl Default for IlpRefineOptions {
     fn default() -> Self {
         IlpRefineOptions {
-            budget: Limits::UNLIMITED,
+            limits: Limits::UNLIMITED,
             window: 4,
             max_window: 32,
             max_pairs: 1_500,
@@ -93,14 +93,14 @@ pub fn refine_peak(
     let mut lower = load;
     let mut models = 0;
     let mut improved = 0;
-    let mut clock: LimitsClock = opts.budget.start();
+    let mut clock: LimitsClock = opts.limits.start();
     let mut stop = None;
-    let cancel = opts.budget.cancel.as_ref().map(|c| c.flag());
+    let cancel = opts.limits.cancel.as_ref().map(|c| c.flag());
     // Limits of the next model: what is left of time and nodes.
     let model_opts = |clock: &LimitsClock| IlpOptions {
-        budget: Limits {
-            time: opts.budget.time.map(|t| t.saturating_sub(clock.elapsed())),
-            nodes: match (opts.budget.time, opts.budget.nodes) {
+        limits: Limits {
+            time: opts.limits.time.map(|t| t.saturating_sub(clock.elapsed())),
+            nodes: match (opts.limits.time, opts.limits.nodes) {
                 (None, None) => Some(DEFAULT_NODES_PER_MODEL),
                 (_, n) => n.map(|n| n.saturating_sub(clock.nodes()).max(1)),
             },
@@ -250,7 +250,7 @@ mod tests {
         let p = staircase(60);
         let start = stacked(&p);
         let opts = IlpRefineOptions {
-            budget: Limits {
+            limits: Limits {
                 nodes: Some(6),
                 ..Limits::UNLIMITED
             },

@@ -325,10 +325,10 @@ impl Placer for Skyline {
     fn place(
         &self,
         problem: &PlacementProblem,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         let buffers = &problem.buffers;
-        let mut clock = budget.start();
+        let mut clock = limits.start();
         let axis = Axis::new(buffers);
         let mut best: Option<(u64, Placement)> = None;
         for (k, &rule) in RULES.iter().enumerate() {

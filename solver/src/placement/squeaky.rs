@@ -84,13 +84,13 @@ impl Placer for SqueakyWheel {
     fn place(
         &self,
         problem: &PlacementProblem,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         let buffers = &problem.buffers;
         let n = buffers.len();
         let load = problem.load();
         let rounds = rounds_for(n);
-        let mut clock = budget.start();
+        let mut clock = limits.start();
         let mut order = size_order(problem);
         let mut best = place_in_order(problem, &order)?;
         let mut best_peak = peak_of(buffers, &best);
@@ -133,12 +133,12 @@ impl Placer for SqueakyWheel {
         &self,
         problem: &PlacementProblem,
         best: Option<(&Placement, u64)>,
-        budget: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
         match best {
             // Only the two seeds fit in the cap: the greedy members placed them already.
             Some((placement, _)) if rounds_for(problem.buffers.len()) <= 2 => Ok(placement.clone()),
-            _ => self.place(problem, budget),
+            _ => self.place(problem, limits),
         }
     }
 }
@@ -170,13 +170,13 @@ mod tests {
     #[test]
     fn a_one_node_budget_stops_after_the_size_order_seed() {
         let p = stranding();
-        let budget = Limits {
+        let limits = Limits {
             time: None,
             nodes: Some(1),
             ..Limits::UNLIMITED
         };
-        assert_eq!(budget.start().tick(), Some(SolveStatus::NodeLimit));
-        let pl = SqueakyWheel.place(&p, &budget).unwrap();
+        assert_eq!(limits.start().tick(), Some(SolveStatus::NodeLimit));
+        let pl = SqueakyWheel.place(&p, &limits).unwrap();
         assert_eq!(p.check(&pl), Ok(21));
     }
 

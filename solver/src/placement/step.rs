@@ -42,7 +42,7 @@ pub const DEFAULT_ILP_MODELS: usize = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlaceOptions {
     /// Limits for the whole step (heuristics first, the exact search gets the rest).
-    pub budget: Limits,
+    pub limits: Limits,
     /// Run the exact search after the heuristics.
     pub exact: bool,
 }
@@ -50,7 +50,7 @@ pub struct PlaceOptions {
 impl Default for PlaceOptions {
     fn default() -> Self {
         PlaceOptions {
-            budget: Limits::UNLIMITED,
+            limits: Limits::UNLIMITED,
             exact: true,
         }
     }
@@ -107,20 +107,20 @@ pub fn place(
     opts: &PlaceOptions,
 ) -> Result<PlaceOutcome, PlacementError> {
     let started = Instant::now();
-    let heur = heuristics(problem, &opts.budget)?;
+    let heur = heuristics(problem, &opts.limits)?;
     if !opts.exact {
         return Ok(heur);
     }
-    let remaining = opts.budget.remaining_after(started.elapsed());
+    let remaining = opts.limits.remaining_after(started.elapsed());
     refine(problem, &heur, &remaining)
 }
 
 /// The heuristic portfolio alone, as a [`PlaceOutcome`] (lower bound LOAD).
 pub fn heuristics(
     problem: &PlacementProblem,
-    budget: &Limits,
+    limits: &Limits,
 ) -> Result<PlaceOutcome, PlacementError> {
-    let heur = placement::portfolio(problem, budget)?;
+    let heur = placement::portfolio(problem, limits)?;
     let peak = heur.stats.objective;
     Ok(PlaceOutcome {
         placement: heur.placement,
@@ -151,9 +151,9 @@ pub struct RefineWork {
 pub fn refine(
     problem: &PlacementProblem,
     start: &PlaceOutcome,
-    budget: &Limits,
+    limits: &Limits,
 ) -> Result<PlaceOutcome, PlacementError> {
-    refine_with(problem, start, budget, None)
+    refine_with(problem, start, limits, None)
 }
 
 /// [`refine`] with explicit work caps for the exact search and the HiGHS model (`None`: the
@@ -161,7 +161,7 @@ pub fn refine(
 pub fn refine_with(
     problem: &PlacementProblem,
     start: &PlaceOutcome,
-    budget: &Limits,
+    limits: &Limits,
     work: Option<RefineWork>,
 ) -> Result<PlaceOutcome, PlacementError> {
     let started = Instant::now();
@@ -185,14 +185,14 @@ pub fn refine_with(
     let mut ilp_report = None;
     if !done {
         let eopts = ExactOptions {
-            budget: Limits {
-                time: budget.time.map(|t| t.mul_f64(EXACT_SHARE)),
-                nodes: match (work, budget.time, budget.nodes) {
+            limits: Limits {
+                time: limits.time.map(|t| t.mul_f64(EXACT_SHARE)),
+                nodes: match (work, limits.time, limits.nodes) {
                     (Some(w), _, _) => Some(w.exact_nodes),
                     (None, None, None) => Some(DEFAULT_EXACT_NODES),
                     (None, _, n) => n,
                 },
-                cancel: budget.cancel.clone(),
+                cancel: limits.cancel.clone(),
             },
             ..ExactOptions::default()
         };
@@ -232,7 +232,7 @@ pub fn refine_with(
         status = match exact_status {
             ExactStatus::Infeasible if problem.capacity.is_some() => SolveStatus::Infeasible,
             ExactStatus::Timeout
-                if budget
+                if limits
                     .time
                     .is_some_and(|t| started.elapsed() >= t.mul_f64(EXACT_SHARE)) =>
             {
@@ -243,14 +243,14 @@ pub fn refine_with(
         };
         // The HiGHS model's turn, for minimisation with a gap left.
         let gap_left = peak > lower && (peak - lower) as f64 > peak as f64 * NEGLIGIBLE_GAP;
-        let rest = budget.remaining_after(started.elapsed());
+        let rest = limits.remaining_after(started.elapsed());
         if problem.capacity.is_none()
             && gap_left
             && !rest.is_cancelled()
             && rest.time.is_none_or(|t| !t.is_zero())
         {
             let ropts = IlpRefineOptions {
-                budget: Limits {
+                limits: Limits {
                     nodes: work.map(|w| w.ilp_nodes_per_model),
                     ..rest
                 },
