@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for the plan executor (issue 6): build with --features cuda, run the GPU tests,
+# GPU check for the plan executor: build with --features cuda, run the GPU tests,
 # run `memplan run --device cuda` on three zoo plans (the third with spill and recompute
 # round trips inserted, or at a 60 % budget once `memplan plan --budget` exists), and write
 # a JSON summary to $OUT/gpu_check.json. Usage: OUT=dir scripts/gpu_check.sh
@@ -9,11 +9,21 @@ mkdir -p "$OUT"
 ZOO=${ZOO:-../shared/zoo}
 log() { echo "[gpu_check] $*" | tee -a "$OUT/log.txt"; }
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || log "nvidia-smi failed"
-log "build"
-cargo build --release --features cuda > "$OUT/build.txt" 2>&1 || { log "build failed"; tail -50 "$OUT/build.txt"; exit 1; }
-BIN=${CARGO_TARGET_DIR:-target}/release/memplan
-log "gpu tests"
-cargo test --release -p memplan-executor --features cuda --test gpu -- --nocapture > "$OUT/gpu_tests.txt" 2>&1
+# On a machine without cargo (the GPU device), carry prebuilt binaries and point PREBUILT at
+# them: PREBUILT/memplan (`cargo build --release --features cuda`) and PREBUILT/gpu-tests
+# (the test binary of `cargo test --release -p memplan-executor --features cuda --test gpu
+# --no-run`). Otherwise both are built here.
+if [ -n "${PREBUILT:-}" ]; then
+  BIN="$PREBUILT/memplan"
+  log "gpu tests (prebuilt)"
+  "$PREBUILT/gpu-tests" --nocapture > "$OUT/gpu_tests.txt" 2>&1
+else
+  log "build"
+  cargo build --release --features cuda > "$OUT/build.txt" 2>&1 || { log "build failed"; tail -50 "$OUT/build.txt"; exit 1; }
+  BIN=${CARGO_TARGET_DIR:-target}/release/memplan
+  log "gpu tests"
+  cargo test --release -p memplan-executor --features cuda --test gpu -- --nocapture > "$OUT/gpu_tests.txt" 2>&1
+fi
 TESTS_RC=$?
 runs=()
 for g in resnet18.1.inference mobilenet_v2.1.inference alexnet.64.train; do

@@ -1,4 +1,4 @@
-//! The graph model (memplan-graph/1, FORMATS.md §1): tensors and ops with newtype ids, parsed
+//! The graph model (memplan-graph/1, docs/FORMATS.md §1): tensors and ops with newtype ids, parsed
 //! from JSON and checked against every rule of the format. All checks are iterative (a
 //! 1,000,000-op chain parses and validates without deep recursion) and all byte arithmetic is
 //! checked.

@@ -1,4 +1,4 @@
-//! The plan (memplan-plan/1, FORMATS.md §2) and its emission from an order and a placement.
+//! The plan (memplan-plan/1, docs/FORMATS.md §2) and its emission from an order and a placement.
 //!
 //! Emission per step `s` (op `k = order[s]`): alloc each output of `k` (in-place outputs name
 //! the donor they take bytes from), exec `k` with its workspace offset, then free every tensor

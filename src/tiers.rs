@@ -1,8 +1,8 @@
-//! Memory tiers (seed 001 §2.1, issue 9 point 4): persistent (weights and constants),
+//! Memory tiers (placed apart, so each can live in its own memory): persistent (weights and constants),
 //! activations (graph inputs, activations, outputs) and temporaries (op workspaces), each in a
 //! region of its own with an alignment of its own.
 //!
-//! **Layout.** Weights stay in the weights region (FORMATS §2), packed in tensor order at the
+//! **Layout.** Weights stay in the weights region (docs/FORMATS.md §2), packed in tensor order at the
 //! persistent alignment. The arena is split: the activations region `[0, A)` is placed by the
 //! ordinary planner on a copy of the graph whose workspaces are zeroed (so orders and offsets
 //! are chosen for the activations alone), and the temporaries region `[A, A + T)` holds every

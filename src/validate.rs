@@ -1,9 +1,9 @@
-//! Independent replay checker of a plan against its graph (FORMATS.md §2 semantics). It uses
+//! Independent replay checker of a plan against its graph (docs/FORMATS.md §2 semantics). It uses
 //! only the graph and plan types — never a solver — and reports the first violation with the
 //! instruction index and the tensors or op involved.
 //!
 //! The validator tracks who owns every reserved byte. Graph inputs hold their data from their
-//! first `alloc` only: freed, their data is gone (FORMATS.md §2).
+//! first `alloc` only: freed, their data is gone (docs/FORMATS.md §2).
 //!
 //! Extension honoured, `alloc T ... inplace_of D` (in-place sharing): T may take D's bytes when
 //! T's producer P declares the pair `[output, input]` (T, D), D is reserved and valid and gives

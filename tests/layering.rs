@@ -429,3 +429,77 @@ fn the_checker_finds_a_cycle_and_ignores_test_code_comments_and_strings() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].starts_with("cycle: a, b"), "{found:?}");
 }
+
+/// The package names listed in one `[dependencies]`-like table of a Cargo.toml (the keys of
+/// that section, up to the next `[` header).
+fn dependency_names(manifest: &str, section: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == section;
+            continue;
+        }
+        if inside && !line.starts_with('#') {
+            if let Some((key, _)) = line.split_once('=') {
+                let key = key.trim();
+                names.insert(key.strip_suffix(".workspace").unwrap_or(key).to_string());
+            }
+        }
+    }
+    names
+}
+
+fn manifest(crate_dir: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    fs::read_to_string(root.join(crate_dir).join("Cargo.toml")).unwrap()
+}
+
+#[test]
+fn only_the_solver_names_highs_and_the_api_links_no_executor() {
+    let deps = |dir: &str| dependency_names(&manifest(dir), "[dependencies]");
+    let root = deps(".");
+    assert!(root.contains("memplan-solver"), "{root:?}");
+    for banned in [
+        "highs",
+        "highs-sys",
+        "good_lp",
+        "memplan-executor",
+        "cudarc",
+    ] {
+        assert!(!root.contains(banned), "memplan depends on {banned}");
+    }
+    let api = deps("api");
+    for banned in ["memplan-executor", "cudarc", "highs", "highs-sys"] {
+        assert!(!api.contains(banned), "memplan-api depends on {banned}");
+    }
+    let executor = deps("executor");
+    assert!(executor.contains("memplan"), "{executor:?}");
+    for banned in ["memplan-solver", "memplan-api", "highs", "highs-sys"] {
+        assert!(
+            !executor.contains(banned),
+            "memplan-executor depends on {banned}"
+        );
+    }
+    assert!(deps("solver").contains("highs"));
+    // And no source file outside the solver names the HiGHS crates.
+    for dir in ["src", "api/src", "executor/src", "cli/src"] {
+        let mut files = Vec::new();
+        rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join(dir), &mut files);
+        for f in files {
+            let code = strip_comments_and_strings(&fs::read_to_string(&f).unwrap());
+            let names_highs = code
+                .split(|c: char| !is_ident(c))
+                .any(|token| token == "highs" || token == "highs_sys");
+            assert!(!names_highs, "{} names highs", f.display());
+        }
+    }
+}
+
+#[test]
+fn dependency_tables_are_read_by_section() {
+    let toml = "[package]\nname = \"x\"\n[dependencies]\na.workspace = true\nb = \"1\"\n# c = 1\n[dev-dependencies]\nd = \"1\"\n";
+    let names = dependency_names(toml, "[dependencies]");
+    assert_eq!(names, BTreeSet::from(["a".to_string(), "b".to_string()]));
+}

@@ -3,7 +3,7 @@
 //! plan too (except the project's own rules: the graph name, an undeclared in-place pair).
 //! `cli/tests/check_kinds.rs` runs the same plans through `memplan check`.
 //!
-//! Regressions of issue 21's findings: a donor's producer re-run while its in-place taker
+//! Regressions of validator findings: a donor's producer re-run while its in-place taker
 //! lives in the donor's bytes (rejected; the executor shows the corruption), in-place donors
 //! that do not die at the op, a graph input freed and allocated again; and the cases where
 //! the validator disagreed with check_plan.py or the executor.
@@ -163,7 +163,7 @@ fn rerun_donor_producer(g: &Graph, p: &Plan) -> Option<(Plan, String)> {
 
 #[test]
 fn rerunning_a_donors_producer_while_its_in_place_taker_lives_is_rejected_and_corrupts() {
-    // resnet18.1.inference (issue 21's finding: relu in place of native_batch_norm.0, then
+    // resnet18.1.inference (a found hole: relu in place of native_batch_norm.0, then
     // native_batch_norm again); the bundled sample when ../shared is not there.
     let path = shared::zoo_path("resnet18.1.inference");
     let g = match &path {

@@ -1,4 +1,4 @@
-//! Differential mutation test of the plan validator (issue 21): thousands of seeded single and
+//! Differential mutation test of the plan validator: thousands of seeded single and
 //! double mutations of valid plans — plain, in-place and budgeted (spills, recomputes) plans of
 //! the bundled sample, zoo graphs and small copies of them — each checked by
 //! `memplan::validate`, by `../shared/tools/check_plan.py` (one Python process for all) and,

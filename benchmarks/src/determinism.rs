@@ -1,4 +1,4 @@
-//! **determinism** (`--only determinism`) and **latency** (`--only latency`), issue 13.
+//! **determinism** (`--only determinism`) and **latency** (`--only latency`).
 //!
 //! `cargo run --release -p memplan-benchmarks -- ../shared --only determinism`: every
 //! `SHARED_DIR/zoo/*.json` planned twice with the pipeline's options (by default

@@ -1,5 +1,5 @@
 //! `--only mutations [--mutants N]`: the differential mutation test of the validator at scale
-//! (issue 21). N seeded single and double mutations (default 10,000) of valid plans — plain,
+//!. N seeded single and double mutations (default 10,000) of valid plans — plain,
 //! in-place and budgeted (spills, recomputes) plans of small copies of the bundled sample and
 //! of zoo graphs (sizes divided so that a run takes milliseconds) — each checked by
 //! `memplan::validate`, by `SHARED_DIR/tools/check_plan.py` (one Python process) and, when the

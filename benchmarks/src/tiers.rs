@@ -1,10 +1,10 @@
-//! `--only tiers`: what memory tiers (seed 001 §2.1, `memplan plan --tiers`) cost and what
+//! `--only tiers`: what memory tiers (`memplan plan --tiers`) cost and what
 //! they fragment. For every `*.inference.json` of the zoo and a few training graphs, twice:
 //! as exported (the zoo carries no workspaces) and with im2col workspaces on every k×k
-//! convolution (k > 1; `(C_in/groups)·Kh·Kw × N·Ho·Wo` f32 elements, issue 9 point 1), it plans
+//! convolution (k > 1; `(C_in/groups)·Kh·Kw × N·Ho·Wo` f32 elements), it plans
 //! untiered and tiered (every tier at 256 B) with the heuristics (`--order auto`), both
 //! through the pipeline (`tiers` off and on), validates both, and prints the peaks, the
-//! tiered/untiered ratio, the bytes of each tier, and seed 001 §4.1's fragmentation at peak
+//! tiered/untiered ratio, the bytes of each tier, and the fragmentation at peak (1 − largest free block / total free memory)
 //! (whole arena for both plans; the activations tier).
 
 use anyhow::{bail, Context, Result};

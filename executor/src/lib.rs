@@ -1,6 +1,6 @@
 //! Plan executors: run a plan's instruction stream on real memory and prove it by
 //! comparing every graph output with a reference run in which every tensor has its own
-//! allocation (seed 000 §5.3: a plan is correct only if running it gives the same outputs
+//! allocation (a plan is correct only if running it gives the same outputs
 //! as running without it).
 //!
 //! - [`data`]: seeded inputs and weights, the poison pattern, the mixing hash;

@@ -1,4 +1,4 @@
-//! The device-independent replay of a plan's instruction stream (FORMATS.md §2): it
+//! The device-independent replay of a plan's instruction stream (docs/FORMATS.md §2): it
 //! resolves names, checks every range against the regions (so a bad plan is an error,
 //! never an out-of-bounds access), tracks where each tensor lives (arena range or host
 //! offset), counts execs, recomputes and spill bytes, and drives a [`Backend`] that owns

@@ -1,6 +1,6 @@
 //! Plan rewriting that inserts spill and recompute round trips into a valid plan, so the
 //! executors' spill and recompute paths can be exercised (and proven) on any graph before a
-//! budgeted planner produces such plans. The result stays valid (FORMATS.md §2):
+//! budgeted planner produces such plans. The result stays valid (docs/FORMATS.md §2):
 //!
 //! - **recompute**: for an op `P` with a single output `T`, whose inputs all stay resident
 //!   until `T`'s second read: `free T` right after the first read, then `alloc T` at a fresh

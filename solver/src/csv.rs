@@ -1,4 +1,4 @@
-//! The minimalloc buffer CSV (FORMATS.md §3): header `id,lower,upper,size` with optional
+//! The minimalloc buffer CSV (docs/FORMATS.md §3): header `id,lower,upper,size` with optional
 //! `alignment` and `offset` columns, in any column order; lifetimes are half-open
 //! `[lower, upper)`. Reading reports the line and column of every error.
 

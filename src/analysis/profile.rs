@@ -65,7 +65,7 @@ pub struct PlanProfile {
     pub peak: u64,
     /// Largest live bytes at one step (the order's LOAD as this plan realises it).
     pub max_live: u64,
-    /// Mean fragmentation: seed 001 §4.1's rate `1 − largest free block / total free memory`,
+    /// Mean fragmentation: the fragmentation rate `1 − largest free block / total free memory`,
     /// measured over the arena `[0, peak)` at every step and averaged over the steps (a step
     /// without free memory counts as 0). 0 means every step's free bytes form one hole. See
     /// [`PlanProfile::fragmentation_at_peak`] for the figure at the peak step.
@@ -247,7 +247,7 @@ pub struct PeakFragmentation {
     pub step: usize,
     /// The region's free space at that step.
     pub space: FreeSpace,
-    /// `space.rate()`: seed 001 §4.1's rate at the peak.
+    /// `space.rate()`: the fragmentation rate (1 − largest free block / total free memory) at the peak.
     pub rate: f64,
 }
 

@@ -1,4 +1,4 @@
-//! The budget heuristic (seed 000 §4.3): an event sweep with selective spill.
+//! The budget heuristic: an event sweep with selective spill.
 //!
 //! Steps are swept in order; while the live bytes at step `s` exceed the target, one tensor
 //! resident at `s` but idle there (in a kept gap `(a, b)` with `a < s < b`) is evicted for

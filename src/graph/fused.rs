@@ -2,7 +2,7 @@
 //! sequence of member ops executed back to back inside one exec, whose intermediates are
 //! not graph tensors (they never live in the arena).
 //!
-//! JSON, on an op (FORMATS.md allows added optional fields):
+//! JSON, on an op (docs/FORMATS.md allows added optional fields):
 //!
 //! ```json
 //! {"name": "convolution_1+native_batch_norm_1+relu_1", "type": "fused:conv2d+batch_norm+relu",

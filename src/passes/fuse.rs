@@ -1,4 +1,4 @@
-//! Operator fusion (seed 000 §3.2): chains of ops whose intermediates are read only by the
+//! Operator fusion: chains of ops whose intermediates are read only by the
 //! next op of the chain become one fused op ([`crate::fused`]), so the intermediates never
 //! occupy the arena.
 //!

@@ -1,4 +1,4 @@
-//! Graph rewrites that run before planning (seed 000 §3.2): each pass takes a validated
+//! Graph rewrites that run before planning: each pass takes a validated
 //! [`Graph`] and returns a new validated graph plus a [`PassReport`] of what changed. The plan
 //! then refers to the rewritten graph (`memplan plan --graph-out PATH` writes it), and the
 //! executor proves that the rewritten graph computes the same outputs as the original one.

@@ -202,7 +202,7 @@ pub struct GraphResult {
     pub savings_vs_naive: f64,
     /// `1 − full / listed peak`.
     pub savings_vs_listed: f64,
-    /// Fragmentation rate of the full plan (seed 001 §4.1; see
+    /// Fragmentation rate of the full plan (see
     /// [`super::profile::PlanProfile::fragmentation`]).
     pub fragmentation: f64,
     /// `1 − LOAD / peak` of the full plan's order.

@@ -1,4 +1,4 @@
-//! Determinism checks (issue 13): the same graph and options must give a byte-identical plan,
+//! Determinism checks: the same graph and options must give a byte-identical plan,
 //! timing fields aside, on any machine and under any load. [`without_timing`] is the plan text
 //! compared; [`BusyLoad`] keeps every core busy for a bounded time; [`plan_idle_and_loaded`]
 //! plans a graph once at idle and once under that load and compares the two plans. Used by

@@ -1,10 +1,10 @@
-//! Model-zoo batch optimisation and reports (issue 8): [`batch`] plans every graph of a zoo
+//! Model-zoo batch optimisation and reports: [`batch`] plans every graph of a zoo
 //! through [`crate::pipeline::run`] three ways (the listed order, the heuristics, the full
 //! pipeline with the batch's options), validates and saves each plan, and records the
 //! figures; [`profile`] (re-exported from [`crate::analysis`]) recovers the arena over time from a plan; [`pytorch`] simulates
 //! PyTorch's caching allocator for a baseline; [`report`] and [`svg`] write `report.md` and
 //! a self-contained `report.html` (inline SVG, no external resource); [`determinism`] compares
-//! plans made at idle and under load (issue 13).
+//! plans made at idle and under load.
 
 pub mod batch;
 pub mod determinism;

@@ -108,7 +108,7 @@ pub struct OpDoc {
     pub inplace: Option<Vec<[u64; 2]>>,
 }
 
-/// A computation graph (memplan-graph/1, FORMATS.md §1). Every rule of the format is checked;
+/// A computation graph (memplan-graph/1, docs/FORMATS.md §1). Every rule of the format is checked;
 /// a graph that breaks one is answered 422 naming the tensor or op and the rule.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(examples(example_graph))]
@@ -235,7 +235,7 @@ pub struct PlanStatsDoc {
     pub tiers: Option<Vec<Value>>,
 }
 
-/// A memory plan (memplan-plan/1, FORMATS.md §2): an instruction stream over one arena.
+/// A memory plan (memplan-plan/1, docs/FORMATS.md §2): an instruction stream over one arena.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(examples(example_plan))]
 pub struct PlanDoc {

@@ -16,7 +16,7 @@
 //!   are done), copies host → device and poisons the host range. Each copy records an event;
 //!   the compute stream waits on it only before it next touches an overlapping range, so
 //!   copies overlap compute. Frees are poison kernels on the compute stream, hence complete
-//!   after every earlier consumer (seed 000 §3.3).
+//!   after every earlier consumer.
 //! - Proof: the plan run is compared bit for bit with a GPU run of the isolated plan
 //!   (every tensor in its own never-reused range, [`super::reference::isolated_plan`]);
 //!   it is also compared with the CPU reference: bit for bit with `--kernels mix`, within

@@ -1,4 +1,4 @@
-//! Buffer lifetimes of an order (seed 000 §4.2): one forward pass gives each value's birth (its
+//! Buffer lifetimes of an order: one forward pass gives each value's birth (its
 //! producer's step, or step 0 for graph inputs), one backward pass its death (last reader's
 //! step, or the end for graph outputs). Workspaces live only during their node's step. With
 //! in-place merging on, an output takes its donor input's buffer when the donor dies at that

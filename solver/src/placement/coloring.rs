@@ -1,4 +1,4 @@
-//! Interference-graph colouring, then best fit of the colour groups (seed 000's hybrid:
+//! Interference-graph colouring, then best fit of the colour groups (a hybrid of
 //! "colour first to group tensors that never conflict, then place each group by size and time
 //! with best fit"; the colouring side is Chaitin-style register allocation, the placement side
 //! TFLite's greedy by size, Pisarchyk & Lee 2020).

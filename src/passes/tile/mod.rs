@@ -1,4 +1,4 @@
-//! Spatial tiling (seed 000 §3.2, §5.2): rewrites chains and single-entry DAG regions of
+//! Spatial tiling: rewrites chains and single-entry DAG regions of
 //! row-local ops (conv2d, fixed-window pools, inference batch_norm, element-wise unary and
 //! binary ops) into `n` horizontal strips that run one after another, so only one strip's
 //! intermediates are live at a time.
