@@ -12,6 +12,11 @@ use thiserror::Error;
 
 /// The format string of a graph file.
 pub const GRAPH_FORMAT: &str = "memplan-graph/1";
+
+/// The sample graph bundled with memplan, as memplan-graph/1 text:
+/// `samples/resnet_block.train.json`, two ResNet basic blocks, training step (what
+/// `memplan plan sample` plans, and what the tests use as their small real graph).
+pub const SAMPLE_JSON: &str = include_str!("../samples/resnet_block.train.json");
 /// Alignment (bytes) used when a graph does not give one.
 pub const DEFAULT_ALIGNMENT: u64 = 256;
 

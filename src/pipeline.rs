@@ -687,7 +687,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Graph {
-        Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap()
+        Graph::parse(crate::graph::SAMPLE_JSON).unwrap()
     }
 
     #[test]

@@ -673,7 +673,7 @@ mod tests {
     use std::sync::Mutex;
 
     fn sample() -> Graph {
-        Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap()
+        Graph::parse(crate::graph::SAMPLE_JSON).unwrap()
     }
 
     #[test]

@@ -353,8 +353,7 @@ mod tests {
 
     /// The sample graph with a 16-byte default alignment, so every tier floor above it binds.
     fn sample16() -> Graph {
-        let mut v: serde_json::Value =
-            serde_json::from_str(include_str!("../samples/resnet_block.train.json")).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(crate::graph::SAMPLE_JSON).unwrap();
         v["alignment"] = 16.into();
         Graph::parse(&v.to_string()).unwrap()
     }
@@ -479,8 +478,7 @@ mod tests {
     #[test]
     fn a_fused_op_whose_member_needs_a_workspace_is_tiered() {
         use crate::passes::{fuse::Fuse, Pass};
-        let mut v: serde_json::Value =
-            serde_json::from_str(include_str!("../samples/resnet_block.train.json")).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(crate::graph::SAMPLE_JSON).unwrap();
         for op in v["ops"].as_array_mut().unwrap() {
             if op["name"] == "l0.relu0" {
                 op["workspace"] = 3.into();
@@ -506,7 +504,7 @@ mod tests {
 
     #[test]
     fn tiering_costs_at_least_the_largest_workspace_over_the_activations_alone() {
-        let g = Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap();
+        let g = Graph::parse(crate::graph::SAMPLE_JSON).unwrap();
         let untiered = crate::planner::plan(&g, &opts()).unwrap();
         let tiered = plan_tiered(&g, &opts(), &TierAlignment::default()).unwrap();
         let max_ws = g.ops.iter().map(|o| o.workspace).max().unwrap();

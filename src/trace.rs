@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn the_trace_has_a_slice_per_exec_and_a_counter_that_peaks_at_the_replayed_max_live() {
-        let g = Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap();
+        let g = Graph::parse(crate::graph::SAMPLE_JSON).unwrap();
         let p = plan(&g, &PlanOptions::default()).unwrap();
         let replay = crate::validate(&g, &p, None).unwrap();
         let t = chrome_trace(&g, &p).unwrap();
@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn spills_become_copy_slices_joined_by_a_flow() {
-        let g = Graph::parse(include_str!("../samples/resnet_block.train.json")).unwrap();
+        let g = Graph::parse(crate::graph::SAMPLE_JSON).unwrap();
         let mut p = plan(&g, &PlanOptions::default()).unwrap();
         let t = g
             .tensors

@@ -23,12 +23,7 @@ use proptest::prelude::*;
 use std::cell::Cell;
 
 fn sample() -> Graph {
-    let text = std::fs::read_to_string(format!(
-        "{}/samples/resnet_block.train.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    Graph::parse(&text).unwrap()
+    Graph::parse(memplan::graph::SAMPLE_JSON).unwrap()
 }
 
 fn zoo(name: &str) -> Option<Graph> {

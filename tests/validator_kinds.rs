@@ -168,14 +168,7 @@ fn rerunning_a_donors_producer_while_its_in_place_taker_lives_is_rejected_and_co
     let path = shared::zoo_path("resnet18.1.inference");
     let g = match &path {
         Some(p) => Graph::parse(&std::fs::read_to_string(p).unwrap()).unwrap(),
-        None => Graph::parse(
-            &std::fs::read_to_string(format!(
-                "{}/samples/resnet_block.train.json",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .unwrap(),
-        )
-        .unwrap(),
+        None => Graph::parse(memplan::graph::SAMPLE_JSON).unwrap(),
     };
     let opts = PipelineOptions {
         order: OrderMode::Given,

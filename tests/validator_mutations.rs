@@ -25,12 +25,7 @@ use std::io::Write;
 use std::time::Instant;
 
 fn sample() -> Graph {
-    let text = std::fs::read_to_string(format!(
-        "{}/samples/resnet_block.train.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    Graph::parse(&text).unwrap()
+    Graph::parse(memplan::graph::SAMPLE_JSON).unwrap()
 }
 
 /// (graph, variant, run 1 in N accepted mutants (0: none), run every accepted in-place one).

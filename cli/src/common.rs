@@ -9,9 +9,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The sample graph bundled with the binary (ResNet-style block, training step).
-const SAMPLE_GRAPH: &str = include_str!("../../samples/resnet_block.train.json");
-
 /// Bad input: exit code 2.
 #[derive(Debug)]
 pub struct BadInput(String);
@@ -36,7 +33,10 @@ pub fn read(path: &Path) -> Result<String> {
 /// The graph `arg` names: a memplan-graph/1 file, or `sample` for the bundled sample.
 pub fn load_graph(arg: &str) -> Result<Graph> {
     let (text, label) = if arg == "sample" {
-        (SAMPLE_GRAPH.to_string(), "bundled sample".to_string())
+        (
+            memplan::graph::SAMPLE_JSON.to_string(),
+            "bundled sample".to_string(),
+        )
     } else {
         (read(Path::new(arg))?, arg.to_string())
     };

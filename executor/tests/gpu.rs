@@ -22,12 +22,7 @@ fn gpu_or_skip(test: &str) -> bool {
 }
 
 fn sample() -> Graph {
-    let text = std::fs::read_to_string(format!(
-        "{}/../samples/resnet_block.train.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    Graph::parse(&text).unwrap()
+    Graph::parse(memplan::graph::SAMPLE_JSON).unwrap()
 }
 
 fn heuristic() -> PlanOptions {

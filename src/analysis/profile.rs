@@ -281,7 +281,7 @@ mod tests {
     use crate::planner::{plan, OrderMode, PlanOptions, Strategy};
 
     fn sample() -> Graph {
-        Graph::parse(include_str!("../../samples/resnet_block.train.json")).unwrap()
+        Graph::parse(crate::graph::SAMPLE_JSON).unwrap()
     }
 
     #[test]

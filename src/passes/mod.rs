@@ -135,12 +135,7 @@ mod tests {
 
     #[test]
     fn a_pipeline_reports_every_pass_in_order() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/samples/resnet_block.train.json"
-        ))
-        .unwrap();
-        let g = Graph::parse(&text).unwrap();
+        let g = Graph::parse(crate::graph::SAMPLE_JSON).unwrap();
         let (out, reports) = run_pipeline(&g, &[&DropNothing, &DropNothing]).unwrap();
         assert_eq!(out, g);
         assert_eq!(reports.len(), 2);

@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn timing_fields_are_blanked_at_any_depth_and_nothing_else() {
-        let g = Graph::parse(include_str!("../../samples/resnet_block.train.json")).unwrap();
+        let g = Graph::parse(crate::graph::SAMPLE_JSON).unwrap();
         let r = pipeline::run(&g, &PipelineOptions::default(), &Control::default()).unwrap();
         let mut a = r.plan.clone();
         a.stats.elapsed_ms = 1.0;

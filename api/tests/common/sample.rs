@@ -4,7 +4,7 @@
 
 /// The sample graph's text.
 pub fn sample_text() -> String {
-    include_str!("../../../samples/resnet_block.train.json").to_string()
+    memplan::graph::SAMPLE_JSON.to_string()
 }
 
 /// The sample graph, parsed by the library.
