@@ -28,10 +28,11 @@ pub struct Problem {
     pub status: u16,
     /// What is wrong, naming the culprit.
     pub detail: String,
-    /// The configured limit that was exceeded, for `limit-exceeded` and `payload-too-large`.
+    /// The configured limit that was exceeded, for `limit-exceeded`, `payload-too-large` and
+    /// `too-many-jobs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
-    /// Seconds to wait before retrying, for `overloaded`.
+    /// Seconds to wait before retrying, for `overloaded`, `shutting-down` and `too-many-jobs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_s: Option<u64>,
 }
@@ -93,6 +94,22 @@ pub enum ApiError {
     /// The service is shutting down.
     #[error("the service is shutting down")]
     ShuttingDown,
+    /// No valid bearer token (the service has a token file).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The client already has as many unfinished jobs as it may.
+    #[error(
+        "client {client} already has {limit} queued or running jobs (max_jobs_per_client); \
+         wait for one to finish or cancel one"
+    )]
+    TooManyJobs {
+        /// The client (token name or address).
+        client: String,
+        /// The limit.
+        limit: usize,
+        /// Suggested wait.
+        retry_after_s: u64,
+    },
     /// A bug or an environment failure (database, panicked solver).
     #[error("internal error: {0}")]
     Internal(String),
@@ -157,6 +174,8 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Overloaded { .. } | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::TooManyJobs { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -176,6 +195,8 @@ impl ApiError {
             ApiError::Conflict(_) => ("conflict", "Conflicts with the job's state"),
             ApiError::Overloaded { .. } => ("overloaded", "Service overloaded"),
             ApiError::ShuttingDown => ("shutting-down", "Service shutting down"),
+            ApiError::Unauthorized(_) => ("unauthorized", "Bearer token missing or not valid"),
+            ApiError::TooManyJobs { .. } => ("too-many-jobs", "Too many unfinished jobs"),
             ApiError::Internal(_) => ("internal", "Internal error"),
         }
     }
@@ -191,11 +212,13 @@ impl ApiError {
             limit: match self {
                 ApiError::LimitExceeded { limit, .. } => Some(limit.to_string()),
                 ApiError::PayloadTooLarge { .. } => Some("body_limit".to_string()),
+                ApiError::TooManyJobs { .. } => Some("max_jobs_per_client".to_string()),
                 _ => None,
             },
             retry_after_s: match self {
                 ApiError::Overloaded { retry_after_s, .. } => Some(*retry_after_s),
                 ApiError::ShuttingDown => Some(1),
+                ApiError::TooManyJobs { retry_after_s, .. } => Some(*retry_after_s),
                 _ => None,
             },
         }
@@ -212,6 +235,12 @@ pub fn problem_response(problem: &Problem) -> Response {
     if let Some(s) = problem.retry_after_s {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"memplan\""),
+        );
     }
     resp
 }

@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod body_limit;
 pub mod config;
 pub mod error;
@@ -75,7 +76,7 @@ fn router_parts() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(routes::post_plan))
         .routes(routes!(routes::post_plan_bare))
-        .routes(routes!(routes::post_job))
+        .routes(routes!(routes::post_job, routes::list_jobs))
         .routes(routes!(routes::post_job_bare))
         .routes(routes!(routes::get_job, routes::delete_job))
         .routes(routes!(routes::job_events))
@@ -88,9 +89,61 @@ fn router_parts() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
+/// States the access control in the document: the bearer scheme, the requirement (a token, or
+/// none when the service has no token file) and a 401 answer on every operation but the
+/// health check's.
+fn with_access_control(
+    (router, mut doc): (Router<AppState>, utoipa::openapi::OpenApi),
+) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+    );
+    doc.security = Some(vec![
+        SecurityRequirement::new("bearer", Vec::<String>::new()),
+        SecurityRequirement::default(),
+    ]);
+    let unauthorized = ResponseBuilder::new()
+        .description(
+            "The service has a token file and the request has no valid \
+             `Authorization: Bearer` token",
+        )
+        .content(
+            error::PROBLEM_JSON,
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build();
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if path.as_str() == "/healthz" {
+            continue;
+        }
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            op.responses
+                .responses
+                .entry("401".to_string())
+                .or_insert_with(|| unauthorized.clone().into());
+        }
+    }
+    (router, doc)
+}
+
 /// The OpenAPI document.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    router_parts().1
+    with_access_control(router_parts()).1
 }
 
 /// The OpenAPI document as pretty JSON with a final newline (what `openapi/openapi.json`
@@ -109,7 +162,7 @@ pub fn openapi_json() -> &'static str {
 /// The application: every route, the Swagger UI, error fallbacks, limits, panic catching and
 /// metrics, over `service`.
 pub fn app(service: AppState) -> Router {
-    let (router, _) = router_parts();
+    let (router, _) = with_access_control(router_parts());
     let metrics = service.metrics().clone();
     router
         .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::from("/openapi.json")))
@@ -119,6 +172,8 @@ pub fn app(service: AppState) -> Router {
         .route_layer(from_fn(metrics::tag_route))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
+        // Access control covers every route, the fallbacks and the Swagger UI (but /healthz).
+        .layer(from_fn_with_state(service.clone(), auth::guard))
         .layer(DefaultBodyLimit::max(service.config().body_limit))
         .layer(CatchPanicLayer::custom(routes::panicked))
         .layer(from_fn_with_state(metrics, metrics::record))
@@ -135,6 +190,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = app(service.clone());
     let stopping = service.clone();
+    // The peer address identifies a client without a token (per-client limits).
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             signal.await;

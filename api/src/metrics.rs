@@ -6,6 +6,8 @@
 //!   template (`/v1/jobs/{id}`, never the id), `unmatched` for unknown paths;
 //! - `memplan_solve_seconds{kind}`: wall time of each solve (`plan`, `job`, `place`);
 //! - `memplan_cache_hits_total`, `memplan_jobs_finished_total{status}`;
+//! - `memplan_expired_total{kind}` (`jobs`, `plans`) and `memplan_expired_bytes_total`: what
+//!   the retention sweep deleted;
 //! - gauges sampled at scrape time: `memplan_queue_depth`, `memplan_running_solves`,
 //!   `memplan_running_jobs`, `memplan_workers`, `memplan_queue_capacity`.
 
@@ -67,6 +69,9 @@ struct Inner {
     solves: BTreeMap<&'static str, Histogram>,
     cache_hits: u64,
     jobs_finished: BTreeMap<&'static str, u64>,
+    expired_jobs: u64,
+    expired_plans: u64,
+    expired_bytes: u64,
 }
 
 /// The gauges, sampled when metrics are rendered.
@@ -143,6 +148,15 @@ impl Metrics {
         self.with(|m| *m.jobs_finished.entry(status).or_default() += 1)
     }
 
+    /// Counts what a retention sweep deleted.
+    pub fn expired(&self, e: &crate::store::Expired) {
+        self.with(|m| {
+            m.expired_jobs += e.jobs;
+            m.expired_plans += e.plans;
+            m.expired_bytes += e.bytes;
+        })
+    }
+
     /// Mean seconds per solve so far (None before the first).
     pub fn mean_solve_seconds(&self) -> Option<f64> {
         let mut out = None;
@@ -194,6 +208,13 @@ impl Metrics {
             for (status, n) in &m.jobs_finished {
                 let _ = writeln!(out, "memplan_jobs_finished_total{{status=\"{status}\"}} {n}");
             }
+            out.push_str("# HELP memplan_expired_total Finished jobs and stored plans deleted by retention.\n");
+            out.push_str("# TYPE memplan_expired_total counter\n");
+            let _ = writeln!(out, "memplan_expired_total{{kind=\"jobs\"}} {}", m.expired_jobs);
+            let _ = writeln!(out, "memplan_expired_total{{kind=\"plans\"}} {}", m.expired_plans);
+            out.push_str("# HELP memplan_expired_bytes_total Stored bytes freed by retention.\n");
+            out.push_str("# TYPE memplan_expired_bytes_total counter\n");
+            let _ = writeln!(out, "memplan_expired_bytes_total {}", m.expired_bytes);
         });
         for (name, help, v) in [
             (

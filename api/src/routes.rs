@@ -1,9 +1,10 @@
 //! The HTTP handlers, each documented for the OpenAPI document with `#[utoipa::path]`.
 
+use crate::auth::Client;
 use crate::error::{ApiError, Problem};
 use crate::model::{
-    CheckRequest, CheckResponse, GraphDoc, Health, JobView, PlaceQuery, PlaceRequest,
-    PlaceResponse, PlanDoc, PlanQuery, PlanRequest,
+    CheckRequest, CheckResponse, GraphDoc, Health, JobList, JobListQuery, JobView, PlaceQuery,
+    PlaceRequest, PlaceResponse, PlanDoc, PlanQuery, PlanRequest,
 };
 use crate::request::PlanInput;
 use crate::service::{AppState, PlaceBody};
@@ -12,7 +13,7 @@ use axum::extract::{FromRequest, Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 
 /// A request body read within the configured limit (413 beyond it).
 pub struct Body(pub Bytes);
@@ -189,19 +190,22 @@ pub async fn post_plan_bare(
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid graph or options, graph over a size limit, time limit over `max_time_limit`, or an unsupported option", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The client already has `max_jobs_per_client` queued or running jobs (see Retry-After)", body = Problem, content_type = "application/problem+json",
+         headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 503, description = "The queue is full (see Retry-After), or shutting down", body = Problem, content_type = "application/problem+json",
          headers(("Retry-After" = u64, description = "Seconds to wait")))
     )
 )]
 pub async fn post_job(
     State(svc): State<AppState>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
     Body(body): Body,
 ) -> Result<Response, ApiError> {
     require_json(&headers)?;
     no_query(query.as_deref(), "POST /v1/jobs", "POST /jobs")?;
-    job_response(svc.submit(PlanInput::Wrapped(body)).await?)
+    job_response(svc.submit(PlanInput::Wrapped(body), &client).await?)
 }
 
 /// Submit a planning job (bare graph body, options as query parameters).
@@ -221,18 +225,21 @@ pub async fn post_job(
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid graph, unknown query parameter or invalid option, graph over a size limit, or time limit over `max_time_limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The client already has `max_jobs_per_client` queued or running jobs (see Retry-After)", body = Problem, content_type = "application/problem+json",
+         headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 503, description = "The queue is full (see Retry-After), or shutting down", body = Problem, content_type = "application/problem+json",
          headers(("Retry-After" = u64, description = "Seconds to wait")))
     )
 )]
 pub async fn post_job_bare(
     State(svc): State<AppState>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
     Body(body): Body,
 ) -> Result<Response, ApiError> {
     require_json(&headers)?;
-    job_response(svc.submit(PlanInput::Bare { query, body }).await?)
+    job_response(svc.submit(PlanInput::Bare { query, body }, &client).await?)
 }
 
 fn job_response(view: JobView) -> Result<Response, ApiError> {
@@ -241,6 +248,32 @@ fn job_response(view: JobView) -> Result<Response, ApiError> {
         resp.headers_mut().insert(header::LOCATION, v);
     }
     Ok(resp)
+}
+
+/// List jobs, newest first.
+///
+/// Jobs with one of the given statuses (all when `status` is absent), newest first, `limit`
+/// per page; `next` is the URL of the following page (null on the last). Live jobs show their
+/// current state. Finished jobs are listed until retention deletes them.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs",
+    tag = "jobs",
+    params(JobListQuery),
+    responses(
+        (status = 200, description = "A page of jobs", body = JobList),
+        (status = 400, description = "The query string is malformed", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An unknown status, a limit out of range, a malformed cursor or an unknown parameter", body = Problem, content_type = "application/problem+json")
+    )
+)]
+pub async fn list_jobs(
+    State(svc): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<JobList>, ApiError> {
+    let q = JobListQuery::parse(query.as_deref().unwrap_or(""))?;
+    let (jobs, next) = svc.list(q.statuses()?, q.limit(), q.cursor()?).await?;
+    let next = next.map(|seq| q.next_url(seq));
+    Ok(Json(JobList { jobs, next }))
 }
 
 /// A job's status and progress.

@@ -14,8 +14,9 @@ use std::sync::{Mutex, MutexGuard};
 use thiserror::Error;
 
 /// Schema version stored in `PRAGMA user_version` (2: `jobs.plan_status`, the typed plan
-/// status of a job's progress; version-1 files are upgraded in place).
-const SCHEMA_VERSION: i64 = 2;
+/// status of a job's progress; 3: `jobs.client` and the stored size of every row,
+/// `jobs.bytes` and `plans.bytes`, for retention by bytes; older files are upgraded in place).
+const SCHEMA_VERSION: i64 = 3;
 
 /// A database failure.
 #[derive(Debug, Error)]
@@ -63,6 +64,10 @@ pub struct JobRow {
     pub error: Option<String>,
     /// Whether a plan is attached.
     pub has_plan: bool,
+    /// Who submitted it (token name or address; none for jobs from before version 3).
+    pub client: Option<String>,
+    /// Insertion order (the listing's cursor).
+    pub seq: i64,
 }
 
 /// A new job to insert.
@@ -84,6 +89,28 @@ pub struct NewJob<'a> {
     pub created_ms: u64,
     /// For a cache hit: the stored plan answering it, and its progress figures.
     pub cached_plan: Option<(i64, Progress)>,
+    /// Who submitted it.
+    pub client: &'a str,
+}
+
+/// What a retention sweep deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// Finished jobs deleted.
+    pub jobs: u64,
+    /// Plans deleted.
+    pub plans: u64,
+    /// Stored bytes freed.
+    pub bytes: u64,
+}
+
+/// A page of the job listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPage {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobRow>,
+    /// The `seq` to continue below, when more jobs match.
+    pub next: Option<i64>,
 }
 
 /// How a job ended.
@@ -116,7 +143,13 @@ fn to_u64(v: Option<i64>) -> Option<u64> {
 }
 
 const JOB_COLUMNS: &str = "id, key, status, graph_name, options, cached, attempts, created_ms, \
-     started_ms, finished_ms, stage, best_peak, lower_bound, elapsed_s, error, plan_id, plan_status";
+     started_ms, finished_ms, stage, best_peak, lower_bound, elapsed_s, error, plan_id, plan_status, \
+     client, seq";
+
+/// Byte length of a stored text, as counted for retention.
+fn len_i64(s: &str) -> i64 {
+    i64::try_from(s.len()).unwrap_or(i64::MAX)
+}
 
 /// The stored name of a plan status.
 fn status_name(s: Option<PlanStatus>) -> Option<&'static str> {
@@ -162,6 +195,8 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<(JobRow, String)> {
             },
             error: r.get(14)?,
             has_plan: plan_id.is_some(),
+            client: r.get(17)?,
+            seq: r.get(18)?,
         },
         status,
     ))
@@ -182,6 +217,12 @@ impl Store {
             None => Connection::open_in_memory()?,
         };
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let tables: i64 = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))?;
+        if tables == 0 {
+            // A new file: freed pages go back to the file system (retention shrinks the file).
+            // Set before anything is written, the journal mode included.
+            conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        }
         // WAL: readers do not block the writer; FULL: a commit is on disk when it returns.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
@@ -233,6 +274,22 @@ impl Store {
                  COMMIT;",
             )?;
         }
+        if version < 3 {
+            conn.execute_batch(
+                "BEGIN;
+                 ALTER TABLE jobs ADD COLUMN client TEXT;
+                 ALTER TABLE jobs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+                 ALTER TABLE plans ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+                 UPDATE jobs SET bytes = LENGTH(CAST(graph AS BLOB)) + LENGTH(CAST(options AS BLOB))
+                     + COALESCE(LENGTH(CAST(error AS BLOB)), 0);
+                 UPDATE plans SET bytes = LENGTH(CAST(plan AS BLOB));
+                 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs(finished_ms, seq);
+                 CREATE INDEX IF NOT EXISTS plans_created ON plans(created_ms, id);
+                 CREATE INDEX IF NOT EXISTS jobs_plan ON jobs(plan_id);
+                 PRAGMA user_version = 3;
+                 COMMIT;",
+            )?;
+        }
         Ok(Store {
             conn: Mutex::new(conn),
         })
@@ -251,35 +308,43 @@ impl Store {
     /// Inserts a job (durably).
     pub fn insert_job(&self, job: &NewJob<'_>) -> Result<(), StoreError> {
         let conn = self.conn()?;
-        let (plan_id, progress) = match &job.cached_plan {
-            Some((id, p)) => (Some(*id), p.clone()),
-            None => (None, Progress::default()),
+        insert_job_on(&conn, job)
+    }
+
+    /// Answers `job` from the newest plan stored for its key, if any: inserts it `done`,
+    /// pointing at that plan (progress from `progress_of` the plan's text), and returns its
+    /// row; `None` (nothing inserted) when no plan is stored. The lookup and the insertion
+    /// hold the connection together, so a newer plan cannot prune the one found in between.
+    pub fn insert_cached_job(
+        &self,
+        job: &NewJob<'_>,
+        progress_of: impl FnOnce(&str) -> Progress,
+    ) -> Result<Option<JobRow>, StoreError> {
+        let conn = self.conn()?;
+        let found: Option<(i64, String)> = conn
+            .query_row(
+                "SELECT id, plan FROM plans WHERE key = ?1 ORDER BY id DESC LIMIT 1",
+                [job.key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((plan_id, text)) = found else {
+            return Ok(None);
         };
-        let finished = job.status.is_terminal().then_some(to_i64(job.created_ms));
-        conn.execute(
-            "INSERT INTO jobs (id, key, status, graph_name, graph, options, cached, created_ms,
-                               finished_ms, stage, best_peak, lower_bound, elapsed_s, plan_id,
-                               plan_status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-            params![
-                job.id,
-                job.key,
-                job.status.as_str(),
-                job.graph_name,
-                job.graph,
-                job.options,
-                job.cached_plan.is_some() as i64,
-                to_i64(job.created_ms),
-                finished,
-                progress.stage,
-                progress.best_peak_bytes.map(to_i64),
-                progress.lower_bound_bytes.map(to_i64),
-                progress.elapsed_s,
-                plan_id,
-                status_name(progress.status),
-            ],
-        )?;
-        Ok(())
+        let job = NewJob {
+            status: JobStatus::Done,
+            cached_plan: Some((plan_id, progress_of(&text))),
+            ..job.clone()
+        };
+        insert_job_on(&conn, &job)?;
+        let row = conn
+            .query_row(
+                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
+                [job.id],
+                job_row,
+            )
+            .optional()?;
+        row.map(with_status).transpose()
     }
 
     /// Marks a queued job running (one more attempt); false when it is no longer queued.
@@ -315,7 +380,8 @@ impl Store {
         tx.execute(
             "UPDATE jobs SET status = ?2, finished_ms = ?3, stage = ?4, best_peak = ?5,
                  lower_bound = ?6, elapsed_s = ?7, error = ?8,
-                 plan_id = COALESCE(?9, plan_id), plan_status = ?10
+                 plan_id = COALESCE(?9, plan_id), plan_status = ?10,
+                 bytes = LENGTH(CAST(graph AS BLOB)) + LENGTH(CAST(options AS BLOB)) + ?11
              WHERE id = ?1",
             params![
                 id,
@@ -328,6 +394,7 @@ impl Store {
                 f.error,
                 plan_id,
                 status_name(f.progress.status),
+                f.error.as_deref().map_or(0, len_i64),
             ],
         )?;
         if let Some((Some(key), _)) = &f.plan {
@@ -421,6 +488,271 @@ impl Store {
         }
         Ok(out)
     }
+
+    /// Stored bytes: graphs, options and errors of jobs, and plans.
+    pub fn stored_bytes(&self) -> Result<u64, StoreError> {
+        let n: i64 = self.conn()?.query_row(
+            "SELECT (SELECT COALESCE(SUM(bytes), 0) FROM jobs)
+                  + (SELECT COALESCE(SUM(bytes), 0) FROM plans)",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Deletes finished jobs and plans finished or made before `now_ms - max_age`, then, while
+    /// more than `max_bytes` are stored, the oldest finished jobs and plans (a plan only once
+    /// no job points at it). Queued and running jobs are never deleted. Returns what went.
+    pub fn expire(
+        &self,
+        now_ms: u64,
+        retention: &crate::config::Retention,
+    ) -> Result<Expired, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction()?;
+        let mut out = Expired::default();
+        if let Some(age) = retention.max_age {
+            let age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
+            let cutoff = to_i64(now_ms.saturating_sub(age_ms));
+            let (bytes, jobs): (i64, i64) = tx.query_row(
+                "SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM jobs
+                 WHERE status IN ('done', 'failed', 'cancelled') AND finished_ms < ?1",
+                [cutoff],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            tx.execute(
+                "DELETE FROM jobs WHERE status IN ('done', 'failed', 'cancelled')
+                     AND finished_ms < ?1",
+                [cutoff],
+            )?;
+            let (pbytes, plans): (i64, i64) = tx.query_row(
+                "SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM plans WHERE created_ms < ?1
+                     AND id NOT IN (SELECT plan_id FROM jobs WHERE plan_id IS NOT NULL)",
+                [cutoff],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            tx.execute(
+                "DELETE FROM plans WHERE created_ms < ?1
+                     AND id NOT IN (SELECT plan_id FROM jobs WHERE plan_id IS NOT NULL)",
+                [cutoff],
+            )?;
+            out.jobs += u64::try_from(jobs).unwrap_or(0);
+            out.plans += u64::try_from(plans).unwrap_or(0);
+            out.bytes += u64::try_from(bytes + pbytes).unwrap_or(0);
+        }
+        if let Some(max) = retention.max_bytes {
+            expire_bytes(&tx, to_i64(max), &mut out)?;
+        }
+        tx.commit()?;
+        if out.jobs + out.plans > 0 {
+            // Give the freed pages back to the file system (files made before version 3 keep
+            // them for reuse instead).
+            // (The pragma frees one page per step: step it to the end.)
+            let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
+            let mut rows = stmt.query([])?;
+            while rows.next()?.is_some() {}
+        }
+        Ok(out)
+    }
+
+    /// Jobs with one of `statuses` (all when empty), newest first, at most `limit`, below
+    /// `before` (a `seq` from the previous page's `next`).
+    pub fn list_jobs(
+        &self,
+        statuses: &[JobStatus],
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<JobPage, StoreError> {
+        let conn = self.conn()?;
+        let names: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+        let filter = if names.is_empty() {
+            String::new()
+        } else {
+            // The names are this crate's own constants, never the client's text.
+            let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+            format!("AND status IN ({})", quoted.join(", "))
+        };
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE seq < ?1 {filter} ORDER BY seq DESC LIMIT ?2"
+        ))?;
+        let take = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![before.unwrap_or(i64::MAX), take], job_row)?;
+        let mut jobs = Vec::new();
+        for r in rows {
+            jobs.push(with_status(r?)?);
+        }
+        let next = if jobs.len() > limit {
+            jobs.truncate(limit);
+            jobs.last().map(|j| j.seq)
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next })
+    }
+
+    /// SQLite's own consistency check: `ok`, or the problems it found.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare("PRAGMA integrity_check")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        let mut lines = Vec::new();
+        for r in rows {
+            lines.push(r?);
+        }
+        Ok(lines.join("\n"))
+    }
+}
+
+/// A candidate of retention by bytes: a finished job or a plan, in age order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Item {
+    /// (finished_ms, seq): jobs go before the plans of the same instant (their own).
+    Job(i64, i64),
+    /// (created_ms, id).
+    Plan(i64, i64),
+}
+
+impl Item {
+    fn key(self) -> (i64, u8, i64) {
+        match self {
+            Item::Job(t, seq) => (t, 0, seq),
+            Item::Plan(t, id) => (t, 1, id),
+        }
+    }
+}
+
+/// Deletes the oldest finished jobs and unreferenced plans while more than `max` bytes are
+/// stored.
+fn expire_bytes(
+    tx: &rusqlite::Transaction<'_>,
+    max: i64,
+    out: &mut Expired,
+) -> Result<(), StoreError> {
+    let mut total: i64 = tx.query_row(
+        "SELECT (SELECT COALESCE(SUM(bytes), 0) FROM jobs)
+              + (SELECT COALESCE(SUM(bytes), 0) FROM plans)",
+        [],
+        |r| r.get(0),
+    )?;
+    if total <= max {
+        return Ok(());
+    }
+    let mut items: Vec<(Item, i64, Option<i64>)> = Vec::new();
+    {
+        let mut stmt = tx.prepare(
+            "SELECT finished_ms, seq, bytes, plan_id FROM jobs
+             WHERE status IN ('done', 'failed', 'cancelled')",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                Item::Job(r.get::<_, Option<i64>>(0)?.unwrap_or(0), r.get(1)?),
+                r.get(2)?,
+                r.get(3)?,
+            ))
+        })?;
+        for r in rows {
+            items.push(r?);
+        }
+        let mut stmt = tx.prepare("SELECT created_ms, id, bytes FROM plans")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((Item::Plan(r.get(0)?, r.get(1)?), r.get(2)?, None))
+        })?;
+        for r in rows {
+            items.push(r?);
+        }
+    }
+    items.sort_by_key(|(item, _, _)| item.key());
+    // References to each plan from any job, unfinished ones included.
+    let mut refs: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+    {
+        let mut stmt = tx.prepare(
+            "SELECT plan_id, COUNT(*) FROM jobs WHERE plan_id IS NOT NULL GROUP BY plan_id",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+        for r in rows {
+            let (id, n) = r?;
+            refs.insert(id, n);
+        }
+    }
+    let plan_bytes: std::collections::HashMap<i64, i64> = items
+        .iter()
+        .filter_map(|(item, bytes, _)| match item {
+            Item::Plan(_, id) => Some((*id, *bytes)),
+            Item::Job(..) => None,
+        })
+        .collect();
+    let mut skipped: std::collections::HashSet<i64> = std::collections::HashSet::new();
+    let delete_plan = |id: i64, total: &mut i64, out: &mut Expired| -> Result<(), StoreError> {
+        tx.execute("DELETE FROM plans WHERE id = ?1", [id])?;
+        *total -= plan_bytes.get(&id).copied().unwrap_or(0);
+        out.plans += 1;
+        out.bytes += u64::try_from(plan_bytes.get(&id).copied().unwrap_or(0)).unwrap_or(0);
+        Ok(())
+    };
+    for (item, bytes, plan_id) in items {
+        if total <= max {
+            break;
+        }
+        match item {
+            Item::Job(_, seq) => {
+                tx.execute("DELETE FROM jobs WHERE seq = ?1", [seq])?;
+                total -= bytes;
+                out.jobs += 1;
+                out.bytes += u64::try_from(bytes).unwrap_or(0);
+                if let Some(pid) = plan_id {
+                    let n = refs.entry(pid).or_insert(1);
+                    *n -= 1;
+                    // An older plan passed over while this job held it goes now.
+                    if *n <= 0 && skipped.remove(&pid) {
+                        delete_plan(pid, &mut total, out)?;
+                    }
+                }
+            }
+            Item::Plan(_, id) => {
+                if refs.get(&id).copied().unwrap_or(0) > 0 {
+                    skipped.insert(id);
+                } else {
+                    delete_plan(id, &mut total, out)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Inserts a job on `conn` (see [`Store::insert_job`]).
+fn insert_job_on(conn: &Connection, job: &NewJob<'_>) -> Result<(), StoreError> {
+    let (plan_id, progress) = match &job.cached_plan {
+        Some((id, p)) => (Some(*id), p.clone()),
+        None => (None, Progress::default()),
+    };
+    let finished = job.status.is_terminal().then_some(to_i64(job.created_ms));
+    conn.execute(
+        "INSERT INTO jobs (id, key, status, graph_name, graph, options, cached, created_ms,
+                           finished_ms, stage, best_peak, lower_bound, elapsed_s, plan_id,
+                           plan_status, client, bytes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+        params![
+            job.id,
+            job.key,
+            job.status.as_str(),
+            job.graph_name,
+            job.graph,
+            job.options,
+            job.cached_plan.is_some() as i64,
+            to_i64(job.created_ms),
+            finished,
+            progress.stage,
+            progress.best_peak_bytes.map(to_i64),
+            progress.lower_bound_bytes.map(to_i64),
+            progress.elapsed_s,
+            plan_id,
+            status_name(progress.status),
+            job.client,
+            len_i64(job.graph) + len_i64(job.options),
+        ],
+    )?;
+    Ok(())
 }
 
 fn insert_plan(
@@ -430,8 +762,8 @@ fn insert_plan(
     now_ms: u64,
 ) -> Result<i64, StoreError> {
     tx.execute(
-        "INSERT INTO plans (key, plan, created_ms) VALUES (?1, ?2, ?3)",
-        params![key, plan, to_i64(now_ms)],
+        "INSERT INTO plans (key, plan, created_ms, bytes) VALUES (?1, ?2, ?3, ?4)",
+        params![key, plan, to_i64(now_ms), len_i64(plan)],
     )?;
     Ok(tx.last_insert_rowid())
 }
@@ -461,6 +793,7 @@ mod tests {
             options: "{}",
             created_ms: 1,
             cached_plan: None,
+            client: "c",
         }
     }
 
@@ -593,5 +926,200 @@ mod tests {
             Store::open(Some(&path)),
             Err(StoreError::TooNew(99))
         ));
+    }
+
+    fn done(s: &Store, id: &str, key: Option<&str>, at: u64, plan: &str) {
+        s.mark_running(id, at).unwrap();
+        s.finish(
+            id,
+            &Finish {
+                status: JobStatus::Done,
+                finished_ms: at,
+                progress: Progress::default(),
+                plan: Some((key.map(str::to_string), plan.to_string())),
+                error: None,
+            },
+        )
+        .unwrap();
+    }
+
+    fn ids(s: &Store) -> Vec<String> {
+        let mut v: Vec<String> = s
+            .list_jobs(&[], 100, None)
+            .unwrap()
+            .jobs
+            .into_iter()
+            .map(|j| j.id)
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn plan_count(s: &Store) -> i64 {
+        s.conn()
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM plans", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn retention_by_age_deletes_old_finished_jobs_and_their_plans_but_no_unfinished_job() {
+        let s = Store::open(None).unwrap();
+        for (id, at) in [("old", 1_000), ("new", 9_000)] {
+            s.insert_job(&job(id, id)).unwrap();
+            done(&s, id, Some(id), at, "PLAN");
+        }
+        s.insert_job(&job("queued", "q")).unwrap();
+        let r = crate::config::Retention {
+            max_age: Some(std::time::Duration::from_secs(5)),
+            max_bytes: None,
+        };
+        let e = s.expire(10_000, &r).unwrap();
+        assert_eq!((e.jobs, e.plans), (1, 1));
+        assert_eq!(ids(&s), ["new", "queued"]);
+        assert!(s.cached_plan("old").unwrap().is_none());
+        assert!(s.cached_plan("new").unwrap().is_some());
+        // Much later, the queued job is still there.
+        s.expire(1_000_000, &r).unwrap();
+        assert_eq!(ids(&s), ["queued"]);
+        assert_eq!(plan_count(&s), 0);
+    }
+
+    #[test]
+    fn retention_by_bytes_deletes_oldest_first_until_under_the_limit() {
+        let s = Store::open(None).unwrap();
+        let big = "P".repeat(10_000);
+        for (i, id) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            s.insert_job(&job(id, id)).unwrap();
+            done(&s, id, Some(id), 1_000 * (i as u64 + 1), &big);
+        }
+        let before = s.stored_bytes().unwrap();
+        assert!(before > 40_000, "{before}");
+        let r = crate::config::Retention {
+            max_age: None,
+            max_bytes: Some(25_000),
+        };
+        let e = s.expire(5_000, &r).unwrap();
+        assert_eq!(ids(&s), ["c", "d"], "a and b, the oldest, went");
+        assert_eq!((e.jobs, e.plans), (2, 2));
+        assert_eq!(before - s.stored_bytes().unwrap(), e.bytes);
+        assert!(s.stored_bytes().unwrap() <= 25_000);
+    }
+
+    #[test]
+    fn a_plan_still_answering_a_newer_job_is_kept_until_that_job_goes() {
+        let s = Store::open(None).unwrap();
+        s.insert_job(&job("first", "k")).unwrap();
+        done(&s, "first", Some("k"), 1_000, &"P".repeat(5_000));
+        // A cache hit much later points at the same plan.
+        let (plan_id, _) = s.cached_plan("k").unwrap().unwrap();
+        s.insert_job(&NewJob {
+            status: JobStatus::Done,
+            created_ms: 8_000,
+            cached_plan: Some((plan_id, Progress::default())),
+            ..job("hit", "k")
+        })
+        .unwrap();
+        let r = crate::config::Retention {
+            max_age: Some(std::time::Duration::from_secs(5)),
+            max_bytes: None,
+        };
+        s.expire(9_000, &r).unwrap();
+        assert_eq!(ids(&s), ["hit"]);
+        assert_eq!(s.job_plan("hit").unwrap().map(|p| p.len()), Some(5_000));
+        // By bytes: the hit job goes first, then its (older) plan at once.
+        let r = crate::config::Retention {
+            max_age: None,
+            max_bytes: Some(1),
+        };
+        let e = s.expire(9_000, &r).unwrap();
+        assert_eq!((e.jobs, e.plans), (1, 1));
+        assert_eq!(plan_count(&s), 0);
+    }
+
+    #[test]
+    fn retention_gives_freed_pages_back_to_the_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite3");
+        let s = Store::open(Some(&path)).unwrap();
+        let big = "P".repeat(200_000);
+        for i in 0..20 {
+            let id = format!("j{i}");
+            s.insert_job(&job(&id, &id)).unwrap();
+            done(&s, &id, Some(&id), 1_000, &big);
+        }
+        let checkpoint = |s: &Store| {
+            s.conn()
+                .unwrap()
+                .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+                .unwrap()
+        };
+        checkpoint(&s);
+        let full = std::fs::metadata(&path).unwrap().len();
+        let r = crate::config::Retention {
+            max_age: Some(std::time::Duration::from_secs(1)),
+            max_bytes: None,
+        };
+        s.expire(10_000, &r).unwrap();
+        checkpoint(&s);
+        let after = std::fs::metadata(&path).unwrap().len();
+        assert!(full > 3_000_000, "{full}");
+        assert!(after * 10 < full, "the file kept {after} of {full} bytes");
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    #[test]
+    fn the_listing_pages_newest_first_and_filters_by_status() {
+        let s = Store::open(None).unwrap();
+        for i in 0..5 {
+            let id = format!("j{i}");
+            s.insert_job(&job(&id, "k")).unwrap();
+            if i % 2 == 0 {
+                done(&s, &id, None, 10, "P");
+            }
+        }
+        let p1 = s.list_jobs(&[JobStatus::Done], 2, None).unwrap();
+        let names: Vec<&str> = p1.jobs.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(names, ["j4", "j2"]);
+        let p2 = s.list_jobs(&[JobStatus::Done], 2, p1.next).unwrap();
+        let names: Vec<&str> = p2.jobs.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(names, ["j0"]);
+        assert_eq!(p2.next, None);
+        let queued = s.list_jobs(&[JobStatus::Queued], 10, None).unwrap();
+        assert_eq!(queued.jobs.len(), 2);
+        assert_eq!(queued.jobs[0].client.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn a_cached_job_points_at_the_newest_plan_even_while_newer_plans_prune_older_ones() {
+        let s = std::sync::Arc::new(Store::open(None).unwrap());
+        assert!(s
+            .insert_cached_job(&job("miss", "k"), |_| Progress::default())
+            .unwrap()
+            .is_none());
+        assert!(s.job("miss").unwrap().is_none(), "a miss inserts nothing");
+        s.put_plan("k", "P0", 1).unwrap();
+        let writer = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..300 {
+                    s.put_plan("k", &format!("P{i}"), 2 + i).unwrap();
+                }
+            })
+        };
+        for i in 0..300 {
+            let id = format!("hit{i}");
+            let row = s
+                .insert_cached_job(&job(&id, "k"), |text| Progress {
+                    stage: Some(text.to_string()),
+                    ..Progress::default()
+                })
+                .unwrap()
+                .unwrap();
+            assert_eq!(row.status, JobStatus::Done);
+            assert!(row.cached && row.has_plan);
+            assert_eq!(s.job_plan(&id).unwrap(), row.progress.stage);
+        }
+        writer.join().unwrap();
     }
 }

@@ -271,6 +271,7 @@ fn row<'a>(id: &'a str, graph: &'a str, options: &'a str) -> NewJob<'a> {
         options,
         created_ms: 1,
         cached_plan: None,
+        client: "test",
     }
 }
 
@@ -299,7 +300,8 @@ async fn after_a_crash_queued_and_running_jobs_resume_or_fail_with_the_reason() 
             "finished",
             &Finish {
                 status: JobStatus::Failed,
-                finished_ms: 5,
+                // Recent: the retention keeps it.
+                finished_ms: memplan_api::service::now_ms(),
                 progress: Progress::default(),
                 plan: None,
                 error: Some("{}".into()),

@@ -343,6 +343,25 @@ pub struct ServeArgs {
     /// for the next start.
     #[arg(long, default_value_t = config::DEFAULT_SHUTDOWN_GRACE_S)]
     pub shutdown_grace: f64,
+    /// Bearer tokens, one per line (`TOKEN` or `NAME TOKEN`; `#` comments): every endpoint
+    /// but /healthz then needs `Authorization: Bearer TOKEN` (401 otherwise).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Serve without tokens on an address other machines can reach (refused otherwise).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Largest number of queued and running jobs of one client (a token's name, else an
+    /// address); more is answered 429.
+    #[arg(long, default_value_t = config::DEFAULT_MAX_JOBS_PER_CLIENT)]
+    pub max_jobs_per_client: usize,
+    /// How long finished jobs and stored plans are kept, and how many bytes they may take,
+    /// oldest deleted first: an age (30d, 12h, 45m, 90s), a size (1GiB, 500MB, 1048576B),
+    /// both (`30d,1GiB`), or `none`.
+    #[arg(long, default_value = config::DEFAULT_RETENTION)]
+    pub retention: String,
+    /// Seconds between two retention sweeps.
+    #[arg(long, default_value_t = config::DEFAULT_RETENTION_SWEEP_S)]
+    pub retention_sweep: f64,
 }
 
 /// The `--strategy` values.

@@ -206,6 +206,177 @@ fn sigterm_stops_the_service_gracefully_and_the_interrupted_job_runs_after_a_res
     );
 }
 
+/// One HTTP/1.1 request that may fail (the server may be gone): (status, body).
+fn try_http(addr: &str, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "no HTTP response");
+    let (head, rest) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(bad)?;
+    Ok((status, rest.to_string()))
+}
+
+#[test]
+fn a_kill_9_in_a_stream_of_writes_loses_no_accepted_job_and_leaves_the_database_intact() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memplan.db");
+    let flags = [
+        "--workers",
+        "2",
+        "--queue",
+        "100000",
+        "--max-jobs-per-client",
+        "100000",
+    ];
+    let mut accepted: Vec<String> = Vec::new();
+    // Three kills at different moments, each in the middle of submissions and job writes.
+    for (round, after_ms) in [700u64, 1_300, 2_100].into_iter().enumerate() {
+        let s = start(&db, &flags);
+        let ids = Arc::new(Mutex::new(Vec::<String>::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (addr, ids, stop) = (s.addr.clone(), ids.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut i = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        let mut g = sample_json();
+                        g["name"] = json!(format!("r{round}-w{w}-{i}"));
+                        let body = json!({"graph": g, "options": {"strategy": "heuristic", "cache": false}});
+                        match try_http(&addr, "POST", "/v1/jobs", &body.to_string()) {
+                            Ok((202, text)) => {
+                                let v: Value = serde_json::from_str(&text).unwrap();
+                                ids.lock().unwrap().push(v["id"].as_str().unwrap().to_string());
+                            }
+                            Ok((status, text)) => panic!("job refused: {status} {text}"),
+                            // The server was killed under this request.
+                            Err(_) => return,
+                        }
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(after_ms));
+        drop(s); // SIGKILL in the middle of the stream
+        stop.store(true, Ordering::SeqCst);
+        for w in writers {
+            w.join().unwrap();
+        }
+        let ids = ids.lock().unwrap().clone();
+        assert!(
+            ids.len() >= 5,
+            "round {round}: only {} jobs before the kill",
+            ids.len()
+        );
+        accepted.extend(ids);
+        // The file is consistent and holds every job that was answered 202.
+        let store = memplan_api::store::Store::open(Some(&db)).unwrap();
+        assert_eq!(store.integrity_check().unwrap(), "ok", "round {round}");
+        for id in &accepted {
+            assert!(
+                store.job(id).unwrap().is_some(),
+                "round {round}: accepted job {id} lost"
+            );
+        }
+    }
+    // After a last restart every accepted job completes.
+    let s = start(&db, &flags);
+    for id in &accepted {
+        let v = wait(&s, id, |st| st == "done" || st == "failed");
+        assert_eq!(v["status"], "done", "{v}");
+    }
+}
+
+/// Runs `memplan serve` expecting it to refuse to start: its stderr.
+fn refused(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .arg("serve")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "serve {args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn serve_refuses_a_public_address_without_tokens_unless_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memplan.db");
+    let db_arg = db.to_str().unwrap();
+    let err = refused(&["--addr", "0.0.0.0:0", "--db", db_arg]);
+    assert!(
+        err.contains("refusing to listen on 0.0.0.0:0") && err.contains("--token-file"),
+        "{err}"
+    );
+    // --insecure starts it anyway (on all interfaces; the test talks to it over loopback).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(["serve", "--addr", "0.0.0.0:0", "--insecure", "--db", db_arg])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    assert!(line.contains("listening on http://0.0.0.0:"), "{line}");
+    assert!(line.contains("no access control"), "{line}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn with_a_token_file_the_service_needs_a_bearer_token_and_a_bad_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memplan.db");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "ci  ci-token-5b9e1c7a3f2d\n").unwrap();
+    let s = start(&db, &["--token-file", tokens.to_str().unwrap()]);
+    let (status, _) = http(&s.addr, "GET", "/healthz", "");
+    assert_eq!(status, 200);
+    let (status, body) = http(&s.addr, "GET", "/v1/jobs", "");
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("bearer token"), "{body}");
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    write!(
+        c,
+        "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ci-token-5b9e1c7a3f2d\r\n\
+         Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    c.read_to_string(&mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    drop(s);
+    // A token file with a weak token: refused at start, naming the line, never the token.
+    std::fs::write(&tokens, "# ok\nshort\n").unwrap();
+    let err = refused(&[
+        "--db",
+        db.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("token file line 2") && !err.contains("short"),
+        "{err}"
+    );
+    let err = refused(&["--db", db.to_str().unwrap(), "--retention", "7w"]);
+    assert!(err.contains("unknown unit"), "{err}");
+}
+
 /// The instructions of a Dockerfile, continuation lines joined.
 fn instructions(dockerfile: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -142,3 +142,108 @@ pub struct JobView {
     /// Related resources.
     pub links: JobLinks,
 }
+
+/// Largest page of `GET /v1/jobs`.
+pub const MAX_LIST_LIMIT: u32 = 1000;
+/// Default page size of `GET /v1/jobs`.
+pub const DEFAULT_LIST_LIMIT: u32 = 100;
+
+/// Query of `GET /v1/jobs`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct JobListQuery {
+    /// Statuses to list, comma-separated (`queued`, `running`, `done`, `failed`,
+    /// `cancelled`); all when absent.
+    #[param(
+        pattern = r"^(queued|running|done|failed|cancelled)(,(queued|running|done|failed|cancelled))*$",
+        example = "queued,running"
+    )]
+    pub status: Option<String>,
+    /// Jobs per page (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+    /// Where to continue: the `cursor` of the previous page's `next` URL.
+    #[param(pattern = r"^[0-9]{1,18}$")]
+    pub cursor: Option<String>,
+}
+
+impl JobListQuery {
+    /// Parses a query string (unknown parameters are refused).
+    pub fn parse(query: &str) -> Result<JobListQuery, crate::ApiError> {
+        serde_urlencoded::from_str(query)
+            .map_err(|e| crate::ApiError::request(format!("GET /v1/jobs query: {e}")))
+    }
+
+    /// The statuses asked for (empty: all).
+    pub fn statuses(&self) -> Result<Vec<JobStatus>, crate::ApiError> {
+        let Some(list) = &self.status else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for name in list.split(',') {
+            let s = JobStatus::from_name(name).ok_or_else(|| {
+                crate::ApiError::request(format!(
+                    "unknown job status {name:?} in `status` (queued, running, done, failed, \
+                     cancelled)"
+                ))
+            })?;
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The page size.
+    pub fn limit(&self) -> usize {
+        self.limit
+            .unwrap_or(DEFAULT_LIST_LIMIT)
+            .clamp(1, MAX_LIST_LIMIT) as usize
+    }
+
+    /// Checks the limit, and reads the cursor.
+    pub fn cursor(&self) -> Result<Option<i64>, crate::ApiError> {
+        if let Some(l) = self.limit {
+            if !(1..=MAX_LIST_LIMIT).contains(&l) {
+                return Err(crate::ApiError::request(format!(
+                    "`limit` is {l}; it is between 1 and {MAX_LIST_LIMIT}"
+                )));
+            }
+        }
+        let Some(c) = &self.cursor else {
+            return Ok(None);
+        };
+        let ok = !c.is_empty() && c.len() <= 18 && c.bytes().all(|b| b.is_ascii_digit());
+        match c.parse::<i64>() {
+            Ok(v) if ok => Ok(Some(v)),
+            _ => Err(crate::ApiError::request(format!(
+                "`cursor` {c:?} is not a cursor from a `next` URL"
+            ))),
+        }
+    }
+
+    /// The URL of the page after the job with insertion number `seq`.
+    pub fn next_url(&self, seq: i64) -> String {
+        let mut url = String::from("/v1/jobs?");
+        if let Some(s) = &self.status {
+            url.push_str(&format!("status={s}&"));
+        }
+        url.push_str(&format!("limit={}&cursor={seq}", self.limit()));
+        url
+    }
+}
+
+fn example_job_list() -> Value {
+    json!({"jobs": [example_job()], "next": "/v1/jobs?status=running&limit=1&cursor=41"})
+}
+
+/// A page of jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(examples(example_job_list))]
+pub struct JobList {
+    /// The jobs, newest first.
+    pub jobs: Vec<JobView>,
+    /// The next page's URL; null on the last page.
+    pub next: Option<String>,
+}

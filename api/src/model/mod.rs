@@ -25,7 +25,10 @@ pub use documents::{
     PlanStatsDoc, TensorDoc, TensorKindDoc, WeightSlotDoc,
 };
 pub use health::Health;
-pub use jobs::{JobLinks, JobStatus, JobView, Progress};
+pub use jobs::{
+    JobLinks, JobList, JobListQuery, JobStatus, JobView, Progress, DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+};
 pub use names::{
     BudgetValue, ConvAlgoName, OrderName, PlanStatusName, RewriteName, SpillStrategyName,
     StrategyName,

@@ -91,7 +91,7 @@ impl Service {
     }
 
     /// Seconds until a place is likely free: the mean solve time times the waiting rounds.
-    fn retry_after(&self, in_system: usize) -> u64 {
+    pub(super) fn retry_after(&self, in_system: usize) -> u64 {
         let mean = self.metrics.mean_solve_seconds().unwrap_or(1.0);
         let rounds = (in_system + 1) as f64 / self.config.workers as f64;
         (mean * rounds).ceil().clamp(1.0, 60.0) as u64

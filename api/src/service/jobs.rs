@@ -2,11 +2,13 @@
 //! (`GET /v1/jobs/{id}`), cancelling it (`DELETE /v1/jobs/{id}`) and reading its plan
 //! (`GET /v1/jobs/{id}/plan`); the jobs live in this process and their views.
 
+use super::clients::ClientSlot;
 use super::{now_ms, Service};
+use crate::auth::Client;
 use crate::error::{ApiError, Problem};
 use crate::model::{JobLinks, JobStatus, JobView, Progress, ResolvedOptions};
 use crate::request::{self, Mode, PlanInput};
-use crate::store::{Finish, JobRow, NewJob};
+use crate::store::{Finish, JobPage, JobRow, NewJob};
 use memplan::{CancelToken, PlanStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,6 +25,8 @@ pub(super) struct LiveJob {
     /// Its solve has started (a cancelled job's best plan is then on its way).
     pub(super) solving: AtomicBool,
     pub(super) state: watch::Sender<JobView>,
+    /// Its client's place (per-client limit), given back when the job is dropped.
+    _slot: Option<ClientSlot>,
 }
 
 fn links(id: &str) -> JobLinks {
@@ -97,7 +101,12 @@ impl Service {
         self.live.lock().ok()?.get(id).cloned()
     }
 
-    pub(super) fn register(&self, view: JobView, key: String) -> Arc<LiveJob> {
+    pub(super) fn register(
+        &self,
+        view: JobView,
+        key: String,
+        slot: Option<ClientSlot>,
+    ) -> Arc<LiveJob> {
         let id = view.id.clone();
         let (state, _) = watch::channel(view);
         let live = Arc::new(LiveJob {
@@ -107,6 +116,7 @@ impl Service {
             interrupted: AtomicBool::new(false),
             solving: AtomicBool::new(false),
             state,
+            _slot: slot,
         });
         if let Ok(mut map) = self.live.lock() {
             map.insert(live.id.clone(), live.clone());
@@ -120,38 +130,31 @@ impl Service {
         }
     }
 
-    /// `POST /v1/jobs` and `POST /jobs`: accepts a job (durably) and starts its runner; a job
-    /// answered from a stored plan is done at once.
-    pub async fn submit(self: &Arc<Self>, input: PlanInput) -> Result<JobView, ApiError> {
+    /// `POST /v1/jobs` and `POST /jobs`: accepts a job of `client` (durably) and starts its
+    /// runner; a job answered from a stored plan is done at once.
+    pub async fn submit(
+        self: &Arc<Self>,
+        input: PlanInput,
+        client: &Client,
+    ) -> Result<JobView, ApiError> {
         let config = self.config.clone();
-        let p = tokio::task::spawn_blocking(move || request::prepare(&input, &config, Mode::Job))
-            .await??;
+        let p = self
+            .light(move || request::prepare(&input, &config, Mode::Job))
+            .await?;
         let id = uuid::Uuid::new_v4().to_string();
         let options =
             serde_json::to_string(&p.options).map_err(|e| ApiError::Internal(e.to_string()))?;
         let graph_name = p.graph.name.clone();
         let created = now_ms();
-        let cached = if p.options.cache {
-            let key = p.key.clone();
-            self.db(move |s| s.cached_plan(&key)).await?
-        } else {
-            None
-        };
-        let ticket = match cached {
-            Some(_) => None,
-            None => Some(self.admit()?),
-        };
-        let status = if cached.is_some() {
-            JobStatus::Done
-        } else {
-            JobStatus::Queued
-        };
-        let cached_plan = cached.map(|(plan_id, text)| (plan_id, progress_of_text(&text)));
-        let row = {
-            let (id, key, graph_json) = (id.clone(), p.key.clone(), p.graph_json);
-            let graph_name = graph_name.clone();
-            self.db(move |s| {
-                s.insert_job(&NewJob {
+        let (key, graph_json) = (p.key.clone(), Arc::new(p.graph_json));
+        let (graph_name, client_name) = (Arc::new(graph_name), Arc::new(client.0.clone()));
+        let options = Arc::new(options);
+        let insert = |status: JobStatus| {
+            let (id, key, graph_json) = (id.clone(), key.clone(), graph_json.clone());
+            let (graph_name, client_name, options) =
+                (graph_name.clone(), client_name.clone(), options.clone());
+            move |s: &crate::store::Store, cached: bool| {
+                let job = NewJob {
                     id: &id,
                     key: &key,
                     status,
@@ -159,16 +162,39 @@ impl Service {
                     graph: &graph_json,
                     options: &options,
                     created_ms: created,
-                    cached_plan,
-                })?;
+                    cached_plan: None,
+                    client: &client_name,
+                };
+                if cached {
+                    return s.insert_cached_job(&job, progress_of_text);
+                }
+                s.insert_job(&job)?;
                 s.job(&id)
-            })
-            .await?
-            .ok_or_else(|| ApiError::Internal("job vanished after insertion".into()))?
+            }
+        };
+        // A stored plan answers at once (looked up and pointed at in one step).
+        let hit = if p.options.cache {
+            let f = insert(JobStatus::Done);
+            self.db(move |s| f(s, true)).await?
+        } else {
+            None
+        };
+        let (row, ticket, slot) = match hit {
+            Some(row) => (row, None, None),
+            None => {
+                let slot = self.client_slot(client)?;
+                let ticket = self.admit()?;
+                let f = insert(JobStatus::Queued);
+                let row = self
+                    .db(move |s| f(s, false))
+                    .await?
+                    .ok_or_else(|| ApiError::Internal("job vanished after insertion".into()))?;
+                (row, Some(ticket), Some(slot))
+            }
         };
         let view = view_of(&row);
         if let Some(ticket) = ticket {
-            let live = self.register(view.clone(), p.key);
+            let live = self.register(view.clone(), p.key, slot);
             tokio::spawn(self.clone().run_job(live, ticket));
         } else {
             self.metrics.cache_hit();
@@ -192,6 +218,27 @@ impl Service {
             Some(row) => Ok(view_of(&row)),
             None => Err(ApiError::NotFound(format!("no job {id:?}"))),
         }
+    }
+
+    /// `GET /v1/jobs`: jobs with one of `statuses` (all when empty), newest first, `limit` per
+    /// page, continuing below the `before` cursor; live jobs show their current state.
+    pub async fn list(
+        &self,
+        statuses: Vec<JobStatus>,
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<(Vec<JobView>, Option<i64>), ApiError> {
+        let JobPage { jobs, next } = self
+            .db(move |s| s.list_jobs(&statuses, limit, before))
+            .await?;
+        let views = jobs
+            .iter()
+            .map(|row| match self.live_job(&row.id) {
+                Some(live) => live.state.borrow().clone(),
+                None => view_of(row),
+            })
+            .collect();
+        Ok((views, next))
     }
 
     /// `DELETE /v1/jobs/{id}`: cancels a queued or running job.

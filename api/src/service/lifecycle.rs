@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::model::{JobStatus, Progress};
-use crate::store::{Finish, Store, StoreError};
+use crate::store::{Expired, Finish, Store, StoreError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,6 +51,7 @@ impl Service {
             .await
             .map_err(|e| StartError::Config(e.to_string()))??;
         let (shutdown, _) = watch::channel(false);
+        let light_places = config.workers.saturating_mul(2).max(2);
         let svc = Arc::new(Service {
             slots: Arc::new(Semaphore::new(config.workers)),
             config,
@@ -59,10 +60,43 @@ impl Service {
             counters: Arc::default(),
             accepting: AtomicBool::new(true),
             live: Mutex::default(),
+            clients: Arc::default(),
+            light: Arc::new(Semaphore::new(light_places)),
+            db_gate: Arc::new(Semaphore::new(super::DB_PLACES)),
             shutdown,
         });
         svc.recover().await?;
+        svc.expire()
+            .await
+            .map_err(|e| StartError::Config(e.to_string()))?;
+        tokio::spawn(svc.clone().retention_loop());
         Ok(svc)
+    }
+
+    /// Deletes what the retention allows now (see [`crate::store::Store::expire`]).
+    pub async fn expire(&self) -> Result<Expired, ApiError> {
+        let retention = self.config.retention;
+        if retention.max_age.is_none() && retention.max_bytes.is_none() {
+            return Ok(Expired::default());
+        }
+        let out = self.db(move |s| s.expire(now_ms(), &retention)).await?;
+        self.metrics.expired(&out);
+        Ok(out)
+    }
+
+    /// Runs the retention sweep every `retention_sweep` until shutdown.
+    async fn retention_loop(self: Arc<Self>) {
+        let mut stop = self.shutdown.subscribe();
+        let period = self.config.retention_sweep.max(Duration::from_millis(10));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            if let Err(e) = self.expire().await {
+                eprintln!("memplan serve: retention sweep failed: {e}");
+            }
+        }
     }
 
     async fn recover(self: &Arc<Self>) -> Result<(), StartError> {
@@ -103,7 +137,8 @@ impl Service {
             let mut view = view_of(&row);
             view.status = JobStatus::Queued;
             view.progress = Progress::default();
-            let live = self.register(view, row.key.clone());
+            let slot = self.client_slot_anyway(row.client.as_deref().unwrap_or("local"));
+            let live = self.register(view, row.key.clone(), slot);
             let ticket = self.admit_anyway();
             tokio::spawn(self.clone().run_job(live, ticket));
             resumed += 1;

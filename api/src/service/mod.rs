@@ -17,6 +17,11 @@
 //!   waits for a slot, marks the job running (an attempt), re-reads its request from the
 //!   database, solves with a progress sink that updates a watch channel (read by
 //!   `GET /v1/jobs/{id}` and the event stream), and records the outcome in one transaction.
+//! - **Per-client limits.** A client (its token's name, else its address; see
+//!   [`crate::auth`]) has at most `max_jobs_per_client` queued and running jobs; beyond that a
+//!   job is answered 429 with Retry-After.
+//! - **Retention.** Every `retention_sweep`, finished jobs and stored plans older than the
+//!   retention age go, then the oldest while the stored bytes are over the retention size.
 //! - **Cancellation** flips the job's state under the watch channel's lock (so it races
 //!   neither the start nor the end of a run), persists it, and raises the job's token, which
 //!   every pipeline stage checks. A cancelled job's plan and progress say `cancelled`.
@@ -31,7 +36,8 @@
 //! `plan.rs` (`POST /v1/plan`), `jobs.rs` (submit, read, cancel a job, its plan), `runner.rs`
 //! (a job's run), `events.rs` (a job's event stream), `check.rs` (`POST /v1/check`),
 //! `place.rs` (`POST /v1/place`), `health.rs` (health and metrics figures), `admission.rs`
-//! (tickets, solver slots, the watchdog) and `lifecycle.rs` (start, recovery, shutdown).
+//! (tickets, solver slots, the watchdog), `clients.rs` (per-client job limits) and
+//! `lifecycle.rs` (start, recovery, retention, shutdown).
 
 use crate::config::Config;
 use crate::error::ApiError;
@@ -48,6 +54,7 @@ use tokio::sync::{watch, Semaphore};
 
 mod admission;
 mod check;
+mod clients;
 mod events;
 mod health;
 mod jobs;
@@ -74,8 +81,16 @@ pub struct Service {
     counters: Arc<Counters>,
     accepting: AtomicBool,
     live: Mutex<BTreeMap<String, Arc<LiveJob>>>,
+    clients: Arc<clients::ClientCounts>,
+    /// Places for parsing and checking (blocking work outside the solver slots).
+    light: Arc<Semaphore>,
+    /// Places for database calls (one connection: more would only wait for its lock).
+    db_gate: Arc<Semaphore>,
     shutdown: watch::Sender<bool>,
 }
+
+/// Database calls that may wait on blocking threads at once.
+const DB_PLACES: usize = 4;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -133,15 +148,44 @@ impl Service {
         }
     }
 
-    /// Runs `f` on the store on a blocking thread.
+    /// Runs `f` (parsing, hashing, checking) on a blocking thread once one of the light places
+    /// (twice the workers) is free: under load, requests wait here in turn instead of each
+    /// holding a thread and its parsed documents at once.
+    async fn light<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit = self
+            .light
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::ShuttingDown)?;
+        tokio::task::spawn_blocking(move || {
+            let _held = permit;
+            f()
+        })
+        .await?
+    }
+
+    /// Runs `f` on the store on a blocking thread (at most [`DB_PLACES`] at once).
     async fn db<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, ApiError> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(&store))
+        let permit = self
+            .db_gate
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(|e| ApiError::Internal(format!("database task failed: {e}")))?
-            .map_err(ApiError::from)
+            .map_err(|_| ApiError::ShuttingDown)?;
+        tokio::task::spawn_blocking(move || {
+            let _held = permit;
+            f(&store)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("database task failed: {e}")))?
+        .map_err(ApiError::from)
     }
 }

@@ -40,8 +40,9 @@ impl Service {
         body: Bytes,
     ) -> Result<PlaceAnswer, ApiError> {
         let config = self.config.clone();
-        let (ids, problem, opts) =
-            tokio::task::spawn_blocking(move || parse_place(kind, query, &body, &config)).await??;
+        let (ids, problem, opts) = self
+            .light(move || parse_place(kind, query, &body, &config))
+            .await?;
         let ticket = self.admit()?;
         let permit = self.slot().await?;
         let cancel = CancelToken::new();

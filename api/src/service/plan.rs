@@ -40,8 +40,9 @@ impl Service {
     /// was answered.
     pub async fn plan(self: &Arc<Self>, input: PlanInput) -> Result<PlanAnswer, ApiError> {
         let config = self.config.clone();
-        let p = tokio::task::spawn_blocking(move || request::prepare(&input, &config, Mode::Sync))
-            .await??;
+        let p = self
+            .light(move || request::prepare(&input, &config, Mode::Sync))
+            .await?;
         if p.options.cache {
             let key = p.key.clone();
             if let Some((_, plan)) = self.db(move |s| s.cached_plan(&key)).await? {

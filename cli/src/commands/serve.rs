@@ -4,11 +4,24 @@
 use crate::args::ServeArgs;
 use crate::common::{bad, seconds};
 use anyhow::{Context, Result};
-use memplan_api::config;
+use memplan_api::auth::{check_exposure, Tokens};
+use memplan_api::config::{self, Retention};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Runs `memplan serve`.
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
+    let tokens = match &a.token_file {
+        Some(path) => Some(Arc::new(
+            Tokens::read(path).map_err(|e| bad(e.to_string()))?,
+        )),
+        None => None,
+    };
+    check_exposure(a.addr, tokens.is_some(), a.insecure).map_err(|e| bad(e.to_string()))?;
+    let retention = Retention::parse(&a.retention).map_err(|e| bad(format!("--{e}")))?;
+    if a.max_jobs_per_client == 0 {
+        return Err(bad("--max-jobs-per-client must be at least 1"));
+    }
     let cfg = memplan_api::Config {
         db_path: Some(a.db.clone()),
         body_limit: a.body_limit,
@@ -21,6 +34,10 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         sync_time_limit_cap: seconds("sync-time-limit-cap", a.sync_time_limit_cap)?,
         max_time_limit: seconds("max-time-limit", a.max_time_limit)?,
         shutdown_grace: seconds("shutdown-grace", a.shutdown_grace)?,
+        tokens: tokens.clone(),
+        max_jobs_per_client: a.max_jobs_per_client,
+        retention,
+        retention_sweep: seconds("retention-sweep", a.retention_sweep)?,
     };
     if cfg.workers == 0 {
         return Err(bad("--workers must be at least 1"));
@@ -39,8 +56,12 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             .await
             .map_err(|e| bad(format!("cannot listen on {}: {e}", a.addr)))?;
         let local = listener.local_addr()?;
+        let access = match &tokens {
+            Some(t) => format!("{} bearer token(s)", t.len()),
+            None => "no access control".to_string(),
+        };
         eprintln!(
-            "memplan serve: listening on http://{local} (database {}, {workers} workers, queue {queue}; docs at /docs)",
+            "memplan serve: listening on http://{local} (database {}, {workers} workers, queue {queue}, {access}; docs at /docs)",
             a.db.display()
         );
         memplan_api::serve(service, listener, memplan_api::shutdown_signal()).await?;
