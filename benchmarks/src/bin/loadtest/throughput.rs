@@ -1,8 +1,5 @@
-//! Load test of the HTTP service: throughput and latency percentiles of `POST /v1/plan`.
-//!
-//! Run: `cargo run --release -p memplan-benchmarks --bin loadtest -- [--url http://HOST:PORT]
-//! [--graph GRAPH.json] [--clients 1,8,64] [--requests N] [--strategy heuristic] [--cache]
-//! [--workers N]`.
+//! The throughput mode (the default): throughput and latency percentiles of `POST /v1/plan`
+//! at each client count of `--clients`.
 //!
 //! Without `--url` a service is started in this process on a free port (in-memory database,
 //! `--workers` solver slots, default: the number of cores) and shares the machine with the
@@ -13,6 +10,7 @@
 //! plan of the graph; anything else counts as an error. Prints a Markdown table: clients,
 //! requests, errors, throughput, p50, p99 and max latency.
 
+use crate::stats::percentile;
 use anyhow::{bail, Context, Result};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -33,7 +31,7 @@ struct Args {
     workers: Option<usize>,
 }
 
-fn parse_args() -> Result<Args> {
+fn parse_args(args: Vec<String>) -> Result<Args> {
     let mut a = Args {
         url: None,
         graph: "../shared/zoo/resnet50.32.train.json".into(),
@@ -43,7 +41,7 @@ fn parse_args() -> Result<Args> {
         cache: false,
         workers: None,
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
         match arg.as_str() {
@@ -66,7 +64,8 @@ fn parse_args() -> Result<Args> {
             "-h" | "--help" => {
                 println!(
                     "usage: loadtest [--url http://HOST:PORT] [--graph GRAPH.json] [--clients 1,8,64] \
-                     [--requests N] [--strategy heuristic|auto] [--cache] [--workers N]"
+                     [--requests N] [--strategy heuristic|auto] [--cache] [--workers N]\n       \
+                     loadtest --mixed ... (see loadtest --mixed --help)"
                 );
                 std::process::exit(0);
             }
@@ -138,17 +137,9 @@ async fn client(
     (latencies, errors)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3
-}
-
-#[tokio::main]
-async fn main() -> Result<()> {
-    let a = parse_args()?;
+/// Runs the throughput mode with the command-line `args` (without the program name).
+pub async fn run(args: Vec<String>) -> Result<()> {
+    let a = parse_args(args)?;
     let text = std::fs::read_to_string(&a.graph).with_context(|| format!("reading {}", a.graph))?;
     let graph: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", a.graph))?;
