@@ -56,9 +56,14 @@ if [ -z "$base" ]; then
 fi
 echo "api_contract: memplan serve at $base"
 
+# Run from the temporary folder so that schemathesis' own files stay out of the checkout.
 status=0
-SCHEMATHESIS_HOOKS=api_contract_hooks PYTHONPATH="$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}" \
-  schemathesis run "$base/openapi.json" --checks all \
-  --max-examples "${MAX_EXAMPLES:-40}" --seed "${SEED:-1}" \
-  --request-timeout 30 --no-color || status=$?
+hooks="$PWD/scripts"
+(
+  cd "$work"
+  SCHEMATHESIS_HOOKS=api_contract_hooks PYTHONPATH="$hooks${PYTHONPATH:+:$PYTHONPATH}" \
+    schemathesis run "$base/openapi.json" --checks all \
+    --max-examples "${MAX_EXAMPLES:-40}" --seed "${SEED:-1}" \
+    --request-timeout 30 --no-color
+) || status=$?
 exit "$status"

@@ -432,14 +432,24 @@ fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Resul
                 list.join(",")
             }
             other => {
+                // The library's message names an unknown rewrite; else the rule of the form.
+                if let Value::String(text) = other {
+                    if let Err(e) = Rewrite::parse_list(text) {
+                        let msg = e.to_string();
+                        return Err(bad(
+                            "rewrite",
+                            msg.strip_prefix("rewrite: ").unwrap_or(&msg).to_string(),
+                        ));
+                    }
+                }
                 return Err(bad(
                     "rewrite",
                     format!(
                         "expected a list of rewrite names or one comma-separated string of \
-                         them, not {other} (known: {})",
+                         them (spaces around names allowed), not {other} (known: {})",
                         names.join(", ")
                     ),
-                ))
+                ));
             }
         };
         let rewrites = Rewrite::parse_list(&list).map_err(|e| {

@@ -89,7 +89,7 @@ async fn numbers_beyond_u64_are_refused_with_a_problem_document() {
     let r = api
         .send(Method::POST, "/v1/check", Some("application/json"), body)
         .await;
-    r.assert_problem(422, "weights_bytes");
+    r.assert_problem(422, "expected u64");
 }
 
 #[tokio::test]
