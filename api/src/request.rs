@@ -477,6 +477,17 @@ fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Resul
         };
         match text {
             Some(t) => *v = Value::String(t),
+            None if v.is_f64() => {
+                let f = v.as_f64().unwrap_or(f64::NAN);
+                return Err(bad(
+                    "tile",
+                    format!(
+                        "invalid type: {}, expected u64 (a strip count from 2 to {})",
+                        serde::de::Unexpected::Float(f),
+                        rules::MAX_TILE_STRIPS
+                    ),
+                ));
+            }
             None => {
                 return Err(bad(
                     "tile",

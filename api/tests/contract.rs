@@ -378,3 +378,29 @@ async fn a_device_profile_with_a_null_figure_is_refused_as_documented() {
         .await;
     r.assert_problem(422, "options.device_profile");
 }
+
+#[tokio::test]
+async fn an_integer_written_with_a_fraction_is_refused_naming_the_value() {
+    let api = start(config(None)).await;
+    let r = api
+        .post_json(
+            "/v1/place",
+            &json!({"buffers": [{"id": 3.0, "lower": 0, "upper": 2, "size": 8}]}),
+        )
+        .await;
+    r.assert_problem(422, "floating point `3.0`, expected u64 or a string");
+    let r = api
+        .post_json(
+            "/v1/place",
+            &json!({"buffers": [{"id": 3, "lower": 0, "upper": 2, "size": 8}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let r = api
+        .post_json("/v1/plan", &plan_request(sample(), json!({"tile": 4.0})))
+        .await;
+    r.assert_problem(
+        422,
+        "options.tile: invalid type: floating point `4.0`, expected u64",
+    );
+}

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-/// A buffer id: text or a non-negative integer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// A buffer id: text or a non-negative integer (written as one: `3`, not `3.0`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(untagged)]
 #[schema(examples("conv1.out"))]
 pub enum BufferId {
@@ -13,6 +13,29 @@ pub enum BufferId {
     Text(String),
     /// Numeric id.
     Number(u64),
+}
+
+impl<'de> Deserialize<'de> for BufferId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, Unexpected};
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Ok(BufferId::Text(s)),
+            serde_json::Value::Number(n) => match (n.as_u64(), n.as_f64()) {
+                (Some(k), _) => Ok(BufferId::Number(k)),
+                (None, Some(f)) if n.is_f64() => Err(D::Error::invalid_type(
+                    Unexpected::Float(f),
+                    &"u64 or a string (a buffer id)",
+                )),
+                _ => Err(D::Error::invalid_value(
+                    Unexpected::Other("a negative integer"),
+                    &"u64 or a string (a buffer id)",
+                )),
+            },
+            other => Err(D::Error::custom(format!(
+                "invalid type: {other}, expected u64 or a string (a buffer id)"
+            ))),
+        }
+    }
 }
 
 impl BufferId {
