@@ -25,6 +25,7 @@
 pub mod auth;
 pub mod body_limit;
 pub mod config;
+pub mod document;
 pub mod error;
 pub mod metrics;
 pub mod model;
@@ -141,22 +142,34 @@ fn with_access_control(
     (router, doc)
 }
 
-/// The OpenAPI document.
+/// The OpenAPI document as `utoipa` generates it from the routes and schemas, with the access
+/// control stated (without [`document::finish`]'s exact ranges and instance limits: see
+/// [`openapi_document`]).
 pub fn openapi() -> utoipa::openapi::OpenApi {
     with_access_control(router_parts()).1
 }
 
-/// The OpenAPI document as pretty JSON with a final newline (what `openapi/openapi.json`
-/// holds and `GET /openapi.json` serves).
+/// The OpenAPI document of a service with `config`, as JSON: [`openapi`] finished by
+/// [`document::finish`] (exact integer ranges, the instance's limits, event schema, 500s).
+pub fn openapi_document(config: &Config) -> serde_json::Value {
+    let raw = serde_json::to_value(openapi())
+        .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}));
+    document::finish(raw, config)
+}
+
+/// [`openapi_document`] as pretty JSON with a final newline (what `GET /openapi.json` serves).
+pub fn openapi_json_for(config: &Config) -> String {
+    let mut s = serde_json::to_string_pretty(&openapi_document(config))
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
+/// The OpenAPI document of a service with the default settings, as pretty JSON with a final
+/// newline (what `openapi/openapi.json` holds).
 pub fn openapi_json() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
-    TEXT.get_or_init(|| {
-        let mut s = openapi()
-            .to_pretty_json()
-            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-        s.push('\n');
-        s
-    })
+    TEXT.get_or_init(|| openapi_json_for(&Config::default()))
 }
 
 /// The application: every route, the Swagger UI, error fallbacks, limits, panic catching and

@@ -338,7 +338,7 @@ pub fn query_object(query: Option<&str>) -> Result<Map<String, Value>, ApiError>
         let value = match kind {
             QueryKind::Text | QueryKind::List => Value::String(text),
             QueryKind::Number => number(&text).unwrap_or(Value::String(text)),
-            QueryKind::Bool => match text.trim() {
+            QueryKind::Bool => match text.as_str() {
                 "" | "true" | "1" | "yes" | "on" => Value::Bool(true),
                 "false" | "0" | "no" | "off" => Value::Bool(false),
                 other => {
@@ -401,6 +401,142 @@ fn field_error(obj: &Map<String, Value>, whole: &serde_json::Error, source: Sour
     ApiError::options(format!("{what}: {whole}"))
 }
 
+/// The rules of single options that the OpenAPI document states as patterns and bounds
+/// ([`crate::model::rules`]), checked before the pipeline reads them so that the service
+/// accepts exactly what the document allows; `rewrite` becomes a list of names and a numeric
+/// `tile` its text.
+fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Result<(), ApiError> {
+    use crate::model::rules;
+    let names: Vec<&str> = Rewrite::ALL
+        .map(Rewrite::name)
+        .into_iter()
+        .chain(["all", "none"])
+        .collect();
+    let bad = |key: &str, msg: String| ApiError::options(format!("{}: {msg}", source.field(key)));
+    if let Some(v) = obj.get_mut("rewrite") {
+        let list = match v {
+            Value::String(s) if rules::rewrite_list_ok(s, &names) => s.clone(),
+            Value::Array(items) => {
+                let mut list = Vec::with_capacity(items.len());
+                for item in items.iter() {
+                    match item.as_str() {
+                        Some(name) if names.contains(&name) => list.push(name),
+                        _ => {
+                            return Err(bad(
+                                "rewrite",
+                                format!("unknown rewrite {item} (known: {})", names.join(", ")),
+                            ))
+                        }
+                    }
+                }
+                list.join(",")
+            }
+            other => {
+                // The library's message names an unknown rewrite; else the rule of the form.
+                if let Value::String(text) = other {
+                    if let Err(e) = Rewrite::parse_list(text) {
+                        let msg = e.to_string();
+                        return Err(bad(
+                            "rewrite",
+                            msg.strip_prefix("rewrite: ").unwrap_or(&msg).to_string(),
+                        ));
+                    }
+                }
+                return Err(bad(
+                    "rewrite",
+                    format!(
+                        "expected a list of rewrite names or one comma-separated string of \
+                         them (spaces around names allowed), not {other} (known: {})",
+                        names.join(", ")
+                    ),
+                ));
+            }
+        };
+        let rewrites = Rewrite::parse_list(&list).map_err(|e| {
+            let msg = e.to_string();
+            bad(
+                "rewrite",
+                msg.strip_prefix("rewrite: ").unwrap_or(&msg).to_string(),
+            )
+        })?;
+        *v = Value::Array(
+            rewrites
+                .into_iter()
+                .map(|r| Value::String(r.name().to_string()))
+                .collect(),
+        );
+    }
+    if let Some(v) = obj.get_mut("tile") {
+        let text = match v {
+            Value::Number(n) => n
+                .as_u64()
+                .filter(|k| (2..=rules::MAX_TILE_STRIPS).contains(k))
+                .map(|k| k.to_string()),
+            Value::String(s) if rules::tile_ok(s) => Some(s.clone()),
+            _ => None,
+        };
+        match text {
+            Some(t) => *v = Value::String(t),
+            None if v.is_f64() => {
+                let f = v.as_f64().unwrap_or(f64::NAN);
+                return Err(bad(
+                    "tile",
+                    format!(
+                        "invalid type: {}, expected u64 (a strip count from 2 to {})",
+                        serde::de::Unexpected::Float(f),
+                        rules::MAX_TILE_STRIPS
+                    ),
+                ));
+            }
+            None => {
+                return Err(bad(
+                    "tile",
+                    format!(
+                        "expected auto, off or a strip count from 2 to {}, got {v}",
+                        rules::MAX_TILE_STRIPS
+                    ),
+                ))
+            }
+        }
+    }
+    if let Some(Value::String(s)) = obj.get("tier_alignment") {
+        if !rules::tier_alignment_ok(s) {
+            return Err(bad(
+                "tier_alignment",
+                format!(
+                    "{s:?} is not one power of two nor `tier=N` items (tiers persistent, \
+                     activations, temporaries; N a power of two), comma-separated"
+                ),
+            ));
+        }
+    }
+    if let Some(Value::String(s)) = obj.get("budget") {
+        if !rules::budget_text_ok(s) {
+            return Err(bad(
+                "budget",
+                format!(
+                    "{s:?} is neither bytes (1 to 19 digits, no leading zero) nor a percentage \
+                     in (0, 100] such as \"60%\""
+                ),
+            ));
+        }
+    }
+    if let Some(g) = obj.get("link_gbps").and_then(Value::as_f64) {
+        if !(MIN_LINK_GBPS..=MAX_LINK_GBPS).contains(&g) {
+            return Err(bad(
+                "link_gbps",
+                format!("{g} is outside [{MIN_LINK_GBPS}, {MAX_LINK_GBPS:e}] GB/s"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Smallest `link_gbps` taken (1 MB/s).
+pub const MIN_LINK_GBPS: f64 = 0.001;
+/// Largest `link_gbps` taken.
+pub const MAX_LINK_GBPS: f64 = 1e12;
+
 /// Reads an options object (the body's `options` or [`query_object`]) as pipeline options:
 /// the service's `cache` taken out, `rewrite` read as names or a comma list (`all`, `none`),
 /// a numeric `tile` taken as its text, nulls as absent, the service's default time limit
@@ -424,38 +560,7 @@ pub fn resolve(
             )))
         }
     };
-    if let Some(v) = obj.get_mut("rewrite") {
-        let list = match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Array(items) if items.iter().all(Value::is_string) => Some(
-                items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-            // Anything else: the options' reader names the type.
-            _ => None,
-        };
-        if let Some(list) = list {
-            let rewrites = Rewrite::parse_list(&list).map_err(|e| {
-                let msg = e.to_string();
-                let msg = msg.strip_prefix("rewrite: ").unwrap_or(&msg).to_string();
-                ApiError::options(format!("{}: {msg}", source.field("rewrite")))
-            })?;
-            *v = Value::Array(
-                rewrites
-                    .into_iter()
-                    .map(|r| Value::String(r.name().to_string()))
-                    .collect(),
-            );
-        }
-    }
-    if let Some(v) = obj.get_mut("tile") {
-        if let Value::Number(n) = v {
-            *v = Value::String(n.to_string());
-        }
-    }
+    check_documented_rules(&mut obj, source)?;
     if !obj.contains_key("time_limit_s") {
         obj.insert(
             "time_limit_s".into(),
@@ -676,6 +781,13 @@ pub fn prepare_check(
             .to_string(),
         )
     })?;
+    if plan.format != memplan::plan::PLAN_FORMAT {
+        return Err(ApiError::plan(format!(
+            "plan format is {:?}, expected \"{}\"",
+            plan.format,
+            memplan::plan::PLAN_FORMAT
+        )));
+    }
     Ok((graph, plan, req.budget))
 }
 

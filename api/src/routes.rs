@@ -185,7 +185,17 @@ pub async fn post_plan_bare(
     request_body(content = PlanRequest, content_type = "application/json"),
     responses(
         (status = 202, description = "Accepted", body = JobView,
-         headers(("Location" = String, description = "The job's URL"))),
+         headers(("Location" = String, description = "The job's URL")),
+         links(
+            ("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/id")),
+                description = "The job's status and progress")),
+            ("JobEvents" = (operation_id = "job_events", parameters(("id" = "$response.body#/id")),
+                description = "The job's progress as server-sent events")),
+            ("JobPlan" = (operation_id = "job_plan", parameters(("id" = "$response.body#/id")),
+                description = "The job's plan, once it has one")),
+            ("CancelJob" = (operation_id = "delete_job", parameters(("id" = "$response.body#/id")),
+                description = "Cancel the job"))
+         )),
         (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -220,7 +230,17 @@ pub async fn post_job(
     request_body(content = GraphDoc, content_type = "application/json"),
     responses(
         (status = 202, description = "Accepted", body = JobView,
-         headers(("Location" = String, description = "The job's URL"))),
+         headers(("Location" = String, description = "The job's URL")),
+         links(
+            ("GetJob" = (operation_id = "get_job", parameters(("id" = "$response.body#/id")),
+                description = "The job's status and progress")),
+            ("JobEvents" = (operation_id = "job_events", parameters(("id" = "$response.body#/id")),
+                description = "The job's progress as server-sent events")),
+            ("JobPlan" = (operation_id = "job_plan", parameters(("id" = "$response.body#/id")),
+                description = "The job's plan, once it has one")),
+            ("CancelJob" = (operation_id = "delete_job", parameters(("id" = "$response.body#/id")),
+                description = "Cancel the job"))
+         )),
         (status = 400, description = "The body is not well-formed JSON, or the query string is malformed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -328,7 +348,7 @@ pub async fn delete_job(
     tag = "jobs",
     params(("id" = String, Path, description = "Job id")),
     responses(
-        (status = 200, description = "Event stream; each event's data is a JobView", body = JobView, content_type = "text/event-stream"),
+        (status = 200, description = "Event stream: each event (schema `JobEvent`) is named `progress`, `done`, `failed` or `cancelled`, has an increasing `id` and a JSON `JobView` as its data", body = JobView, content_type = "text/event-stream"),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json")
     )
 )]
@@ -517,14 +537,17 @@ pub async fn metrics(State(svc): State<AppState>) -> Response {
 }
 
 /// This OpenAPI document.
+///
+/// The document of this instance: the limits it states (time-limit caps, graph and buffer
+/// counts) are the ones the service was started with.
 #[utoipa::path(
     get,
     path = "/openapi.json",
     tag = "service",
     responses((status = 200, description = "The OpenAPI 3.1 document (the Swagger UI at /docs reads it)", body = Object, content_type = "application/json"))
 )]
-pub async fn openapi_json() -> Response {
-    respond(StatusCode::OK, crate::openapi_json().to_string(), &[])
+pub async fn openapi_json(State(svc): State<AppState>) -> Response {
+    respond(StatusCode::OK, crate::openapi_json_for(svc.config()), &[])
 }
 
 /// Unknown paths.

@@ -9,8 +9,9 @@ fn example_check_request() -> Value {
     json!({"graph": example_graph(), "plan": example_plan()})
 }
 
-/// Body of `POST /v1/check`.
+/// Body of `POST /v1/check`. Other fields are refused.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(examples(example_check_request))]
 pub struct CheckRequest {
     /// The graph (memplan-graph/1).

@@ -18,11 +18,13 @@ mod jobs;
 mod names;
 mod options;
 mod place;
+pub mod rules;
 
 pub use check::{CheckRequest, CheckResponse, ViolationView};
 pub use documents::{
-    example_graph, example_plan, GraphDoc, InstructionDoc, InstructionOp, OpDoc, PlanDoc,
-    PlanStatsDoc, TensorDoc, TensorKindDoc, WeightSlotDoc,
+    example_graph, example_plan, BudgetStatDoc, ExactStatDoc, FusedMemberDoc, GraphDoc, IlpStatDoc,
+    InstructionDoc, InternalTensorDoc, MemberStatDoc, OpDoc, OrderIlpStatDoc, PlanDoc,
+    PlanStatsDoc, TensorDoc, TensorKindDoc, TierStatDoc, TriedStatDoc, WeightSlotDoc,
 };
 pub use health::Health;
 pub use jobs::{

@@ -2,11 +2,14 @@
 //! algorithm modes, spill strategies) and arena budgets, as OpenAPI schemas that list every
 //! name with what it means.
 
+use super::rules;
 use memplan::conv_algo::ConvAlgoMode;
 use memplan::{OrderMode, PlanStatus, Rewrite, Strategy};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::schema::{
+    ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, SchemaType, Type,
+};
 use utoipa::openapi::RefOr;
 use utoipa::{PartialSchema, ToSchema};
 
@@ -191,17 +194,11 @@ impl PartialSchema for BudgetValue {
                 ObjectBuilder::new()
                     .schema_type(Type::Integer)
                     .minimum(Some(1))
+                    .maximum(Some(u64::MAX as usize))
+                    .format(Some(SchemaFormat::Custom("uint64".into())))
                     .description(Some("Bytes")),
             )
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .pattern(Some(r"^\s*([0-9]+|[0-9]*\.?[0-9]+\s*%)\s*$"))
-                    .description(Some(
-                        "Bytes as digits, or a percentage in (0, 100] of the unconstrained \
-                         plan's peak (`60%`)",
-                    )),
-            )
+            .item(budget_text_schema())
             .description(Some(
                 "Arena budget the plan must fit, by spilling to host memory and recomputing: \
                  bytes, or a percentage in (0, 100] of the unconstrained plan's peak \
@@ -213,6 +210,139 @@ impl PartialSchema for BudgetValue {
     }
 }
 impl ToSchema for BudgetValue {}
+
+fn budget_text_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(rules::BUDGET_TEXT_PATTERN))
+        .description(Some(
+            "Bytes as digits (1 to 19, no leading zero), or a percentage in (0, 100] of the \
+             unconstrained plan's peak (`60%`, `12.5%`)",
+        ))
+        .examples([json!("60%")])
+}
+
+/// Every name `rewrite` takes: the library's rewrites, `all` and `none`.
+fn rewrite_names() -> Vec<&'static str> {
+    Rewrite::ALL
+        .map(Rewrite::name)
+        .into_iter()
+        .chain(["all", "none"])
+        .collect()
+}
+
+fn rewrite_list_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(rules::rewrite_list_pattern(&rewrite_names())))
+        .description(Some(
+            "Comma-separated rewrite names (spaces around them allowed; empty: none)",
+        ))
+        .examples([json!("fuse,conv-algos")])
+}
+
+/// The body's `rewrite`: a list of names, a comma-separated string, or null.
+pub(super) fn rewrite_option() -> RefOr<Schema> {
+    OneOfBuilder::new()
+        .item(ArrayBuilder::new().items(RewriteName::schema()))
+        .item(rewrite_list_schema())
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .description(Some(
+            "Graph rewrites to run before planning, in the pipeline's order (tile, fuse, \
+             conv-algos): a list of names, or one comma-separated string; `all` for every \
+             rewrite. Default none: the graph is planned as given. When a rewrite changed the \
+             graph, the plan carries the graph it refers to (`rewritten_graph`).",
+        ))
+        .examples([json!(["fuse", "conv-algos"])])
+        .into()
+}
+
+/// The query parameter `rewrite`.
+pub(super) fn rewrite_list() -> RefOr<Schema> {
+    rewrite_list_schema().into()
+}
+
+fn tile_text_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(rules::TILE_PATTERN))
+        .examples([json!("auto")])
+}
+
+/// The body's `tile`: a string, a strip count, or null.
+pub(super) fn tile_option() -> RefOr<Schema> {
+    OneOfBuilder::new()
+        .item(tile_text_schema())
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(2))
+                .maximum(Some(rules::MAX_TILE_STRIPS as usize)),
+        )
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .description(Some(
+            "With the `tile` rewrite: `auto`, or a strip count from 2 to 999999999 as a string \
+             or an integer (default `auto`; `off` only without the rewrite).",
+        ))
+        .examples([json!("auto"), json!(4)])
+        .into()
+}
+
+/// The query parameter `tile`.
+pub(super) fn tile_text() -> RefOr<Schema> {
+    tile_text_schema().into()
+}
+
+fn tier_alignment_schema(nullable: bool) -> ObjectBuilder {
+    let ty = if nullable {
+        SchemaType::from_iter([Type::String, Type::Null])
+    } else {
+        SchemaType::Type(Type::String)
+    };
+    ObjectBuilder::new()
+        .schema_type(ty)
+        .pattern(Some(rules::tier_alignment_pattern()))
+        .description(Some(
+            "With tiers: alignment floors in bytes, powers of two: \
+             `persistent=256,activations=256,temporaries=512` (each tier at most once) or one \
+             number for all.",
+        ))
+        .examples([
+            json!("persistent=256,activations=256,temporaries=512"),
+            json!("512"),
+        ])
+}
+
+/// The body's `tier_alignment`.
+pub(super) fn tier_alignment_option() -> RefOr<Schema> {
+    tier_alignment_schema(true).into()
+}
+
+/// The query parameter `tier_alignment`.
+pub(super) fn tier_alignment_text() -> RefOr<Schema> {
+    tier_alignment_schema(false).into()
+}
+
+/// The query parameter `budget`.
+pub(super) fn budget_text() -> RefOr<Schema> {
+    budget_text_schema().into()
+}
+
+/// The boolean words a query parameter takes (the empty value, a bare name, is true).
+pub const QUERY_BOOLEANS: [&str; 9] = ["true", "false", "1", "0", "yes", "no", "on", "off", ""];
+
+/// A boolean query parameter.
+pub(super) fn query_bool() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(QUERY_BOOLEANS))
+        .description(Some(
+            "A boolean: `true`, `1`, `yes`, `on` or empty (the bare name); `false`, `0`, `no` \
+             or `off`",
+        ))
+        .examples([json!("true")])
+        .into()
+}
 
 #[cfg(test)]
 mod tests {

@@ -18,36 +18,42 @@ fn example_plan_request() -> Value {
 }
 
 /// Device figures of the cost model (`memplan::cost::DeviceProfile`); every field is optional
-/// (missing ones keep the H200's), unknown fields are refused.
+/// (missing ones keep the H200's; null is refused), unknown fields are refused. Rates are at least 1 per
+/// second.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"name": "h100", "half_flops_per_s": 989e12, "fp32_flops_per_s": 67e12,
     "memory_bytes_per_s": 3.35e12, "h2d_bytes_per_s": 55e9, "d2h_bytes_per_s": 55e9})))]
 pub struct DeviceProfileDoc {
     /// Name shown in the stats.
+    #[schema(nullable = false)]
     pub name: Option<String>,
     /// Dense 16-bit (bf16/fp16) throughput (FLOP/s).
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1.0, nullable = false)]
     pub half_flops_per_s: Option<f64>,
     /// Dense fp32 throughput (FLOP/s).
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1.0, nullable = false)]
     pub fp32_flops_per_s: Option<f64>,
     /// Device memory bandwidth (bytes/s).
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1.0, nullable = false)]
     pub memory_bytes_per_s: Option<f64>,
     /// Host→device link bandwidth, for spill-ins (bytes/s).
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1.0, nullable = false)]
     pub h2d_bytes_per_s: Option<f64>,
     /// Device→host link bandwidth, for spill-outs (bytes/s).
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1.0, nullable = false)]
     pub d2h_bytes_per_s: Option<f64>,
 }
 
 /// Options of `POST /v1/plan` and `POST /v1/jobs` (the body's `options`), and the query
 /// parameters of `POST /plan` and `POST /jobs`: every field of the planning pipeline's
 /// options (`memplan::PipelineOptions`, the same as the CLI's flags) plus the service's
-/// `cache`. Every field is optional; unknown fields are refused (422). Options that cannot be
-/// combined are refused with the pipeline's own message (the CLI's).
+/// `cache`. Every field is optional and null reads as absent; unknown fields are refused
+/// (422). Options that cannot be combined are refused with the pipeline's own message (the
+/// CLI's): `budget` with `tiers` or `inplace`, a `spill_strategy` other than `best` without a
+/// `budget`, `tier_alignment` without `tiers`, `conv_algos: off` with the `conv-algos`
+/// rewrite, `tile: off` with the `tile` rewrite. A `budget` below what any plan of the graph
+/// can reach is refused naming the smallest peak reached.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"strategy": "auto", "order": "auto", "time_limit_s": 5.0,
@@ -58,13 +64,16 @@ pub struct PlanOptionsBody {
     /// Default none: the graph is planned as given. When a rewrite changed the graph, the plan
     /// carries the graph it refers to (`rewritten_graph`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = super::names::rewrite_option)]
     pub rewrite: Option<Vec<RewriteName>>,
     /// With the `conv-algos` rewrite: how each conv's algorithm is chosen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conv_algos: Option<ConvAlgoName>,
-    /// With the `tile` rewrite: `auto` or a strip count >= 2 (default `auto`).
+    /// With the `tile` rewrite: `auto`, or a strip count from 2 to 999999999 as a string or an
+    /// integer (default `auto`; `off` only without the rewrite). Checked with or without the
+    /// rewrite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(examples("auto", "4"))]
+    #[schema(schema_with = super::names::tile_option)]
     pub tile: Option<String>,
     /// With the `tile` rewrite: the largest modelled run-time overhead tiling may add
     /// (percent of the untiled graph's modelled time; default 10).
@@ -108,15 +117,16 @@ pub struct PlanOptionsBody {
     /// With tiers: alignment floors in bytes, `persistent=256,activations=256,temporaries=512`
     /// or one number for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(examples("persistent=256,activations=256,temporaries=512", "512"))]
+    #[schema(schema_with = super::names::tier_alignment_option)]
     pub tier_alignment: Option<String>,
     /// Device figures for the cost model (conv algorithm times, tiling overhead, spills);
     /// default the H200's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_profile: Option<DeviceProfileDoc>,
-    /// Host link bandwidth per direction in GB/s (overrides the device profile's).
+    /// Host link bandwidth per direction in GB/s (overrides the device profile's), from 0.001
+    /// to 1e12.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 0.001, maximum = 1e12)]
     pub link_gbps: Option<f64>,
     /// Answer with the stored plan of an identical earlier request (same graph and options)
     /// without solving again (default true). `false` solves again and stores the new plan.
@@ -127,21 +137,22 @@ pub struct PlanOptionsBody {
 /// Query parameters of `POST /plan` and `POST /jobs`: the fields of [`PlanOptionsBody`], one
 /// parameter each (documentation only; the service parses the query string into a JSON
 /// object, then reads it as the body's options, so the rules and messages are the same).
-/// Numbers and booleans (`true`/`false`, `1`/`0`, or the bare name for true) are read as
-/// such; `rewrite` is a comma-separated list (or repeated); `device_profile` is a
+/// Numbers and booleans (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`, or the bare name
+/// for true) are read as such; `rewrite` is a comma-separated list (or repeated); `device_profile` is a
 /// JSON-encoded object (URL-encoded). Unknown parameters are refused (422).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct PlanQuery {
     /// Graph rewrites: comma-separated names (`tile`, `fuse`, `conv-algos`), `all` or `none`
     /// (default none: the graph is planned as given).
-    #[param(example = "fuse,conv-algos")]
+    #[param(schema_with = super::names::rewrite_list, example = "fuse,conv-algos")]
     pub rewrite: Option<String>,
     /// With the `conv-algos` rewrite: `auto`, `fastest` or `min-memory` (default `auto`).
     #[param(value_type = Option<ConvAlgoName>)]
     pub conv_algos: Option<String>,
-    /// With the `tile` rewrite: `auto` or a strip count >= 2 (default `auto`).
-    #[param(example = "auto")]
+    /// With the `tile` rewrite: `auto` or a strip count from 2 to 999999999 (default `auto`;
+    /// `off` only without the rewrite).
+    #[param(schema_with = super::names::tile_text, example = "auto")]
     pub tile: Option<String>,
     /// With the `tile` rewrite: the largest modelled overhead tiling may add (percent).
     #[param(minimum = 0.0)]
@@ -161,26 +172,31 @@ pub struct PlanQuery {
     #[param(minimum = 0.0)]
     pub time_limit_s: Option<f64>,
     /// Honour the graph's in-place hints (default false).
+    #[param(schema_with = super::names::query_bool)]
     pub inplace: Option<bool>,
     /// Arena budget: bytes, or a percentage in (0, 100] of the unconstrained peak (`60%`,
     /// URL-encoded `60%25`).
-    #[param(example = "60%")]
+    #[param(schema_with = super::names::budget_text, example = "60%")]
     pub budget: Option<String>,
     /// With a budget: the spill strategy (default `best`).
     #[param(value_type = Option<SpillStrategyName>)]
     pub spill_strategy: Option<String>,
     /// Memory tiers (default false).
+    #[param(schema_with = super::names::query_bool)]
     pub tiers: Option<bool>,
     /// With tiers: alignment floors, `persistent=256,activations=256,temporaries=512` or one
-    /// number.
+    /// power of two for all.
+    #[param(schema_with = super::names::tier_alignment_text)]
     pub tier_alignment: Option<String>,
     /// Device figures as a JSON-encoded object (the body's `device_profile`, URL-encoded),
     /// e.g. `{"h2d_bytes_per_s":25e9}`.
     #[param(example = r#"{"h2d_bytes_per_s":25e9,"d2h_bytes_per_s":25e9}"#)]
     pub device_profile: Option<String>,
-    /// Host link bandwidth per direction in GB/s.
+    /// Host link bandwidth per direction in GB/s, from 0.001 to 1e12.
+    #[param(minimum = 0.001, maximum = 1e12)]
     pub link_gbps: Option<f64>,
     /// Answer from a stored plan of an identical request (default true).
+    #[param(schema_with = super::names::query_bool)]
     pub cache: Option<bool>,
 }
 
@@ -244,8 +260,10 @@ pub(super) fn example_resolved_options() -> Value {
     v
 }
 
-/// Body of `POST /v1/plan` and `POST /v1/jobs`.
+/// Body of `POST /v1/plan` (`JobRequest`, the body of `POST /v1/jobs`, is the same with the
+/// jobs' time-limit cap). Other fields are refused.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(examples(example_plan_request))]
 pub struct PlanRequest {
     /// The graph (memplan-graph/1).

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-/// A buffer id: text or a non-negative integer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// A buffer id: text or a non-negative integer (written as one: `3`, not `3.0`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(untagged)]
 #[schema(examples("conv1.out"))]
 pub enum BufferId {
@@ -13,6 +13,29 @@ pub enum BufferId {
     Text(String),
     /// Numeric id.
     Number(u64),
+}
+
+impl<'de> Deserialize<'de> for BufferId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, Unexpected};
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Ok(BufferId::Text(s)),
+            serde_json::Value::Number(n) => match (n.as_u64(), n.as_f64()) {
+                (Some(k), _) => Ok(BufferId::Number(k)),
+                (None, Some(f)) if n.is_f64() => Err(D::Error::invalid_type(
+                    Unexpected::Float(f),
+                    &"u64 or a string (a buffer id)",
+                )),
+                _ => Err(D::Error::invalid_value(
+                    Unexpected::Other("a negative integer"),
+                    &"u64 or a string (a buffer id)",
+                )),
+            },
+            other => Err(D::Error::custom(format!(
+                "invalid type: {other}, expected u64 or a string (a buffer id)"
+            ))),
+        }
+    }
 }
 
 impl BufferId {
@@ -25,7 +48,7 @@ impl BufferId {
     }
 }
 
-/// A buffer to place: lifetime `[lower, upper)` and size.
+/// A buffer to place: lifetime `[lower, upper)` (`upper` > `lower`) and size. Ids are unique.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"id": "a", "lower": 0, "upper": 3, "size": 1024})))]
@@ -37,13 +60,16 @@ pub struct BufferBody {
     /// End of the lifetime (exclusive, > lower).
     pub upper: u64,
     /// Bytes (> 0).
+    #[schema(minimum = 1)]
     pub size: u64,
     /// Offset alignment, a power of two (default: the request's `alignment`).
+    #[schema(schema_with = super::rules::alignment_or_null)]
     pub alignment: Option<u64>,
 }
 
 /// JSON body of `POST /v1/place` (a minimalloc CSV body with `Content-Type: text/csv` takes
-/// the same options as query parameters).
+/// the options as query parameters). The query parameters also apply to a JSON body, as long
+/// as an option is not given both ways.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"buffers": [
@@ -51,13 +77,15 @@ pub struct BufferBody {
     {"id": "b", "lower": 1, "upper": 3, "size": 512},
     {"id": "c", "lower": 2, "upper": 4, "size": 1024}], "time_limit_s": 1.0})))]
 pub struct PlaceRequest {
-    /// The buffers.
+    /// The buffers (at most the service's `max_buffers`).
     pub buffers: Vec<BufferBody>,
     /// Arena capacity to fit (bytes); without it the peak is minimised.
     pub capacity: Option<u64>,
     /// Time limit in seconds (default 1, at most `sync_time_limit_cap`).
+    #[schema(minimum = 0.0)]
     pub time_limit_s: Option<f64>,
     /// Alignment of buffers that give none (default 1).
+    #[schema(schema_with = super::rules::place_alignment)]
     pub alignment: Option<u64>,
     /// Heuristics only, no exact search (default false).
     pub heuristic: Option<bool>,
@@ -71,8 +99,10 @@ pub struct PlaceQuery {
     /// Arena capacity to fit (bytes); without it the peak is minimised.
     pub capacity: Option<u64>,
     /// Time limit in seconds (default 1, at most `sync_time_limit_cap`).
+    #[param(minimum = 0.0)]
     pub time_limit_s: Option<f64>,
-    /// Alignment when the CSV has no `alignment` column (default 1).
+    /// Alignment when the CSV has no `alignment` column (default 1): a power of two.
+    #[param(schema_with = super::rules::place_alignment_param)]
     pub alignment: Option<u64>,
     /// Heuristics only, no exact search (default false).
     pub heuristic: Option<bool>,

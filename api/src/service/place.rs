@@ -83,6 +83,28 @@ impl Service {
     }
 }
 
+/// A JSON placement request with the query string's options added (an option given both ways
+/// is refused, 422).
+fn with_query(mut req: PlaceRequest, query: PlaceQuery) -> Result<PlaceRequest, ApiError> {
+    fn merge<T>(body: &mut Option<T>, query: Option<T>, name: &str) -> Result<(), ApiError> {
+        match (body.is_some(), query) {
+            (true, Some(_)) => Err(ApiError::options(format!(
+                "{name} is given both in the query string and in the body; give it once"
+            ))),
+            (false, Some(q)) => {
+                *body = Some(q);
+                Ok(())
+            }
+            (_, None) => Ok(()),
+        }
+    }
+    merge(&mut req.capacity, query.capacity, "capacity")?;
+    merge(&mut req.time_limit_s, query.time_limit_s, "time_limit_s")?;
+    merge(&mut req.alignment, query.alignment, "alignment")?;
+    merge(&mut req.heuristic, query.heuristic, "heuristic")?;
+    Ok(req)
+}
+
 /// Parses a placement request into ids, problem and options.
 fn parse_place(
     kind: PlaceBody,
@@ -110,12 +132,8 @@ fn parse_place(
             )
         }
         PlaceBody::Json => {
-            if query != PlaceQuery::default() {
-                return Err(ApiError::BadRequest(
-                    "with a JSON body the options go in the body, not the query string".into(),
-                ));
-            }
             let req: PlaceRequest = request::json(text)?;
+            let req = with_query(req, query)?;
             let alignment = req.alignment.unwrap_or(1);
             if !alignment.is_power_of_two() {
                 return Err(ApiError::options(format!(
