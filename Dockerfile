@@ -28,4 +28,6 @@ VOLUME ["/data"]
 EXPOSE 8080
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["memplan"]
-CMD ["serve", "--addr", "0.0.0.0:8080", "--db", "/data/memplan.db", "--shutdown-grace", "5"]
+# Reachable from outside the container: bearer tokens are required (mount a token file, see
+# the README); `memplan serve` refuses a public address without them.
+CMD ["serve", "--addr", "0.0.0.0:8080", "--db", "/data/memplan.db", "--shutdown-grace", "5", "--token-file", "/run/secrets/memplan-tokens"]

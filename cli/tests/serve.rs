@@ -475,6 +475,16 @@ fn the_dockerfile_build_and_run_commands_match_the_readme() {
         "{docker_run}"
     );
     assert!(docker_run.contains(&format!(":{volume}")), "{docker_run}");
+    // A public address needs tokens: the image reads a token file the README mounts.
+    let tokens = &run[run
+        .iter()
+        .position(|a| a == "--token-file")
+        .expect("the image serves without tokens")
+        + 1];
+    assert!(
+        docker_run.contains(&format!(":{tokens}:ro")),
+        "{docker_run}"
+    );
 
     // Every flag of the command is one `memplan serve` takes.
     let help = Command::new(env!("CARGO_BIN_EXE_memplan"))

@@ -29,7 +29,7 @@ pub struct Ctx {
     pub job_timeout: Duration,
 }
 
-/// The wait a 503 asks for, once it is checked to carry an integer Retry-After and a problem
+/// The wait a 503 or 429 asks for, once it is checked to carry an integer Retry-After and a problem
 /// document that agrees.
 fn retry_after(a: &Answer) -> Result<u64, String> {
     let header = a
@@ -53,7 +53,7 @@ fn retry_after(a: &Answer) -> Result<u64, String> {
     let urn = p["type"]
         .as_str()
         .is_some_and(|t| t.starts_with("urn:memplan:problem:"));
-    if p["status"] != 503 || !urn {
+    if p["status"] != a.status.as_u16() || !urn {
         return Err(format!(
             "503 with an unexpected problem document: {}",
             a.snippet()
@@ -169,7 +169,11 @@ impl Client {
                     ));
                 }
             };
-            if a.status != StatusCode::SERVICE_UNAVAILABLE {
+            // Back-pressure: 503 (all places taken) or 429 (this client's job limit), both
+            // with Retry-After.
+            if a.status != StatusCode::SERVICE_UNAVAILABLE
+                && a.status != StatusCode::TOO_MANY_REQUESTS
+            {
                 self.t.most_503s = self.t.most_503s.max(retries);
                 return Ok(a);
             }

@@ -17,7 +17,8 @@
 //! and checks (`POST /v1/check`) on a few zoo graphs. Every plan is replayed with
 //! `memplan::validate` and must have the peak of the reference plan (the library pipeline run
 //! in this process with the same options); every check must say valid; every accepted job must
-//! end `done`; a 503 must carry `Retry-After` and a problem document, and is retried after it.
+//! end `done`; a 503 (all places taken) or 429 (the client's job limit) must carry `Retry-After`
+//! and a problem document, and is retried after it.
 //! The service's resident memory (VmRSS) is sampled every 100 ms. Prints Markdown tables and
 //! exits non-zero on any failure.
 //!
