@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes a few tiny ONNX models (onnx.helper, shapes inferred) into DIR, as seeds for the
 `onnx_decode` fuzz target: a small CNN with a symbolic batch, a Gemm/MatMul head, a Constant
-node, a sparse initializer, an elementwise chain, a model without inferred shapes and one
-with control flow (refused by the importer). Usage: gen_onnx_seeds.py DIR
+node, a sparse initializer, an elementwise chain, `auto_pad` convolutions and pools, a
+transposed convolution, reductions, a custom-domain node, a model without inferred shapes and
+one with control flow (refused by the importer). Usage: gen_onnx_seeds.py DIR
 """
 import os
 import sys
@@ -101,6 +102,41 @@ def main(out):
         [helper.make_tensor_value_info("y", F, ["B", 5])],
     )
     save(out, "no_inferred_shapes", noshape, infer=False)
+    # auto_pad SAME_UPPER / SAME_LOWER convolutions and pools, ConvTranspose, Gemm with alpha,
+    # ReduceMean with keepdims/axes, Unsqueeze and a node of a custom domain.
+    pads = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], name="conv_same", auto_pad="SAME_UPPER",
+                             kernel_shape=[3, 3], strides=[2, 2], dilations=[1, 1], group=1),
+            helper.make_node("AveragePool", ["c"], ["p"], name="avg_same", auto_pad="SAME_LOWER",
+                             kernel_shape=[2, 2], strides=[1, 1], count_include_pad=1),
+            helper.make_node("ConvTranspose", ["p", "wt"], ["t"], name="deconv",
+                             kernel_shape=[2, 2], strides=[2, 2], output_padding=[0, 0],
+                             pads=[0, 0, 0, 0]),
+            helper.make_node("MaxPool", ["t"], ["m"], name="max_asym", kernel_shape=[2, 2],
+                             pads=[0, 0, 1, 1], ceil_mode=1),
+            helper.make_node("ReduceMean", ["m"], ["r"], name="mean", axes=[2, 3], keepdims=0),
+            helper.make_node("Unsqueeze", ["r", "ax"], ["u"], name="unsq"),
+            helper.make_node("Flatten", ["u"], ["f"], name="flat"),
+            helper.make_node("Gemm", ["f", "gw"], ["g"], name="gemm", alpha=0.5, transA=0),
+            helper.make_node("MyOp", ["g"], ["y"], name="custom", domain="com.example", k=3,
+                             fs=[1.0, 2.0], ss=["a", "b"]),
+        ],
+        "pads",
+        [helper.make_tensor_value_info("x", F, [1, 2, 7, 7])],
+        [helper.make_tensor_value_info("y", F, [1, 3])],
+        [init("w", 4, 2, 3, 3), init("wt", 4, 3, 2, 2), init("gw", 3, 5),
+         numpy_helper.from_array(np.array([2], dtype=np.int64), "ax")],
+    )
+    model = helper.make_model(pads, opset_imports=[helper.make_opsetid("", 13),
+                                                   helper.make_opsetid("com.example", 1)])
+    model = shape_inference.infer_shapes(model)
+    vi = {v.name for v in model.graph.value_info}
+    for name, dims in [("g", [1, 3])]:
+        if name not in vi:
+            model.graph.value_info.append(helper.make_tensor_value_info(name, F, dims))
+    with open(os.path.join(out, "pads.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
     # Control flow: If with two subgraphs (refused, naming the node).
     branch = lambda v: helper.make_graph(  # noqa: E731
         [helper.make_node("Identity", ["x"], ["o" + v])], "b" + v, [],
