@@ -516,7 +516,7 @@ fn node_op(
     }
     let shape_of = |n: &str| values.get(n).map(|v| v.shape.clone());
     let size_of = |n: &str| values.get(n).map(|v| v.size);
-    let (ty, attrs) = map_op(node, &op_type, standard, &shape_of);
+    let (ty, attrs) = map_op(node, &op_type, standard, &shape_of).map_err(fail)?;
     let mut op = Map::new();
     op.insert("name".into(), json!(node_name));
     op.insert("type".into(), json!(ty));
@@ -740,34 +740,56 @@ fn pair(v: Option<Vec<i64>>, default: i64) -> Option<[i64; 2]> {
 }
 
 /// Symmetric `(top, left)` padding from ONNX `pads` (`[top, left, bottom, right]`) or
-/// `auto_pad`; `None` when asymmetric (then the raw `pads` are kept).
+/// `auto_pad`; `None` when asymmetric (then the raw `pads` are kept). An `auto_pad` whose
+/// padding does not fit in i64 (absurd strides, kernel or dilations, or an input dimension
+/// over i64) is an error naming the attributes.
 fn padding(
     node: &NodeProto,
     input: Option<&[u64]>,
     kernel: [i64; 2],
     stride: [i64; 2],
     dilation: [i64; 2],
-) -> Option<[i64; 2]> {
+) -> Result<Option<[i64; 2]>, String> {
     let auto = attr_str(node, "auto_pad").unwrap_or_default();
     if auto == "SAME_UPPER" || auto == "SAME_LOWER" {
-        let x = input.filter(|s| s.len() == 4)?;
+        let Some(x) = input.filter(|s| s.len() == 4) else {
+            return Ok(None);
+        };
         let mut pad = [0; 2];
         for d in 0..2 {
-            let (size, s) = (x[2 + d] as i64, stride[d].max(1));
-            let out = (size + s - 1) / s;
-            let total = ((out - 1) * s + (kernel[d] - 1) * dilation[d] + 1 - size).max(0);
+            let total = same_padding_total(x[2 + d], stride[d], kernel[d], dilation[d])
+                .ok_or_else(|| {
+                    format!(
+                        "auto_pad {auto} with strides {stride:?}, kernel {kernel:?} and                          dilations {dilation:?} on an input of shape {x:?}: the padding                          overflows a 64-bit integer"
+                    )
+                })?;
             if total % 2 != 0 {
-                return None;
+                return Ok(None);
             }
             pad[d] = total / 2;
         }
-        return Some(pad);
+        return Ok(Some(pad));
     }
-    match attr_ints(node, "pads").as_deref() {
+    Ok(match attr_ints(node, "pads").as_deref() {
         None | Some([]) => Some([0, 0]),
         Some(&[t, l, b, r]) if t == b && l == r => Some([t, l]),
         _ => None,
-    }
+    })
+}
+
+/// ONNX's total `SAME_*` padding along one axis of `size`:
+/// `max(0, (ceil(size / stride) - 1) · stride + (kernel - 1) · dilation + 1 - size)`, with
+/// strides below 1 taken as 1; `None` when a step overflows i64.
+fn same_padding_total(size: u64, stride: i64, kernel: i64, dilation: i64) -> Option<i64> {
+    let (size, s) = (i64::try_from(size).ok()?, stride.max(1));
+    let out = size.checked_add(s - 1)? / s;
+    let reach = (kernel.checked_sub(1)?).checked_mul(dilation)?;
+    let total = (out - 1)
+        .checked_mul(s)?
+        .checked_add(reach)?
+        .checked_add(1)?
+        .checked_sub(size)?;
+    Some(total.max(0))
 }
 
 /// memplan op type and attributes for an ONNX node.
@@ -776,15 +798,15 @@ fn map_op(
     op_type: &str,
     standard: bool,
     shape_of: &dyn Fn(&str) -> Option<Vec<u64>>,
-) -> (String, Map<String, Value>) {
+) -> Result<(String, Map<String, Value>), String> {
     let first_shape = node.input.first().and_then(|n| shape_of(n));
     let first = first_shape.as_deref();
     let mut a = Map::new();
     if !standard {
-        return (op_type.to_lowercase(), raw_attrs(node));
+        return Ok((op_type.to_lowercase(), raw_attrs(node)));
     }
     let simple = |t: &str| (t.to_string(), Map::new());
-    match op_type {
+    Ok(match op_type {
         "Conv" | "ConvTranspose" if first.is_some_and(|s| s.len() == 4) => {
             let weight = node.input.get(1).and_then(|n| shape_of(n));
             let kernel = pair(attr_ints(node, "kernel_shape"), 1)
@@ -797,7 +819,7 @@ fn map_op(
             let stride = pair(attr_ints(node, "strides"), 1).unwrap_or([1, 1]);
             let dilation = pair(attr_ints(node, "dilations"), 1).unwrap_or([1, 1]);
             a.insert("stride".into(), json!(stride));
-            match padding(node, first, kernel, stride, dilation) {
+            match padding(node, first, kernel, stride, dilation)? {
                 Some(p) => a.insert("padding".into(), json!(p)),
                 None => a.insert("pads".into(), json!(attr_ints(node, "pads"))),
             };
@@ -817,7 +839,7 @@ fn map_op(
             let dilation = pair(attr_ints(node, "dilations"), 1).unwrap_or([1, 1]);
             a.insert("kernel_size".into(), json!(kernel));
             a.insert("stride".into(), json!(stride));
-            match padding(node, first, kernel, stride, dilation) {
+            match padding(node, first, kernel, stride, dilation)? {
                 Some(p) => a.insert("padding".into(), json!(p)),
                 None => a.insert("pads".into(), json!(attr_ints(node, "pads"))),
             };
@@ -890,7 +912,7 @@ fn map_op(
         "Flatten" | "Reshape" | "Squeeze" | "Unsqueeze" => ("reshape".into(), raw_attrs(node)),
         "Identity" => simple("clone"),
         _ => (op_type.to_lowercase(), raw_attrs(node)),
-    }
+    })
 }
 
 /// Elementwise and reshape-like op types that may write over their first input.
@@ -1013,12 +1035,39 @@ mod tests {
         // 3×3, stride 1 on 8×8: total padding 2 → 1 each side.
         assert_eq!(
             padding(&node, Some(&[1, 3, 8, 8]), [3, 3], [1, 1], [1, 1]),
-            Some([1, 1])
+            Ok(Some([1, 1]))
         );
         // 2×2, stride 1: total 1 is odd → asymmetric, no symmetric padding.
         assert_eq!(
             padding(&node, Some(&[1, 3, 8, 8]), [2, 2], [1, 1], [1, 1]),
-            None
+            Ok(None)
         );
+    }
+
+    /// Seen while seeding the `onnx_decode` fuzz target with `auto_pad` models (crafted from
+    /// the code, then crashed the target): a Conv with `auto_pad: SAME_UPPER` and a stride of
+    /// i64::MAX overflowed the padding arithmetic (a panic in debug builds, a silently
+    /// dropped padding in release ones).
+    #[test]
+    fn a_same_padded_conv_whose_stride_overflows_the_padding_is_refused_not_a_panic() {
+        const MODEL: &[u8] =
+            b":\x95\x01\x0aG\x0a\x01x\x0a\x01w\x12\x01y\x1a\x01c\x22\x04Conv*\x19\x0a\x08auto_pad\
+          \x22\x0aSAME_UPPER\xa0\x01\x03*\x18\x0a\x07strides@\xff\xff\xff\xff\xff\xff\xff\xff\
+          \x7f@\x01\xa0\x01\x07\x12\x01g*\x0d\x08\x01\x08\x01\x08\x03\x08\x03\x10\x01B\x01wZ\
+          \x1b\x0a\x01x\x12\x16\x0a\x14\x08\x01\x12\x10\x0a\x02\x08\x01\x0a\x02\x08\x01\x0a\
+          \x02\x08\x02\x0a\x02\x08\x02b\x1b\x0a\x01y\x12\x16\x0a\x14\x08\x01\x12\x10\x0a\x02\
+          \x08\x01\x0a\x02\x08\x01\x0a\x02\x08\x01\x0a\x02\x08\x02";
+        let err = import_onnx(MODEL, &OnnxOptions::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, OnnxError::Node { .. }), "{msg}");
+        assert!(
+            msg.contains("node \"c\" (Conv)")
+                && msg.contains("auto_pad SAME_UPPER with strides [9223372036854775807, 1]")
+                && msg.contains("overflows"),
+            "{msg}"
+        );
+        assert_eq!(same_padding_total(2, 1, i64::MIN, 2), None);
+        assert_eq!(same_padding_total(u64::MAX, 1, 3, 1), None);
+        assert_eq!(same_padding_total(8, 2, 3, 1), Some(1));
     }
 }
