@@ -57,7 +57,7 @@ for t in $TARGETS; do
         result=ok
     else
         failed=1
-        result="FAILED (exit $rc: $(grep -m1 -oE 'ERROR: libFuzzer: [a-z-]+|panicked at [^:]+:[0-9]+|deadly signal' "$log"); $(grep -m1 -oE 'Test unit written to [^ ]+' "$log"))"
+        result="FAILED (exit $rc: $(grep -m1 -oE 'ERROR: libFuzzer: [a-z-]+( signal)?|panicked at [^:]+:[0-9]+|deadly signal' "$log"); $(grep -m1 -oE 'Test unit written to [^ ]+' "$log"))"
     fi
     summary+=("$(printf '%-15s execs %-10s exec/s %-7s secs %-6s new_units %-5s rss_mb %-5s %s' \
         "$t" "${execs:-?}" "${rate:-?}" "$secs" "${units:-?}" "${rss:-?}" "$result")")
