@@ -53,39 +53,7 @@ fn start(db: &Path, extra: &[&str]) -> Server {
 
 /// One HTTP/1.1 request on its own connection: (status, body).
 fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8(raw).unwrap();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = rest;
-        while let Some((size, tail)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap();
-            if n == 0 {
-                break;
-            }
-            out.push_str(&tail[..n]);
-            rest = &tail[n + 2..];
-        }
-        out
-    } else {
-        rest.to_string()
-    };
-    (status, body)
+    try_http(addr, method, path, body).unwrap()
 }
 
 /// A graph whose exact placement search runs until its time limit (see the API tests).
@@ -206,7 +174,8 @@ fn sigterm_stops_the_service_gracefully_and_the_interrupted_job_runs_after_a_res
     );
 }
 
-/// One HTTP/1.1 request that may fail (the server may be gone): (status, body).
+/// One HTTP/1.1 request that may fail (the server may be gone): (status, body), a chunked
+/// body decoded.
 fn try_http(addr: &str, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(60)))?;
@@ -226,7 +195,23 @@ fn try_http(addr: &str, method: &str, path: &str, body: &str) -> std::io::Result
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(bad)?;
-    Ok((status, rest.to_string()))
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Ok((status, rest.to_string()));
+    }
+    let mut out = String::new();
+    let mut rest = rest;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).map_err(|_| bad())?;
+        if n == 0 {
+            break;
+        }
+        out.push_str(tail.get(..n).ok_or_else(bad)?);
+        rest = tail.get(n + 2..).ok_or_else(bad)?;
+    }
+    Ok((status, out))
 }
 
 #[test]
