@@ -1,7 +1,7 @@
 //! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
 //! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
-//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations]`
+//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|exact-suite]`
 //! (SHARED_DIR defaults to `../shared`). Every graph is planned through the one planning
 //! pipeline ([`memplan::pipeline::run`]) with [`PipelineOptions`]: the defaults (effort in
 //! deterministic work units, [`memplan::pipeline::DEFAULT_TIME_LIMIT_S`] as a wall-clock cap),
@@ -45,6 +45,10 @@
 //! - **latency** (`--only latency`): the heuristic strategy on densenet121.16.train with
 //!   `--order auto` and `--order given` (median of 10 runs, ms), then the default pipeline's
 //!   time per zoo graph (see `determinism.rs`).
+//! - **exact-suite** (`--only exact-suite [--count N] [--first-seed S] [--configs A,B]
+//!   [--write DIR]`; not part of the default run): the exact search on generated hard
+//!   placement instances with known answers and the six challenging ones (see
+//!   `exact_suite.rs`).
 //! - **mutations** (`--only mutations [--mutants N]`; not part of the default run): N (default
 //!   10,000) seeded mutations of valid plans through the validator, check_plan.py and the
 //!   executor: accepted, accepted-and-corrupt, disagreements (see `mutations.rs`).
@@ -54,6 +58,7 @@
 
 mod conv_algos;
 mod determinism;
+mod exact_suite;
 mod fusion;
 mod mutations;
 
@@ -91,6 +96,16 @@ fn main() -> Result<()> {
     let mut only: Option<String> = None;
     let mut extra_graphs: Option<PathBuf> = None;
     let mut mutants = mutations::DEFAULT_MUTANTS;
+    let mut suite = exact_suite::SuiteArgs {
+        count: exact_suite::DEFAULT_COUNT,
+        first_seed: 1,
+        time_limit: Duration::from_secs_f64(exact_suite::DEFAULT_TIME_LIMIT_S),
+        configs: exact_suite::DEFAULT_CONFIGS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        write: None,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -109,9 +124,29 @@ fn main() -> Result<()> {
             "--mutants" => {
                 mutants = args.next().context("--mutants needs a number")?.parse()?;
             }
+            "--count" => suite.count = args.next().context("--count needs a number")?.parse()?,
+            "--first-seed" => {
+                suite.first_seed = args
+                    .next()
+                    .context("--first-seed needs a number")?
+                    .parse()?
+            }
+            "--configs" => {
+                suite.configs = args
+                    .next()
+                    .context("--configs needs a comma-separated list")?
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .collect()
+            }
+            "--write" => {
+                suite.write = Some(PathBuf::from(
+                    args.next().context("--write needs a directory")?,
+                ))
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations] [--graphs DIR] [--mutants N]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|exact-suite] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--write DIR]"
                 );
                 return Ok(());
             }
@@ -136,6 +171,13 @@ fn main() -> Result<()> {
     }
     if only.as_deref() == Some("determinism") {
         return determinism::determinism(&shared.join("zoo"), &base);
+    }
+    if only.as_deref() == Some("exact-suite") {
+        if let Some(s) = time_limit {
+            suite.time_limit = Duration::try_from_secs_f64(s)
+                .context("--time-limit must be a non-negative number")?;
+        }
+        return exact_suite::run(&shared, &suite);
     }
     if only.as_deref() == Some("mutations") {
         return mutations::run(&shared, mutants);

@@ -13,7 +13,7 @@
 //! search hand-off, the HiGHS address program and its peak-window refinement), [`exact`]
 //! (exact placement search), [`order`] (op-order problem, lifetimes of an order, order
 //! heuristics, the order-independent bound and the HiGHS order program), [`csv`] (the
-//! minimalloc buffer CSV), [`mip`] (the one HiGHS layer every integer program is built and
+//! minimalloc buffer CSV), [`generate`] (hard placement instances with known answers), [`mip`] (the one HiGHS layer every integer program is built and
 //! solved through).
 //!
 //! ```
@@ -34,6 +34,7 @@
 
 pub mod csv;
 pub mod exact;
+pub mod generate;
 pub mod limits;
 pub mod mip;
 pub mod order;

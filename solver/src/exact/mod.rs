@@ -76,6 +76,17 @@ pub struct ExactOptions {
     /// Failed-state memo: remember (128-bit fingerprints of) exhausted search states and fail
     /// on meeting one again, across restarts too.
     pub memo: bool,
+    /// Run only this member of the restart rotation ([`strategy_count`] of them; the pivot
+    /// rule and preorder of each are in [`ordering`]), with no restarts: how the benchmark
+    /// measures each strategy's own success rate. `None` (the default): as `restarts` says.
+    /// Ignored without dynamic ordering.
+    pub only_strategy: Option<usize>,
+}
+
+/// Number of strategies in the restart rotation (valid [`ExactOptions::only_strategy`]
+/// values are `0..strategy_count()`).
+pub fn strategy_count() -> usize {
+    STRATEGIES.len()
 }
 
 impl Default for ExactOptions {
@@ -88,6 +99,7 @@ impl Default for ExactOptions {
             restarts: true,
             decomposition: true,
             memo: true,
+            only_strategy: None,
         }
     }
 }
@@ -251,6 +263,9 @@ pub(crate) fn fit(
     let cfg = opts.config();
     let strategies: Vec<(Pivot, Vec<u32>)> = if !opts.dynamic_ordering {
         vec![(Pivot::Fewest, ranks(inst, &[]))]
+    } else if let Some(k) = opts.only_strategy {
+        let s = STRATEGIES[k % STRATEGIES.len()];
+        vec![(s.pivot, ranks(inst, &s.keys))]
     } else {
         let count = if opts.restarts { STRATEGIES.len() } else { 1 };
         STRATEGIES[..count]

@@ -120,6 +120,7 @@ fn all_switches() -> impl Iterator<Item = ExactOptions> {
         restarts: m & 8 == 0,
         decomposition: m & 16 == 0,
         memo: m & 32 == 0,
+        only_strategy: None,
     })
 }
 
@@ -551,4 +552,45 @@ proptest! {
         prop_assert!(out.lower_bound <= opt && opt <= out.peak);
         prop_assert_eq!(out.status == ExactStatus::Optimal, out.peak == out.lower_bound);
     }
+}
+
+/// The search never calls a generated instance with a known placement infeasible, and proves
+/// every below-LOAD variant infeasible (node-capped, so a timeout is allowed on the former).
+#[test]
+fn generated_hard_instances_get_answers_consistent_with_their_construction() {
+    use crate::generate::{generate, HardSpec, Known, Variant};
+    let capped = ExactOptions::with_limits(Limits {
+        time: None,
+        nodes: Some(20_000),
+        ..Limits::UNLIMITED
+    });
+    let mut solved = 0;
+    for seed in 0..24u64 {
+        let variant = if seed % 4 == 3 {
+            Variant::BelowLoad
+        } else {
+            Variant::Fits
+        };
+        let inst = generate(&HardSpec::challenging(
+            seed,
+            30 + 10 * (seed as usize % 5),
+            variant,
+        ));
+        let out = solve(&inst.problem, inst.capacity, &[], &capped);
+        match inst.known {
+            Known::Fits => {
+                assert_ne!(out.status, ExactStatus::Infeasible, "{}", inst.name);
+                if let Some(p) = &out.placement {
+                    assert!(inst.problem.check(p).unwrap() <= inst.capacity);
+                    solved += 1;
+                }
+            }
+            Known::Infeasible => assert_eq!(out.status, ExactStatus::Infeasible, "{}", inst.name),
+            Known::Unknown => unreachable!(),
+        }
+    }
+    assert!(
+        solved >= 12,
+        "only {solved} of 18 small fitting instances solved"
+    );
 }

@@ -1,0 +1,485 @@
+//! **exact-suite** (`--only exact-suite [--count N] [--first-seed S] [--configs A,B,…]
+//! [--write DIR]`; not part of the default run): the exact placement search on generated hard
+//! instances with known answers ([`memplan_solver::generate`]) and on the six challenging
+//! MiniMalloc instances of `SHARED_DIR/bench/minimalloc`.
+//!
+//! Each configuration ([`CONFIGS`]) runs every instance at its capacity with the per-instance
+//! time limit (`--time-limit S`, default 10 s here). A *fits* instance is solved when a
+//! placement is found, a *below-load* one when infeasibility is proven, a *grown* one when
+//! either is established. Per configuration, size class and variant the table gives: solved /
+//! total, seconds (median, p90, max over all instances, unsolved ones at the limit) and search
+//! nodes (median, max). `minimise` runs [`exact::minimise`] without a capacity from the
+//! heuristic portfolio's placement and counts an instance solved when the peak is proven
+//! optimal (bound = peak); its rows also give the mean gap. `highs` runs the placement integer
+//! program warm-started from the portfolio and counts it solved when its peak is at most the
+//! capacity. Unsolved instances are listed by name at the end.
+//!
+//! `--write DIR` writes the generated instances as `DIR/NAME.CAPACITY.csv` (the buffer CSV of
+//! docs/FORMATS.md §3, alignment column where needed, no offsets) and `DIR/index.csv` (name,
+//! buffers, capacity, LOAD, what is known), and runs nothing.
+
+use anyhow::{bail, Context, Result};
+use memplan_solver::exact::{self, ExactOptions, ExactStatus};
+use memplan_solver::generate::{self, HardInstance, Known, Variant};
+use memplan_solver::placement::{self, program::IlpOptions};
+use memplan_solver::{Limits, PlacementProblem};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Default number of generated instances.
+pub const DEFAULT_COUNT: usize = 200;
+
+/// Default per-instance time limit of this table (seconds).
+pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
+
+/// The configurations, by name: the exact search with all switches (`default`, the restart
+/// portfolio), with one switch off each, each strategy of the rotation alone, the minimiser
+/// and the HiGHS placement program.
+pub const CONFIGS: [&str; 13] = [
+    "default",
+    "no-sections",
+    "no-dominance",
+    "no-dynamic-ordering",
+    "no-restarts",
+    "no-decomposition",
+    "no-memo",
+    "strategy-0",
+    "strategy-1",
+    "strategy-2",
+    "strategy-3",
+    "minimise",
+    "highs",
+];
+
+/// Configurations run when `--configs` is not given.
+pub const DEFAULT_CONFIGS: [&str; 7] = [
+    "default",
+    "strategy-0",
+    "strategy-1",
+    "strategy-2",
+    "strategy-3",
+    "minimise",
+    "highs",
+];
+
+/// Settings of the table.
+#[derive(Debug, Clone)]
+pub struct SuiteArgs {
+    /// Generated instances.
+    pub count: usize,
+    /// Seed of the first generated instance.
+    pub first_seed: u64,
+    /// Per-instance time limit.
+    pub time_limit: Duration,
+    /// Configurations to run (names of [`CONFIGS`]).
+    pub configs: Vec<String>,
+    /// Write the instances here instead of running.
+    pub write: Option<PathBuf>,
+}
+
+/// One instance of the table.
+struct Case {
+    name: String,
+    class: String,
+    variant: &'static str,
+    problem: PlacementProblem,
+    capacity: u64,
+    known: Known,
+}
+
+/// One configuration's answer on one case.
+struct Run {
+    solved: bool,
+    seconds: f64,
+    /// Search nodes (0 for `highs`, whose branch-and-bound nodes are not reported).
+    nodes: u64,
+    /// `minimise`: (peak − bound) / peak.
+    gap: Option<f64>,
+}
+
+fn exact_options(config: &str, limits: Limits) -> Result<ExactOptions> {
+    let mut o = ExactOptions::with_limits(limits);
+    match config {
+        "default" | "minimise" => {}
+        "no-sections" => o.section_inference = false,
+        "no-dominance" => o.dominance = false,
+        "no-dynamic-ordering" => o.dynamic_ordering = false,
+        "no-restarts" => o.restarts = false,
+        "no-decomposition" => o.decomposition = false,
+        "no-memo" => o.memo = false,
+        s if s.starts_with("strategy-") => {
+            let k: usize = s["strategy-".len()..]
+                .parse()
+                .with_context(|| format!("configuration `{s}`: strategy-K needs a number"))?;
+            if k >= exact::strategy_count() {
+                bail!(
+                    "configuration `{s}`: there are {} strategies (0..{})",
+                    exact::strategy_count(),
+                    exact::strategy_count() - 1
+                );
+            }
+            o.only_strategy = Some(k);
+        }
+        other => bail!(
+            "unknown configuration `{other}`; known: {}",
+            CONFIGS.join(", ")
+        ),
+    }
+    Ok(o)
+}
+
+fn run_case(config: &str, case: &Case, tl: Duration) -> Result<Run> {
+    let limits = Limits {
+        time: Some(tl),
+        nodes: None,
+        cancel: None,
+    };
+    let t = Instant::now();
+    match config {
+        "minimise" | "highs" => {
+            let uncapped = PlacementProblem {
+                buffers: case.problem.buffers.clone(),
+                capacity: None,
+            };
+            let start = placement::portfolio(&uncapped, &limits)
+                .with_context(|| format!("{}: heuristic portfolio", case.name))?;
+            let rest = tl.saturating_sub(t.elapsed());
+            if config == "minimise" {
+                let out = exact::minimise(
+                    &uncapped,
+                    &start.placement,
+                    &exact_options(
+                        config,
+                        Limits {
+                            time: Some(rest),
+                            ..limits
+                        },
+                    )?,
+                );
+                let gap =
+                    (out.peak - out.lower_bound.min(out.peak)) as f64 / out.peak.max(1) as f64;
+                Ok(Run {
+                    solved: out.status == ExactStatus::Optimal,
+                    seconds: t.elapsed().as_secs_f64(),
+                    nodes: out.nodes,
+                    gap: Some(gap),
+                })
+            } else {
+                let opts = IlpOptions {
+                    limits: Limits {
+                        time: Some(rest),
+                        ..limits
+                    },
+                    max_pairs: usize::MAX,
+                    ..IlpOptions::default()
+                };
+                let out = placement::program::place_ilp(&uncapped, &start.placement, &opts);
+                let (solved, nodes) = match out {
+                    Ok(o) => {
+                        let peak = uncapped.check(&o.placement)?;
+                        let proven_infeasible = o.stats.lower_bound > case.capacity;
+                        let ok = match case.known {
+                            Known::Fits => peak <= case.capacity,
+                            Known::Infeasible => proven_infeasible,
+                            Known::Unknown => peak <= case.capacity || proven_infeasible,
+                        };
+                        (ok, 0)
+                    }
+                    Err(_) => (false, 0),
+                };
+                Ok(Run {
+                    solved,
+                    seconds: t.elapsed().as_secs_f64(),
+                    nodes,
+                    gap: None,
+                })
+            }
+        }
+        _ => {
+            let out = exact::solve(
+                &case.problem,
+                case.capacity,
+                &[],
+                &exact_options(config, limits)?,
+            );
+            if let Some(p) = &out.placement {
+                let peak = case.problem.check(p)?;
+                if peak > case.capacity {
+                    bail!("{}: {config} returned a peak above the capacity", case.name);
+                }
+            }
+            let solved = match (case.known, out.status) {
+                (Known::Fits, ExactStatus::Optimal) => true,
+                (Known::Infeasible, ExactStatus::Infeasible) => true,
+                (Known::Unknown, ExactStatus::Optimal | ExactStatus::Infeasible) => true,
+                (Known::Fits, ExactStatus::Infeasible) => {
+                    bail!(
+                        "{}: {config} claims a fitting instance is infeasible",
+                        case.name
+                    )
+                }
+                (Known::Infeasible, ExactStatus::Optimal) => {
+                    bail!("{}: {config} placed an infeasible instance", case.name)
+                }
+                _ => false,
+            };
+            Ok(Run {
+                solved,
+                seconds: out.elapsed.as_secs_f64(),
+                nodes: out.nodes,
+                gap: None,
+            })
+        }
+    }
+}
+
+fn generated(args: &SuiteArgs) -> Vec<HardInstance> {
+    generate::suite(args.count, args.first_seed)
+        .iter()
+        .map(generate::generate)
+        .collect()
+}
+
+fn write_instances(dir: &Path, instances: &[HardInstance]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut index = String::from("name,buffers,capacity,load,known\n");
+    for inst in instances {
+        let with_align = inst.problem.buffers.iter().any(|b| b.alignment > 1);
+        let mut csv = String::from(if with_align {
+            "id,lower,upper,size,alignment\n"
+        } else {
+            "id,lower,upper,size\n"
+        });
+        for (i, b) in inst.problem.buffers.iter().enumerate() {
+            let _ = write!(
+                csv,
+                "{i},{},{},{}",
+                b.lifetime.start, b.lifetime.end, b.size
+            );
+            if with_align {
+                let _ = write!(csv, ",{}", b.alignment);
+            }
+            csv.push('\n');
+        }
+        let path = dir.join(format!("{}.{}.csv", inst.name, inst.capacity));
+        std::fs::write(&path, csv).with_context(|| format!("writing {}", path.display()))?;
+        let known = match inst.known {
+            Known::Fits => "fits",
+            Known::Infeasible => "infeasible",
+            Known::Unknown => "unknown",
+        };
+        let _ = writeln!(
+            index,
+            "{},{},{},{},{known}",
+            inst.name,
+            inst.problem.buffers.len(),
+            inst.capacity,
+            inst.load
+        );
+    }
+    let path = dir.join("index.csv");
+    std::fs::write(&path, index).with_context(|| format!("writing {}", path.display()))?;
+    println!(
+        "wrote {} instances and index.csv to {}",
+        instances.len(),
+        dir.display()
+    );
+    Ok(())
+}
+
+/// The six challenging instances (`NAME.CAPACITY.csv`), when present.
+fn shared_cases(shared: &Path) -> Result<Vec<Case>> {
+    let dir = shared.join("bench/minimalloc");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    paths.sort();
+    let mut cases = Vec::new();
+    for path in paths {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Some((name, cap)) = stem.rsplit_once('.') else {
+            continue;
+        };
+        let Ok(capacity) = cap.parse::<u64>() else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let parsed = memplan_solver::csv::parse(&text, 1)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        cases.push(Case {
+            name: format!("minimalloc-{name}"),
+            class: "shared six".into(),
+            variant: "fits",
+            problem: parsed.problem,
+            capacity,
+            known: Known::Fits,
+        });
+    }
+    Ok(cases)
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs the table (or writes the instances).
+pub fn run(shared: &Path, args: &SuiteArgs) -> Result<()> {
+    for c in &args.configs {
+        if !CONFIGS.contains(&c.as_str()) {
+            bail!("unknown configuration `{c}`; known: {}", CONFIGS.join(", "));
+        }
+    }
+    let instances = generated(args);
+    if let Some(dir) = &args.write {
+        return write_instances(dir, &instances);
+    }
+    let mut cases = shared_cases(shared)?;
+    for inst in instances {
+        let variant = match inst.known {
+            Known::Fits => Variant::Fits.as_str(),
+            Known::Infeasible => Variant::BelowLoad.as_str(),
+            Known::Unknown => Variant::Grown(0).as_str(),
+        };
+        cases.push(Case {
+            class: format!("{} buffers", inst.problem.buffers.len()),
+            name: inst.name,
+            variant,
+            capacity: inst.capacity,
+            problem: inst.problem,
+            known: inst.known,
+        });
+    }
+    println!(
+        "## exact-suite: {} generated instances (first seed {}) + {} shared, {:.0} s per instance",
+        args.count,
+        args.first_seed,
+        cases.len() - args.count,
+        args.time_limit.as_secs_f64()
+    );
+    println!();
+    println!("| config | class | variant | solved | s median | s p90 | s max | nodes median | nodes max | gap mean |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut unsolved: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut summary = Vec::new();
+    for config in &args.configs {
+        // class → variant → runs, in first-seen order of classes.
+        let mut groups: Vec<((String, &'static str), Vec<Run>)> = Vec::new();
+        for case in &cases {
+            let r = run_case(config, case, args.time_limit)?;
+            if !r.solved {
+                unsolved
+                    .entry(config.clone())
+                    .or_default()
+                    .push(case.name.clone());
+            }
+            let key = (case.class.clone(), case.variant);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(r),
+                None => groups.push((key, vec![r])),
+            }
+        }
+        let (mut fits_solved, mut fits_total) = (0, 0);
+        for ((class, variant), runs) in &groups {
+            let solved = runs.iter().filter(|r| r.solved).count();
+            if *variant == "fits" && class != "shared six" {
+                fits_solved += solved;
+                fits_total += runs.len();
+            }
+            let mut secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+            secs.sort_by(f64::total_cmp);
+            let mut nodes: Vec<f64> = runs.iter().map(|r| r.nodes as f64).collect();
+            nodes.sort_by(f64::total_cmp);
+            let gaps: Vec<f64> = runs.iter().filter_map(|r| r.gap).collect();
+            let gap = if gaps.is_empty() {
+                "".to_string()
+            } else {
+                format!(
+                    "{:.3} %",
+                    100.0 * gaps.iter().sum::<f64>() / gaps.len() as f64
+                )
+            };
+            println!(
+                "| {config} | {class} | {variant} | {solved}/{} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} | {gap} |",
+                runs.len(),
+                quantile(&secs, 0.5),
+                quantile(&secs, 0.9),
+                quantile(&secs, 1.0),
+                quantile(&nodes, 0.5),
+                quantile(&nodes, 1.0),
+            );
+        }
+        summary.push((config.clone(), fits_solved, fits_total));
+    }
+    println!();
+    println!("Generated *fits* instances solved at capacity = LOAD, per configuration:");
+    println!();
+    for (config, solved, total) in &summary {
+        println!(
+            "- {config}: {solved}/{total} ({:.1} %)",
+            100.0 * *solved as f64 / (*total).max(1) as f64
+        );
+    }
+    if !unsolved.is_empty() {
+        println!();
+        println!("Unsolved:");
+        for (config, names) in &unsolved {
+            println!("- {config} ({}): {}", names.len(), names.join(", "));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_instances_parse_back_to_the_generated_buffers() {
+        let dir = std::env::temp_dir().join(format!("memplan-suite-{}", std::process::id()));
+        let args = SuiteArgs {
+            count: 10,
+            first_seed: 3,
+            time_limit: Duration::from_secs(1),
+            configs: vec![],
+            write: Some(dir.clone()),
+        };
+        let instances = generated(&args);
+        write_instances(&dir, &instances).unwrap();
+        for inst in &instances {
+            let path = dir.join(format!("{}.{}.csv", inst.name, inst.capacity));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let parsed = memplan_solver::csv::parse(&text, 1).unwrap();
+            assert_eq!(
+                parsed.problem.buffers, inst.problem.buffers,
+                "{}",
+                inst.name
+            );
+            assert!(parsed.offsets.is_none(), "the answer is not written");
+        }
+        let index = std::fs::read_to_string(dir.join("index.csv")).unwrap();
+        assert_eq!(index.lines().count(), 11);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_configuration_is_named_in_the_error() {
+        let err = exact_options("no-such", Limits::UNLIMITED).unwrap_err();
+        assert!(err.to_string().contains("no-such"), "{err}");
+        let err = exact_options("strategy-9", Limits::UNLIMITED).unwrap_err();
+        assert!(err.to_string().contains("strategy-9"), "{err}");
+    }
+}
