@@ -27,7 +27,7 @@
 //! so it is deterministic and bounded when the budget is unlimited. It never returns an order
 //! worse than the incumbent.
 
-use super::bound::order_lower_bound;
+use super::bound::per_node_bound as order_lower_bound;
 use super::lifetimes::inplace_fits;
 use super::{LifetimeOptions, OrderProblem, Orderer};
 use crate::limits::{Limits, LimitsClock};

@@ -8,6 +8,7 @@ pub mod greedy;
 pub mod lifetimes;
 pub mod listed;
 pub mod local_search;
+pub mod mincut;
 mod model;
 pub mod program;
 
@@ -286,7 +287,7 @@ pub fn best_order(
             method = o.name();
         }
     }
-    let lower = bound::order_lower_bound(problem, opts);
+    let lower = bound::order_lower_bound_hinted(problem, opts, Some(&best));
     debug_assert!(
         lower <= best_load,
         "order bound {lower} above an order's LOAD {best_load}"
