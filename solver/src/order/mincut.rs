@@ -153,10 +153,10 @@ pub(crate) fn min_cut_with_facts(
 /// order): the counted values live at its step, plus workspace, minus savings. An upper
 /// bound on the node's min cut. `O(n + Σ readers)`.
 pub(crate) fn reference_loads(
-problem: &OrderProblem,
-facts: &Facts,
-counted: &[bool],
-order: &[usize],
+    problem: &OrderProblem,
+    facts: &Facts,
+    counted: &[bool],
+    order: &[usize],
 ) -> Vec<u64> {
     let n = order.len();
     let mut pos = vec![0usize; n];
@@ -195,8 +195,8 @@ order: &[usize],
         at_step[s] = u64::try_from(acc.max(0)).unwrap_or(u64::MAX);
     }
     (0..n)
-    .map(|v| adjust(problem, facts, v, at_step[pos[v]]))
-    .collect()
+        .map(|v| adjust(problem, facts, v, at_step[pos[v]]))
+        .collect()
 }
 
 /// Bytes of `v`'s workspace plus `live`, minus `v`'s in-place savings.
@@ -535,7 +535,8 @@ impl Network {
                     let mut cut_at = self.path.len();
                     for (i, &e) in self.path.iter().enumerate() {
                         self.cap[e as usize] -= push;
-                        self.cap[(e ^ 1) as usize] = self.cap[(e ^ 1) as usize].saturating_add(push);
+                        self.cap[(e ^ 1) as usize] =
+                            self.cap[(e ^ 1) as usize].saturating_add(push);
                         if self.cap[e as usize] == 0 && cut_at == self.path.len() {
                             cut_at = i;
                         }
@@ -672,7 +673,11 @@ mod tests {
                 let opts = LifetimeOptions { inplace };
                 let r = unlimited(&p, &opts);
                 assert!(r.complete, "seed {seed}");
-                assert_eq!(r.bytes, brute_force(&p, &opts), "seed {seed} inplace {inplace}");
+                assert_eq!(
+                    r.bytes,
+                    brute_force(&p, &opts),
+                    "seed {seed} inplace {inplace}"
+                );
             }
         }
     }
@@ -696,15 +701,24 @@ mod tests {
     fn any_work_budget_and_any_hint_give_a_bound_no_higher_than_the_full_one() {
         for seed in 0..100 {
             let p = random_problem(5000 + seed, 7);
-            let opts = LifetimeOptions { inplace: seed % 2 == 0 };
+            let opts = LifetimeOptions {
+                inplace: seed % 2 == 0,
+            };
             let full = unlimited(&p, &opts).bytes;
             let orders = all_orders(&p);
             for work in [0, 1, 5, 20, 100, u64::MAX] {
-                for hint in [None, orders.first().map(Vec::as_slice), orders.last().map(Vec::as_slice)] {
+                for hint in [
+                    None,
+                    orders.first().map(Vec::as_slice),
+                    orders.last().map(Vec::as_slice),
+                ] {
                     let r = min_cut_bound(&p, &opts, hint, 0, work);
                     assert!(r.bytes <= full, "seed {seed} work {work}");
                     if work == u64::MAX {
-                        assert_eq!(r.bytes, full, "seed {seed}: the hint changes only the effort");
+                        assert_eq!(
+                            r.bytes, full,
+                            "seed {seed}: the hint changes only the effort"
+                        );
                     }
                 }
             }
@@ -726,7 +740,10 @@ mod tests {
     #[test]
     fn the_empty_problem_and_a_cycle_keep_the_floor() {
         let opts = LifetimeOptions::default();
-        assert_eq!(min_cut_bound(&OrderProblem::default(), &opts, None, 7, 10).bytes, 7);
+        assert_eq!(
+            min_cut_bound(&OrderProblem::default(), &opts, None, 7, 10).bytes,
+            7
+        );
         let mut p = waiting_value();
         p.nodes[0].inputs = vec![4];
         p.values[4].consumers = vec![0];
