@@ -45,7 +45,9 @@
 use super::bound::Facts;
 use super::{LifetimeOptions, OrderProblem};
 
-/// Default work budget of [`min_cut_bound`] (edge scans and node visits), about 0.1–0.3 s.
+/// Default work budget of [`min_cut_bound`] (edge scans and node visits): at most a fraction
+/// of a second; the zoo graphs settle every step with far less (see `memplan-benchmarks --only
+/// bound`).
 pub const DEFAULT_WORK: u64 = 60_000_000;
 
 /// What [`min_cut_bound`] found.
@@ -388,8 +390,8 @@ impl<'a> Stepper<'a> {
             } else {
                 let mid = self.net.add_node();
                 self.net.add_edge(tail, mid, val.size);
-                for i in 0..free_readers.len() {
-                    let head = self.node_of(free_readers[i] as usize);
+                for &c in &free_readers {
+                    let head = self.node_of(c as usize);
                     self.net.add_edge(mid, head, INF);
                 }
             }
