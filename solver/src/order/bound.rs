@@ -1,5 +1,8 @@
 //! A LOAD lower bound that holds for every topological order (no spill, no recompute).
 //!
+//! [`order_lower_bound`] reports the larger of the per-node bound below ([`per_node_bound`])
+//! and the min-cut bound of [`super::mincut`], which dominates it step by step.
+//!
 //! Idea (the order-independent bound of memory-aware scheduling, cf. OLLA / MODeL, and
 //! `shared/tools/order_lower_bound.py`): whatever the order, when node `v` runs every value
 //! produced by `v` or an ancestor of `v` (graph inputs: always) and read by `v` or a descendant

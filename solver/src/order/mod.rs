@@ -1,7 +1,8 @@
 //! The op-order problem, graph-agnostic: nodes (ops) read and write values (tensors) of given
 //! sizes; an order is a topological permutation of the nodes. Each order induces buffer
 //! lifetimes ([`lifetimes()`]) and so a LOAD; order heuristics ([`Orderer`]) look for orders with
-//! a low LOAD, and [`bound`] gives a LOAD lower bound that holds for every order.
+//! a low LOAD, and [`bound`] (with [`mincut`]) gives a LOAD lower bound that holds for every
+//! order.
 
 pub mod bound;
 pub mod greedy;
