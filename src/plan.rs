@@ -196,7 +196,8 @@ pub struct PlanStats {
     /// LOAD of the chosen order (bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_bytes: Option<u64>,
-    /// Order-independent lower bound (bytes).
+    /// Order-independent lower bound (bytes): the larger of the per-node bound and the min-cut
+    /// bound (`memplan_solver::order::bound::order_lower_bound_hinted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_lower_bound_bytes: Option<u64>,
     /// Order heuristic that produced the order.

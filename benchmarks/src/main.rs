@@ -1,7 +1,7 @@
 //! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
 //! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
-//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|exact-suite]`
+//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite]`
 //! (SHARED_DIR defaults to `../shared`). Every graph is planned through the one planning
 //! pipeline ([`memplan::pipeline::run`]) with [`PipelineOptions`]: the defaults (effort in
 //! deterministic work units, [`memplan::pipeline::DEFAULT_TIME_LIMIT_S`] as a wall-clock cap),
@@ -23,6 +23,12 @@
 //!   plan's peak (`--order auto --strategy heuristic`), the `--strategy auto` plan's peak (order
 //!   program + exact placement), its proven bound, gap, the order program's mode (whole /
 //!   windows, models improved), seconds, and the cut below the listed order's peak.
+//!
+//! - **bound** (`SHARED_DIR/zoo/*.json`; not part of the default run): the default plan's
+//!   peak (`memplan plan` defaults), the per-node order bound, the min-cut order bound
+//!   ([`memplan_solver::order::mincut`], steps ranked by the listed order) with its time, steps
+//!   flowed and whether it settled every step, the bound the plan reports (ranked by the plan's
+//!   own order, max with the order program's proof) and the gap between the peak and it.
 //!
 //! - **budget** (`SHARED_DIR/zoo/*.train.json` and `SHARED_DIR/bench/checkmate/*.json`; not
 //!   part of the default run): budgets of 80 %, 60 % and 40 % of LOAD of the listed order, on
@@ -146,7 +152,7 @@ fn main() -> Result<()> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|exact-suite] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--write DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--write DIR]"
                 );
                 return Ok(());
             }
@@ -206,6 +212,9 @@ fn main() -> Result<()> {
     }
     if only.as_deref() == Some("tiling") {
         return tiling::run(&shared, &base);
+    }
+    if only.as_deref() == Some("bound") {
+        return bound_table(&shared.join("zoo"), &base);
     }
     if only.as_deref() == Some("order") {
         let mut graphs = files(&shared.join("zoo"), "json")?;
@@ -380,6 +389,48 @@ fn order_table(graphs: &[PathBuf], base: &PipelineOptions) -> Result<()> {
     }
     println!();
     println!("peak <= 1.02 x proven bound: {within} of {total} graphs");
+    Ok(())
+}
+
+fn bound_table(dir: &Path, base: &PipelineOptions) -> Result<()> {
+    use memplan_solver::order::{bound, mincut, LifetimeOptions};
+    println!("| graph | ops | peak MiB | per-node bound MiB | min-cut bound MiB | bound ms | flows | settled | plan's bound MiB | gap % |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    let (mut within, mut total) = (0, 0);
+    for path in files(dir, "json")? {
+        let g = Graph::parse(&std::fs::read_to_string(&path)?)
+            .with_context(|| path.display().to_string())?;
+        let r = plan_checked(&g, base, None)?;
+        let problem = r.graph.order_problem();
+        let lopts = LifetimeOptions {
+            inplace: base.inplace,
+        };
+        let old = bound::per_node_bound(&problem, &lopts);
+        let t0 = Instant::now();
+        let cut = mincut::min_cut_bound(&problem, &lopts, None, old, mincut::DEFAULT_WORK);
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let st = &r.plan.stats;
+        let reported = st.lower_bound_bytes.max(cut.bytes.min(st.peak_bytes));
+        let gap = 100.0 * (ratio(st.peak_bytes, reported) - 1.0);
+        total += 1;
+        if gap <= 2.0 {
+            within += 1;
+        }
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} | {:.2} |",
+            g.name,
+            problem.nodes.len(),
+            mib(st.peak_bytes),
+            mib(old),
+            mib(cut.bytes),
+            ms,
+            cut.flows,
+            if cut.complete { "yes" } else { "no" },
+            mib(st.lower_bound_bytes),
+            gap,
+        );
+    }
+    println!("\ngap <= 2 %: {within} of {total} graphs");
     Ok(())
 }
 

@@ -1,5 +1,8 @@
 //! A LOAD lower bound that holds for every topological order (no spill, no recompute).
 //!
+//! [`order_lower_bound`] reports the larger of the per-node bound below ([`per_node_bound`])
+//! and the min-cut bound of [`super::mincut`], which dominates it step by step.
+//!
 //! Idea (the order-independent bound of memory-aware scheduling, cf. OLLA / MODeL, and
 //! `shared/tools/order_lower_bound.py`): whatever the order, when node `v` runs every value
 //! produced by `v` or an ancestor of `v` (graph inputs: always) and read by `v` or a descendant
@@ -24,6 +27,7 @@
 //! first/last-step facts above. No recursion.
 
 use super::lifetimes::inplace_fits;
+use super::mincut::{min_cut_with_facts, DEFAULT_WORK};
 use super::{LifetimeOptions, OrderProblem};
 
 /// Word operations (or node/value additions) above which the exact bitset bound is replaced
@@ -33,16 +37,44 @@ pub const MAX_WORK: u128 = 1 << 28;
 /// Memory budget of one block of ancestor + descendant bitsets.
 pub const BLOCK_BYTES: usize = 64 << 20;
 
-/// A LOAD lower bound valid for every topological order of `problem` (0 if it has a cycle).
+/// The order bound reported by the planner: the larger of [`per_node_bound`] and the min-cut
+/// bound of [`super::mincut`] (default work budget, steps ranked by the listed order). Valid
+/// for every topological order of `problem` (0 if it has a cycle).
 pub fn order_lower_bound(problem: &OrderProblem, opts: &LifetimeOptions) -> u64 {
-    let n = problem.nodes.len();
+    order_lower_bound_hinted(problem, opts, None)
+}
+
+/// [`order_lower_bound`] with a reference order (e.g. the best order found) that ranks the
+/// steps the min-cut bound evaluates first; the bound is valid whatever the hint.
+pub fn order_lower_bound_hinted(
+    problem: &OrderProblem,
+    opts: &LifetimeOptions,
+    hint: Option<&[usize]>,
+) -> u64 {
     let facts = Facts::new(problem, opts);
+    let (cheap, topo) = per_node_with_facts(problem, &facts);
+    let Some(topo) = topo else {
+        return cheap;
+    };
+    min_cut_with_facts(problem, &facts, hint, Some(&topo), cheap, DEFAULT_WORK).bytes
+}
+
+/// The per-node bound of the module doc alone (no min cut): cheaper and weaker than
+/// [`order_lower_bound`]. Valid for every topological order (0 if `problem` has a cycle).
+pub fn per_node_bound(problem: &OrderProblem, opts: &LifetimeOptions) -> u64 {
+    per_node_with_facts(problem, &Facts::new(problem, opts)).0
+}
+
+/// The per-node bound and the listed topological order (`None` for an empty problem or one
+/// with a cycle).
+fn per_node_with_facts(problem: &OrderProblem, facts: &Facts) -> (u64, Option<Vec<usize>>) {
+    let n = problem.nodes.len();
     let ends = facts.first_and_last_steps(problem);
     if n == 0 {
-        return ends;
+        return (ends, None);
     }
     let Ok(topo) = problem.listed_topological_order() else {
-        return 0;
+        return (0, None);
     };
     let words = n.div_ceil(64) as u128;
     let edges: usize = problem.nodes.iter().map(|v| v.inputs.len()).sum::<usize>()
@@ -53,24 +85,24 @@ pub fn order_lower_bound(problem: &OrderProblem, opts: &LifetimeOptions) -> u64 
             .sum::<usize>();
     let work = (n + edges) as u128 * words;
     let per_node = if work <= MAX_WORK {
-        exact_bound(problem, &topo, &facts).unwrap_or_else(|| local_bound(problem, &facts))
+        exact_bound(problem, &topo, facts).unwrap_or_else(|| local_bound(problem, facts))
     } else {
-        local_bound(problem, &facts)
+        local_bound(problem, facts)
     };
-    per_node.max(ends)
+    (per_node.max(ends), Some(topo))
 }
 
 /// What the in-place rules allow, computed once: values left out and per-node savings.
-struct Facts {
+pub(crate) struct Facts {
     /// Values never counted (named as the output of an in-place pair on a node that does not
     /// produce them).
     excluded: Vec<bool>,
     /// Bytes that in-place merging may save at each node.
-    saving: Vec<u64>,
+    pub(crate) saving: Vec<u64>,
 }
 
 impl Facts {
-    fn new(problem: &OrderProblem, opts: &LifetimeOptions) -> Self {
+    pub(crate) fn new(problem: &OrderProblem, opts: &LifetimeOptions) -> Self {
         let (n, m) = (problem.nodes.len(), problem.values.len());
         let mut facts = Facts {
             excluded: vec![false; m],
@@ -118,7 +150,7 @@ impl Facts {
     }
 
     /// Whether value `t` holds bytes that the bound may count.
-    fn counts(&self, problem: &OrderProblem, t: usize) -> bool {
+    pub(crate) fn counts(&self, problem: &OrderProblem, t: usize) -> bool {
         let val = &problem.values[t];
         !self.excluded[t]
             && (val.producer.is_some() || val.live_at_end || !val.consumers.is_empty())

@@ -18,7 +18,7 @@
 //! are left through fewer peak steps. Candidates are re-evaluated exactly, best estimate first
 //! (an exact profile evaluator, `O(n + e)` with preallocated buffers), and the first exact improvement is
 //! applied. The search stops at once if the LOAD meets [`super::bound::order_lower_bound`]
-//! (computed for graphs of up to [`BOUND_CHECK_LIMIT`] nodes + values).
+//! (per-node and min-cut, steps ranked by the incumbent; computed for graphs of up to [`BOUND_CHECK_LIMIT`] nodes + values).
 //!
 //! Termination: every applied move strictly lowers the objective; the search also stops when
 //! the [`Limits`] is spent (one budget tick per scored move) and, whatever the budget, after
@@ -27,7 +27,7 @@
 //! so it is deterministic and bounded when the budget is unlimited. It never returns an order
 //! worse than the incumbent.
 
-use super::bound::order_lower_bound;
+use super::bound::order_lower_bound_hinted;
 use super::lifetimes::inplace_fits;
 use super::{LifetimeOptions, OrderProblem, Orderer};
 use crate::limits::{Limits, LimitsClock};
@@ -80,7 +80,7 @@ impl Orderer for LocalSearch {
         // The early stop at the bound is worth its price on graphs of ordinary size only.
         let small = problem.nodes.len() + problem.values.len() <= BOUND_CHECK_LIMIT;
         let bound = if small {
-            order_lower_bound(problem, opts)
+            order_lower_bound_hinted(problem, opts, Some(incumbent))
         } else {
             0
         };

@@ -1,13 +1,15 @@
 //! The op-order problem, graph-agnostic: nodes (ops) read and write values (tensors) of given
 //! sizes; an order is a topological permutation of the nodes. Each order induces buffer
 //! lifetimes ([`lifetimes()`]) and so a LOAD; order heuristics ([`Orderer`]) look for orders with
-//! a low LOAD, and [`bound`] gives a LOAD lower bound that holds for every order.
+//! a low LOAD, and [`bound`] (with [`mincut`]) gives a LOAD lower bound that holds for every
+//! order.
 
 pub mod bound;
 pub mod greedy;
 pub mod lifetimes;
 pub mod listed;
 pub mod local_search;
+pub mod mincut;
 mod model;
 pub mod program;
 
@@ -286,7 +288,7 @@ pub fn best_order(
             method = o.name();
         }
     }
-    let lower = bound::order_lower_bound(problem, opts);
+    let lower = bound::order_lower_bound_hinted(problem, opts, Some(&best));
     debug_assert!(
         lower <= best_load,
         "order bound {lower} above an order's LOAD {best_load}"

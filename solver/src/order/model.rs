@@ -34,7 +34,15 @@ pub(crate) fn solve_window(
     let win = Window::new(problem, order, a, b);
     let scale = byte_scale(problem);
     let old_peak = prof[a..b].iter().copied().max().unwrap_or(0);
-    let mut built = Built::steps(&win, old_peak as f64 / scale);
+    // A window over the whole order bounds every order, so the caller's order-independent
+    // bound (e.g. the min-cut bound) is a valid cut on its peak; a smaller window's peak is not
+    // bounded by it. Slightly below, so LP tolerances never cut the optimum.
+    let floor = if a == 0 && b == order.len() {
+        (opts.known_bound.min(old_peak) as f64 / scale) * (1.0 - 1e-9)
+    } else {
+        0.0
+    };
+    let mut built = Built::steps(&win, old_peak as f64 / scale, floor);
     built.memory(&win, prof, scale);
 
     let limits = &opts.limits;
@@ -233,13 +241,14 @@ impl Built {
             .then(|| self.xs[k][t - win.lo[k]])
     }
 
-    /// The peak column (warm value `old_peak`, in model units), the step columns, one step
-    /// per node and one node per step, and the dependencies between movable nodes.
-    fn steps(win: &Window<'_>, old_peak: f64) -> Built {
+    /// The peak column (warm value `old_peak`, at least `floor`, in model units), the step
+    /// columns, one step per node and one node per step, and the dependencies between movable
+    /// nodes.
+    fn steps(win: &Window<'_>, old_peak: f64, floor: f64) -> Built {
         let (a, w) = (win.a, win.width());
         let mut model = Model::new();
         let mut warm: Vec<f64> = Vec::new();
-        let p_col = model.add_column(1.0, 0.0..);
+        let p_col = model.add_column(1.0, floor.max(0.0)..);
         warm.push(old_peak);
         let mut xs: Vec<Vec<Col>> = Vec::with_capacity(w);
         for k in 0..w {

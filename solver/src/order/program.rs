@@ -85,7 +85,8 @@ pub struct OrderIlpOptions {
     /// Largest number of models solved.
     pub max_models: usize,
     /// A lower bound valid for every order (e.g. the order-independent bound), used to cut the
-    /// search and reported when the model proves less.
+    /// search (it stops at the bound, and a whole-graph model's peak column starts at it) and
+    /// reported when the model proves less.
     pub known_bound: u64,
     /// Called from HiGHS' callback on every improving solution of a model with its peak and
     /// proven bound (bytes; for a window, of the window's steps).
