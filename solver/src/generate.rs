@@ -122,7 +122,7 @@ impl HardSpec {
     /// buffers, 85–100 % of the pieces kept, a quarter of the cuts pinwheels, a tenth of the
     /// buffers aligned above the grid.
     pub fn challenging(seed: u64, buffers: usize, variant: Variant) -> Self {
-        let mut rng = SplitMix64::new(seed ^ 0x5eed_0f_c0ffee);
+        let mut rng = SplitMix64::new(seed ^ 0x5eed_0fc0_ffee);
         HardSpec {
             seed,
             buffers,
