@@ -486,3 +486,139 @@ fn a_budgeted_plan_with_a_raised_token_returns_within_1_s() {
         }
     }
 }
+
+/// `g` with every forward `relu` retyped `dropout` (same operands: a dropout is elementwise
+/// too) and, when `flag` names an op, that op flagged `"recompute": false`.
+fn with_dropout(g: &Graph, flag: Option<&str>) -> Graph {
+    let mut v = g.to_value();
+    for op in v["ops"].as_array_mut().unwrap() {
+        if op["type"] == "relu" {
+            op["type"] = serde_json::json!("dropout");
+        }
+        if flag.is_some_and(|f| op["name"] == f) {
+            op["recompute"] = serde_json::json!(false);
+        }
+    }
+    Graph::parse(&v.to_string()).unwrap()
+}
+
+/// How many times each op of `g` runs in `p`, by op index.
+fn exec_counts(g: &Graph, p: &Plan) -> Vec<usize> {
+    let ids = g.op_indices();
+    let mut n = vec![0; g.ops.len()];
+    for i in &p.instructions {
+        if let Instruction::Exec { node, .. } = i {
+            n[ids[node.as_str()]] += 1;
+        }
+    }
+    n
+}
+
+/// Plans `g` at each `pct` with every strategy; every plan must be valid under its budget and
+/// execute each op that [`memplan::ops::may_recompute`] forbids exactly once. Returns the
+/// recomputes (op names, all strategies) and how many plans fitted.
+fn plans_recompute_no_forbidden_op(g: &Graph, pcts: &[f64]) -> (Vec<String>, usize) {
+    let (mut recomputed, mut fitted) = (Vec::new(), 0);
+    for &pct in pcts {
+        for s in budget::strategy_names() {
+            let p = match plan_under_budget(g, BudgetSpec::Percent(pct), &fast(), &with(s)) {
+                Ok(p) => p,
+                Err(BudgetError::Infeasible { .. }) => continue,
+                Err(e) => panic!("{} {s} at {pct}%: {e}", g.name),
+            };
+            let b = p.stats.budget.clone().unwrap();
+            validate(g, &p, Some(b.budget_bytes))
+                .unwrap_or_else(|v| panic!("{} {s} at {pct}%: invalid: {v}", g.name));
+            fitted += 1;
+            for (k, &n) in exec_counts(g, &p).iter().enumerate() {
+                let op = &g.ops[k];
+                assert!(
+                    n == 1 || memplan::ops::may_recompute(op),
+                    "{} {s} at {pct}%: op {:?} ({}) runs {n} times",
+                    g.name,
+                    op.name,
+                    op.op_type
+                );
+                if n > 1 {
+                    recomputed.push(op.op_type.clone());
+                }
+            }
+        }
+    }
+    (recomputed, fitted)
+}
+
+#[test]
+fn a_training_graph_with_dropout_gets_plans_from_every_strategy_that_recompute_no_random_op() {
+    let g = sample();
+    // Without dropout the strategies recompute ReLUs (cheap, inputs resident): the test
+    // bites only because of that.
+    let (before, _) = plans_recompute_no_forbidden_op(&g, &[60.0, 50.0]);
+    assert!(before.iter().any(|t| t == "relu"), "{before:?}");
+    let d = with_dropout(&g, None);
+    assert!(d.ops.iter().any(|o| o.op_type == "dropout"));
+    let (after, fitted) = plans_recompute_no_forbidden_op(&d, &[60.0, 50.0]);
+    assert!(fitted >= 2, "best and sweep fit: {fitted}");
+    assert!(!after.iter().any(|t| t == "dropout"), "{after:?}");
+}
+
+#[test]
+fn an_op_flagged_recompute_false_is_never_recomputed_by_any_strategy() {
+    let g = sample();
+    let (before, _) = plans_recompute_no_forbidden_op(&g, &[60.0, 50.0]);
+    // Flag every op type some strategy recomputed in the unflagged graph.
+    let mut v = g.to_value();
+    for op in v["ops"].as_array_mut().unwrap() {
+        if before.iter().any(|t| op["type"] == t.as_str()) {
+            op["recompute"] = serde_json::json!(false);
+        }
+    }
+    let flagged = Graph::parse(&v.to_string()).unwrap();
+    let (after, fitted) = plans_recompute_no_forbidden_op(&flagged, &[60.0, 50.0]);
+    assert!(fitted >= 2 && after.is_empty(), "{fitted} {after:?}");
+}
+
+#[test]
+fn zoo_training_graphs_with_dropout_at_60_and_45_percent_recompute_no_random_op() {
+    // vgg16 and alexnet carry the bernoulli masks of their classifier dropouts; their ReLUs
+    // become dropouts too.
+    for name in ["alexnet.64.train", "vgg16.16.train"] {
+        let Some(g) = zoo(name) else { continue };
+        let d = with_dropout(&g, None);
+        let (after, fitted) = plans_recompute_no_forbidden_op(&d, &[60.0, 45.0]);
+        assert!(fitted > 0, "{name}");
+        assert!(
+            !after.iter().any(|t| t == "dropout" || t == "bernoulli"),
+            "{name}: {after:?}"
+        );
+    }
+}
+
+#[test]
+fn the_validator_rejects_a_plan_that_recomputes_a_dropout() {
+    let g = sample();
+    // A plan of the ReLU graph that recomputes a ReLU is, against the same graph with
+    // dropouts in their place, a plan that recomputes a dropout.
+    let p = ["sweep", "chen", "best"]
+        .iter()
+        .filter_map(|s| plan_under_budget(&g, BudgetSpec::Percent(60.0), &fast(), &with(s)).ok())
+        .find(|p| {
+            exec_counts(&g, p)
+                .iter()
+                .enumerate()
+                .any(|(k, &n)| n > 1 && g.ops[k].op_type == "relu")
+        })
+        .expect("a plan that recomputes a relu");
+    let d = with_dropout(&g, None);
+    let v = validate(&d, &p, None).unwrap_err();
+    assert!(
+        matches!(&v.kind, memplan::ViolationKind::ForbiddenRecompute { op_type, .. } if op_type == "dropout"),
+        "{v}"
+    );
+    let msg = v.to_string();
+    assert!(
+        msg.contains("second time") && msg.contains("dropout"),
+        "{msg}"
+    );
+    validate(&g, &p, None).unwrap();
+}
