@@ -240,7 +240,8 @@ pub struct OpDoc {
     /// budget). `false` forbids it (spills or residency instead); `true` allows it; absent:
     /// allowed unless the type is random or stateful (dropout, rand/randn/bernoulli/...,
     /// ONNX RandomNormal/RandomUniform(Like)/Bernoulli/Multinomial, ATen names ending in one
-    /// `_` such as `add_`). Any other value than a boolean is refused.
+    /// `_` such as `add_`). Any other value than a boolean (null included) is refused.
+    #[schema(nullable = false)]
     pub recompute: Option<bool>,
 }
 
