@@ -142,8 +142,10 @@ impl DeviceProfile {
 }
 
 /// Op types cheap to recompute for the memory they free (elementwise, normalisation,
-/// pooling, casts): the budget heuristic recomputes only these.
-pub const CHEAP_OPS: [&str; 14] = [
+/// pooling, casts): the budget heuristic recomputes only these. Random ops such as dropout
+/// are not cheap to recompute at any price (a second run draws a new mask): whether an op
+/// may be recomputed at all is [`crate::ops::may_recompute`], checked before this list.
+pub const CHEAP_OPS: [&str; 13] = [
     "relu",
     "gelu",
     "silu",
@@ -156,7 +158,6 @@ pub const CHEAP_OPS: [&str; 14] = [
     "pool",
     "cast",
     "to_copy",
-    "dropout",
     "hardtanh",
 ];
 
@@ -320,5 +321,10 @@ mod tests {
         assert!(is_cheap("relu") && is_cheap("max_pool2d") && is_cheap("batch_norm"));
         assert!(!is_cheap("conv2d") && !is_cheap("threshold_backward"));
         assert!(!is_cheap("matmul") && !is_cheap("addmm"));
+    }
+
+    #[test]
+    fn dropout_is_not_on_the_cheap_list() {
+        assert!(!is_cheap("dropout") && !is_cheap("native_dropout"));
     }
 }

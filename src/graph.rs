@@ -138,6 +138,11 @@ pub struct Op {
     /// For a fused op (optional field `fused`, see [`crate::fused`]): its members, run in
     /// sequence inside the op; `None` for an ordinary op.
     pub fused: Option<crate::fused::Fused>,
+    /// The optional field `recompute` (memplan extension): `Some(false)` forbids re-executing
+    /// the op (a budgeted plan must spill or keep its outputs instead), `Some(true)` allows
+    /// it, `None` (absent) leaves it to the op type's default. What the planner and the
+    /// validator honour is [`crate::ops::may_recompute`], which combines both.
+    pub recompute: Option<bool>,
 }
 
 /// A validated graph.
@@ -280,6 +285,14 @@ pub enum GraphError {
         /// Op names on the cycle, in dependency order.
         ops: Vec<String>,
     },
+    /// An op's `recompute` field is not a boolean.
+    #[error("op {op:?} recompute is {found}, expected true or false")]
+    BadRecompute {
+        /// The op.
+        op: String,
+        /// The JSON value found.
+        found: String,
+    },
     /// A fused op's member list breaks a rule of the `fused` extension ([`crate::fused`]).
     #[error("fused op {op:?}: {message}")]
     BadFused {
@@ -339,6 +352,8 @@ struct OutOp<'a> {
     inplace: Option<&'a [(usize, usize)]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     fused: Option<Vec<crate::fused::OutMember<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recompute: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -377,6 +392,14 @@ struct RawOp {
     attrs: Option<serde_json::Value>,
     inplace: Option<Vec<(usize, usize)>>,
     fused: Option<Vec<crate::fused::RawMember>>,
+    /// Any JSON value (null included), so that a non-boolean is an error naming the op.
+    #[serde(default, deserialize_with = "present")]
+    recompute: Option<serde_json::Value>,
+}
+
+/// Deserialises a field that is present (even as `null`) as `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
 }
 
 impl Graph {
@@ -529,6 +552,16 @@ impl Graph {
                     })?;
                 }
             }
+            let recompute = match &o.recompute {
+                None => None,
+                Some(serde_json::Value::Bool(b)) => Some(*b),
+                Some(other) => {
+                    return Err(GraphError::BadRecompute {
+                        op: o.name.clone(),
+                        found: other.to_string(),
+                    })
+                }
+            };
             let workspace = o.workspace.unwrap_or(0);
             if memplan_solver::align_up(workspace, alignment).is_none() {
                 return Err(GraphError::Overflow(format!("op {:?} workspace", o.name)));
@@ -550,7 +583,7 @@ impl Graph {
                     })?,
                 ),
             };
-            ops.push((inputs, outputs, inplace, workspace, fused));
+            ops.push((inputs, outputs, inplace, workspace, fused, recompute));
         }
         for (t, p) in tensors.iter().zip(&producer) {
             if p.is_none() && matches!(t.kind, TensorKind::Activation | TensorKind::Output) {
@@ -564,18 +597,21 @@ impl Graph {
             .ops
             .into_iter()
             .zip(ops)
-            .map(|(o, (inputs, outputs, inplace, workspace, fused))| Op {
-                name: o.name,
-                op_type: o.op_type,
-                inputs,
-                outputs,
-                flops: o.flops,
-                time_us: o.time_us,
-                workspace,
-                attrs: o.attrs,
-                inplace,
-                fused,
-            })
+            .map(
+                |(o, (inputs, outputs, inplace, workspace, fused, recompute))| Op {
+                    name: o.name,
+                    op_type: o.op_type,
+                    inputs,
+                    outputs,
+                    flops: o.flops,
+                    time_us: o.time_us,
+                    workspace,
+                    attrs: o.attrs,
+                    inplace,
+                    fused,
+                    recompute,
+                },
+            )
             .collect();
         let graph = Graph {
             name: raw.name,
@@ -657,6 +693,7 @@ impl Graph {
                     attrs: o.attrs.as_ref(),
                     inplace: (!o.inplace.is_empty()).then_some(o.inplace.as_slice()),
                     fused: o.fused.as_ref().map(|f| f.to_out(o, &self.tensors)),
+                    recompute: o.recompute,
                 })
                 .collect(),
         };
@@ -904,5 +941,54 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("op \"id\" flops"), "{err}");
+    }
+
+    fn with_recompute(value: &str) -> Result<Graph, GraphError> {
+        Graph::parse(&format!(
+            r#"{{"format": "memplan-graph/1",
+                "tensors": [{{"name": "x", "size": 8, "kind": "input"}},
+                            {{"name": "y", "size": 8, "kind": "output"}}],
+                "ops": [{{"name": "drop", "type": "dropout", "inputs": ["x"], "outputs": ["y"]
+                         {value}}}]}}"#
+        ))
+    }
+
+    #[test]
+    fn the_recompute_flag_parses_as_true_false_or_absent_and_round_trips() {
+        for (text, flag) in [
+            (r#", "recompute": true"#, Some(true)),
+            (r#", "recompute": false"#, Some(false)),
+            ("", None),
+        ] {
+            let g = with_recompute(text).unwrap();
+            assert_eq!(g.ops[0].recompute, flag, "{text}");
+            let back = Graph::parse(&g.to_json()).unwrap();
+            assert_eq!(back, g);
+            assert_eq!(
+                g.to_json().contains("\"recompute\""),
+                flag.is_some(),
+                "written only when given"
+            );
+        }
+        let v = with_recompute(r#", "recompute": false"#)
+            .unwrap()
+            .to_value();
+        assert_eq!(v["ops"][0]["recompute"], serde_json::json!(false));
+    }
+
+    #[test]
+    fn a_recompute_flag_that_is_not_a_boolean_is_an_error_naming_the_op() {
+        for bad in [r#""no""#, "0", "null", "[]"] {
+            let err = with_recompute(&format!(r#", "recompute": {bad}"#)).unwrap_err();
+            assert!(
+                matches!(err, GraphError::BadRecompute { .. }),
+                "{bad}: {err}"
+            );
+            let msg = err.to_string();
+            assert!(
+                msg.contains("op \"drop\"") && msg.contains("recompute") && msg.contains(bad),
+                "{msg}"
+            );
+        }
     }
 }

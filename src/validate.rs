@@ -1,6 +1,11 @@
 //! Independent replay checker of a plan against its graph (docs/FORMATS.md §2 semantics). It uses
-//! only the graph and plan types — never a solver — and reports the first violation with the
-//! instruction index and the tensors or op involved.
+//! only the graph and plan types and the op semantics ([`crate::ops::may_recompute`]) — never
+//! a solver — and reports the first violation with the instruction index and the tensors or
+//! op involved.
+//!
+//! Recomputes: an op executed a second time must be one that may run twice
+//! ([`crate::ops::may_recompute`]); re-running dropout, another random op, an op that
+//! mutates an input or one flagged `"recompute": false` is a violation naming the op.
 //!
 //! The validator tracks who owns every reserved byte. Graph inputs hold their data from their
 //! first `alloc` only: freed, their data is gone (docs/FORMATS.md §2).
@@ -118,6 +123,18 @@ pub enum ViolationKind {
     /// An op never runs.
     #[error("op {0:?} is never executed")]
     NotExecuted(String),
+    /// An op that may not run twice (random, stateful or `"recompute": false`,
+    /// [`crate::ops::may_recompute`]) is executed again.
+    #[error(
+        "op {op:?} ({op_type}) is executed a second time, but it may not be recomputed \
+         (random or stateful op, or \"recompute\": false): a recompute would change the results"
+    )]
+    ForbiddenRecompute {
+        /// The op.
+        op: String,
+        /// Its type.
+        op_type: String,
+    },
     /// A graph output is not reserved and valid at the end.
     #[error("output {0:?} is not resident and valid at the end")]
     OutputMissing(String),
@@ -430,6 +447,13 @@ impl<'g> Replayer<'g> {
                 name: node.to_string(),
             })?;
         let op = &graph.ops[k];
+        // A second exec is a recompute: only for ops whose second run writes the same bytes.
+        if self.ran[k] && !crate::ops::may_recompute(op) {
+            return Err(ViolationKind::ForbiddenRecompute {
+                op: op.name.clone(),
+                op_type: op.op_type.clone(),
+            });
+        }
         // A donor dies at its in-place op: freed before the next exec.
         for (d, t, p) in std::mem::take(&mut self.donated) {
             if self.st[d.index()].range.is_some() {

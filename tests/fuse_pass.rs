@@ -415,3 +415,33 @@ fn fusing_twice_changes_nothing_more() {
     let f = fused(&g);
     assert_eq!(fused(&f), f);
 }
+
+#[test]
+fn a_fused_op_with_a_member_that_may_not_be_recomputed_is_flagged_recompute_false() {
+    let tensors = [
+        t("x", &[2, 8], "input"),
+        t("y", &[2, 8], "input"),
+        t("a", &[2, 8], "activation"),
+        t("r", &[2, 8], "output"),
+    ];
+    let chain = |relu_extra: &str| {
+        graph(
+            &tensors,
+            &[
+                op("add", "add", &["x", "y"], &["a"], ""),
+                op("relu", "relu", &["a"], &["r"], relu_extra),
+            ],
+        )
+    };
+    // Plain members: no flag, and the fused op may be recomputed.
+    let f = fused(&chain(""));
+    assert_eq!(members(&f), vec![vec!["add", "relu"]]);
+    assert_eq!(f.ops[0].recompute, None);
+    assert!(memplan::ops::may_recompute(&f.ops[0]));
+    // A member flagged false makes the fused op unrecomputable, through a round trip.
+    let f = fused(&chain(r#", "recompute": false"#));
+    assert_eq!(members(&f), vec![vec!["add", "relu"]]);
+    assert_eq!(f.ops[0].recompute, Some(false));
+    let back = Graph::parse(&f.to_json()).unwrap();
+    assert!(!memplan::ops::may_recompute(&back.ops[0]));
+}

@@ -214,3 +214,35 @@ fn constants_become_weights_and_unknown_ops_keep_their_type() {
     .to_string();
     assert!(e.contains("\"out\"") && e.contains("STRING"), "{e}");
 }
+
+#[test]
+fn dropout_and_random_nodes_import_with_recompute_false_and_others_without_the_flag() {
+    let v = |name: &str| value_info(name, FLOAT, Some(&[D::V(4)]));
+    let nodes = [
+        node("drop", "Dropout", &["a"], &["d"], &[]),
+        node("noise", "RandomNormalLike", &["d"], &["n"], &[]),
+        node("sum", "Add", &["d", "n"], &["s"], &[]),
+        node("mask", "Bernoulli", &["s"], &["out"], &[]),
+    ];
+    let g = import_onnx(
+        &model(&graph(
+            "g",
+            &nodes,
+            &[],
+            &[v("a")],
+            &[v("out")],
+            &[v("d"), v("n"), v("s")],
+        )),
+        &OnnxOptions::default(),
+    )
+    .unwrap();
+    let flag = |name: &str| g.ops[g.op_indices()[name]].recompute;
+    assert_eq!(flag("drop"), Some(false));
+    assert_eq!(flag("noise"), Some(false));
+    assert_eq!(flag("mask"), Some(false));
+    assert_eq!(flag("sum"), None);
+    assert!(!memplan::ops::may_recompute(&g.ops[0]));
+    // The flag is written into the graph document.
+    let doc: serde_json::Value = serde_json::from_str(&g.to_json()).unwrap();
+    assert_eq!(doc["ops"][0]["recompute"], serde_json::json!(false));
+}

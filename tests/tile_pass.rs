@@ -222,3 +222,20 @@ fn tile_specs_parse_from_the_command_line() {
     assert!(TileSpec::parse("1").is_err());
     assert!(TileSpec::parse("x").unwrap_err().contains("strip count"));
 }
+
+#[test]
+fn an_op_that_may_not_be_recomputed_is_never_cut_into_strips() {
+    // Strips recompute halo rows, so a relu flagged `"recompute": false` stays whole (as a
+    // dropout would).
+    let mut v = chain().to_value();
+    v["ops"][1]["recompute"] = serde_json::json!(false);
+    let g = Graph::parse(&v.to_string()).unwrap();
+    for n in [2, 3] {
+        let (tiled, _) = tile_graph(&g, &forced(n)).unwrap();
+        assert!(
+            !tiled.ops.iter().any(|o| o.name.starts_with("relu1@s")),
+            "{n} strips"
+        );
+        assert!(tiled.ops.iter().any(|o| o.name == "relu1"), "{n} strips");
+    }
+}

@@ -432,3 +432,30 @@ fn a_plan_without_stats_is_a_parse_error_naming_the_field() {
     let e = Plan::parse(&doc.to_string()).unwrap_err();
     assert!(e.message.contains("missing field `peak_bytes`"), "{e}");
 }
+
+#[test]
+fn a_hand_edited_plan_that_runs_a_dropout_twice_is_rejected_naming_the_op() {
+    let mut v = graph(false).to_value();
+    v["ops"][1]["type"] = json!("dropout");
+    let g = Graph::parse(&v.to_string()).unwrap();
+    let mut p = planned(&g, false);
+    validate(&g, &p, None).unwrap();
+    let i = position(
+        &p,
+        |i| matches!(i, Instruction::Exec { node, .. } if node == "relu"),
+    );
+    let again = p.instructions[i].clone();
+    p.instructions.insert(i + 1, again);
+    let kind = kind_of(&g, &p);
+    assert_eq!(
+        kind,
+        ViolationKind::ForbiddenRecompute {
+            op: "relu".into(),
+            op_type: "dropout".into()
+        }
+    );
+    assert!(kind.to_string().contains("\"relu\""), "{kind}");
+    // The same second exec of a ReLU is an ordinary recompute.
+    let relu = graph(false);
+    validate(&relu, &p, None).unwrap();
+}

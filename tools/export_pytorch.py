@@ -21,6 +21,11 @@ The trace is functionalized (mutations removed), then converted:
   train mode) are dropped: they update weights, which memplan does not model;
 - elementwise (pointwise-tagged) ops whose output has the first input's size get an
   `inplace` hint [[0, 0]];
+- random ops (dropout in every variant, rand / randn / randint / bernoulli / uniform /
+  normal / multinomial / ..., and any op torch tags `nondeterministic_seeded`) and ops that
+  mutate an input in place (ATen names ending in one `_`, e.g. `add_`, `copy_`) get
+  `"recompute": false`: running them again under a memory budget would change the results
+  (the same rule as memplan's `ops::may_recompute`);
 - op types use memplan's vocabulary where the executor has a kernel (conv2d, batch_norm,
   max_pool2d, matmul, ...), else the ATen name; flops come from torch's flop counter
   registry where it knows the op.
@@ -73,6 +78,65 @@ DTYPES = {
 }
 
 
+# Base names (lower case, leading/trailing `_` removed) of random ops beyond the prefix
+# rules of `is_random` (memplan's src/ops/recompute.rs RANDOM_OPS, kept in step).
+RANDOM_OPS = {
+    "bernoulli",
+    "multinomial",
+    "uniform",
+    "normal",
+    "normal_functional",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "log_normal",
+    "poisson",
+    "binomial",
+    "rrelu",
+    "rrelu_with_noise",
+    "standard_gamma",
+    "sample_dirichlet",
+    "gumbel_softmax",
+    "fused_dropout",
+}
+
+NAMESPACES = {"aten", "torch", "prims", "ops", "onnx", "ai", "nn", "functional", "_ops"}
+
+
+def base_name(op_type):
+    """Lower-case base name of an op type without namespace or overload (`aten.add_.Tensor`
+    -> `add_`)."""
+    t = op_type.strip().lower().split("::")[-1]
+    for part in t.split("."):
+        if part and part not in NAMESPACES:
+            return part
+    return ""
+
+
+def is_random(op_type):
+    """Whether an op type draws random numbers (dropout but not its backward, rand*, samplers)."""
+    core = base_name(op_type).strip("_")
+    if core.endswith("_backward") or core.endswith("backward_data"):
+        return False
+    return (
+        "dropout" in core
+        or core.startswith("rand")
+        or core in RANDOM_OPS
+        or any(core == r + "_like" for r in RANDOM_OPS)
+    )
+
+
+def mutates_input(op_type):
+    """Whether an ATen-style op type mutates an input in place (ends in exactly one `_`)."""
+    b = base_name(op_type)
+    return len(b) > 1 and b.endswith("_") and not b.endswith("__")
+
+
+def may_recompute_by_default(op_type):
+    """memplan's default for an op without a `recompute` flag: neither random nor in place."""
+    return not is_random(op_type) and not mutates_input(op_type)
+
+
 class ExportError(Exception):
     """A model or option that cannot be exported (the message names it)."""
 
@@ -84,7 +148,8 @@ def build_graph(records, name, alignment=256, meta=None):
       "placeholders": [{"name", "kind": "weight"|"input", "storage", "nbytes", "shape", "dtype"}],
       "nodes": [{"name", "op", "inputs": [storage|None], "outputs": [out|None],
                  "attrs": {}, "pointwise": bool, "flops": float|None,
-                 "mutates_input": bool}],
+                 "mutates_input": bool, "aten": str (optional, the ATen name),
+                 "random": bool (optional, torch's nondeterministic_seeded tag)}],
       "outputs": [storage|None],
     }
     with out = {"storage", "nbytes", "shape", "dtype"}. A node output whose storage already
@@ -147,6 +212,9 @@ def build_graph(records, name, alignment=256, meta=None):
             op["flops"] = float(n["flops"])
         if n.get("attrs"):
             op["attrs"] = n["attrs"]
+        names = [n["op"], n.get("aten") or n["op"]]
+        if n.get("random") or not all(may_recompute_by_default(t) for t in names):
+            op["recompute"] = False  # random or in place: running it again changes results
         if (
             n.get("pointwise")
             and ins
@@ -334,6 +402,9 @@ def trace_records(model, batch, mode, input_shape):
                 except Exception:  # the registry's signature differs across versions
                     flops = None
             pointwise = hasattr(torch, "Tag") and torch.Tag.pointwise in getattr(target, "tags", ())
+            random = hasattr(torch, "Tag") and torch.Tag.nondeterministic_seeded in getattr(
+                target, "tags", ()
+            )
             if flops is None and pointwise and outs[0] is not None:
                 n = 1
                 for d in outs[0]["shape"]:
@@ -349,6 +420,8 @@ def trace_records(model, batch, mode, input_shape):
                     "pointwise": bool(pointwise),
                     "flops": flops,
                     "mutates_input": bool(mutates),
+                    "aten": aten,
+                    "random": bool(random),
                 }
             )
         elif node.op == "output":

@@ -111,6 +111,33 @@ class BuildGraph(unittest.TestCase):
             with self.assertRaises(ep.ExportError):
                 ep.load_factory(spec)
 
+    def test_random_and_in_place_ops_get_recompute_false_and_others_no_flag(self):
+        rec = tiny_records()
+        # relu becomes a dropout, the matmul an in-place add_, split_stats tagged random
+        rec["nodes"][1]["op"] = "native_dropout"
+        rec["nodes"][4]["op"] = "add_"
+        rec["nodes"][5]["random"] = True
+        g = ep.build_graph(rec, "tiny")
+        ops = {o["name"]: o for o in g["ops"]}
+        self.assertIs(ops["relu"].get("recompute"), False)
+        self.assertIs(ops["addmm"].get("recompute"), False)
+        self.assertIs(ops["split_stats"].get("recompute"), False)
+        self.assertNotIn("recompute", ops["convolution"])
+        # the in-place hint is unrelated to the flag
+        self.assertEqual(ops["relu"].get("inplace"), [[0, 0]])
+        g = ep.build_graph(tiny_records(), "tiny")
+        self.assertFalse(any("recompute" in o for o in g["ops"]))
+
+    def test_the_default_predicate_matches_memplans(self):
+        for t in ["dropout", "aten.native_dropout.default", "feature_alpha_dropout", "rand",
+                  "randn_like", "randint", "bernoulli", "uniform_", "normal", "multinomial",
+                  "random_", "RandomNormal", "RandomUniformLike", "Bernoulli", "add_",
+                  "copy_", "index_put_", "aten::relu_"]:
+            self.assertFalse(ep.may_recompute_by_default(t), t)
+        for t in ["relu", "add", "native_dropout_backward", "layer_norm", "normalize",
+                  "range", "__and__", "_unsafe_view", "empty", "index_put"]:
+            self.assertTrue(ep.may_recompute_by_default(t), t)
+
     def test_the_tiny_graph_is_written_for_memplan(self):
         g = ep.build_graph(tiny_records(), "tiny.export")
         if OUT_DIR:

@@ -6,7 +6,9 @@
 //! and recomputed right before the next one, recomputing in turn the dropped inputs of its
 //! producer from the segment's checkpoint (a recomputed tensor then stays until its next
 //! use, so a segment is recomputed once). A tensor whose chain reaches something neither
-//! resident nor recomputable is kept. The target is ignored.
+//! resident nor recomputable is kept; so is one whose producer may not run twice
+//! ([`crate::ops::may_recompute`]: dropout and other random or stateful ops). The target is
+//! ignored.
 
 use super::schedule::{Ctx, Gap, Sched};
 use super::SpillStrategy;
@@ -71,7 +73,7 @@ pub fn chen(ctx: &Ctx) -> Sched {
         if ctx.cancelled() {
             break;
         }
-        if keep.contains(&t) || ctx.single_producer(t).is_none() {
+        if keep.contains(&t) || ctx.recompute_producer(t).is_none() {
             continue;
         }
         let mut trial = sched.clone();
@@ -99,7 +101,7 @@ fn make_inputs_resident(ctx: &Ctx, sched: &mut Sched, t: TensorId, b: usize) -> 
         if guard > ctx.graph.tensors.len() * 4 + 16 {
             return false;
         }
-        let Some(p) = ctx.single_producer(t) else {
+        let Some(p) = ctx.recompute_producer(t) else {
             return false;
         };
         for x in ctx.arena_inputs(p) {
@@ -111,7 +113,7 @@ fn make_inputs_resident(ctx: &Ctx, sched: &mut Sched, t: TensorId, b: usize) -> 
                 return false; // dead (or not yet born) at b: extending it is not Chen's plan
             };
             if sched.gaps[x.index()].get(&a) != Some(&Gap::Recompute)
-                || ctx.single_producer(x).is_none()
+                || ctx.recompute_producer(x).is_none()
             {
                 return false;
             }

@@ -2,7 +2,8 @@
 //! compact Checkmate/POET-style model on the fixed
 //! order: per tensor and per gap `(a, b)` between consecutive uses (with at least one idle
 //! step), binaries `spill` (resident again from the prefetch step of [`Ctx::prefetch`]) and
-//! `recompute` (producer re-executed before `b`), at most one of them.
+//! `recompute` (producer re-executed before `b`; no such column when the producer may not
+//! run twice, [`crate::ops::may_recompute`]), at most one of them.
 //!
 //! - Memory: for every step `s` over the target in the keep-everything schedule, the bytes
 //!   freed at `s` by the chosen evictions, minus the workspaces of recomputes run at `s`, are
@@ -165,7 +166,7 @@ pub fn gap_options(ctx: &Ctx) -> Vec<GapOption> {
     }
     for v in &mut vars {
         let (t, b) = (v.t, v.b);
-        let Some(k) = ctx.single_producer(t) else {
+        let Some(k) = ctx.recompute_producer(t) else {
             continue;
         };
         if ctx.graph.tensor(t).kind != TensorKind::Activation {

@@ -219,6 +219,15 @@ impl<'g> Ctx<'g> {
         (self.graph.ops[p].outputs.len() == 1).then_some(p)
     }
 
+    /// The producer op index of `t` when `t` may be recomputed: a single-output producer
+    /// ([`Ctx::single_producer`]) that may run a second time
+    /// ([`crate::ops::may_recompute`]: not random, not stateful, not flagged
+    /// `"recompute": false`). Every strategy offers a recompute only through this.
+    pub fn recompute_producer(&self, t: TensorId) -> Option<usize> {
+        self.single_producer(t)
+            .filter(|&p| crate::ops::may_recompute(&self.graph.ops[p]))
+    }
+
     /// The non-weight inputs of op `k`, distinct.
     pub fn arena_inputs(&self, k: usize) -> Vec<TensorId> {
         let mut v: Vec<TensorId> = self.graph.ops[k]

@@ -6,8 +6,9 @@
 //! - **spill**: `spill_out` after `a`, `spill_in` at the prefetch step `p` ≤ `b` chosen so
 //!   that the compute between `p` and `b` covers 1.2× the transfer (the safety margin); and
 //! - **recompute**: free after `a`, re-execute its producer before `b` — only for a producer
-//!   with a single output whose inputs are resident at `b` (they then stay resident there),
-//!   of a cheap op type ([`crate::cost::is_cheap`]) or modelled faster than the unhidden
+//!   with a single output that may run a second time ([`crate::ops::may_recompute`]: never
+//!   dropout or another random or stateful op) and whose inputs are resident at `b` (they
+//!   then stay resident there), of a cheap op type ([`crate::cost::is_cheap`]) or modelled faster than the unhidden
 //!   round trip it replaces.
 //!
 //! Candidates are first filtered strictly — weights never enter the arena; tensors smaller
@@ -268,7 +269,7 @@ fn recompute_option(
     freed: &dyn Fn(usize, usize) -> f64,
     options: &mut Vec<(Action, f64, f64)>,
 ) {
-    let Some(k) = ctx.single_producer(t) else {
+    let Some(k) = ctx.recompute_producer(t) else {
         return;
     };
     let cost = ctx.profile.op_us(ctx.graph, &ctx.graph.ops[k]);

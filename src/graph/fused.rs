@@ -442,6 +442,7 @@ impl MemberGraph {
                 attrs: mem.attrs.clone(),
                 inplace: mem.inplace.clone(),
                 fused: None,
+                recompute: None,
             });
         }
         Some(mg)

@@ -536,6 +536,14 @@ fn node_op(
     {
         op.insert("inplace".into(), json!([[0, 0]]));
     }
+    // Random ops (RandomNormal, RandomUniform(Like), Bernoulli, Multinomial, Dropout — whose
+    // training_mode input is data the importer does not read, so training is assumed) may
+    // not run twice: a recompute would draw new numbers. Said explicitly in the graph.
+    if !crate::ops::recompute::recompute_by_default(&op_type)
+        || !crate::ops::recompute::recompute_by_default(&ty)
+    {
+        op.insert("recompute".into(), json!(false));
+    }
     Ok(Some(Value::Object(op)))
 }
 

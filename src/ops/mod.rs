@@ -5,9 +5,14 @@
 //! workspace each algorithm needs ([`workspace_elems`], [`workspace_elems_chunked`]; the
 //! formulas are in [`crate::conv_algo`]'s module doc). The executor's kernels, the cost
 //! model, the per-conv choice ([`crate::conv_algo`]), tiling and the plan's `algo` field all
-//! read them from here.
+//! read them from here. Also whether an op may run twice ([`may_recompute`], in
+//! [`recompute`]): random and stateful ops may not, which every budget strategy, the tiling
+//! pass and the validator honour.
 
 pub mod kernel;
+pub mod recompute;
+
+pub use recompute::may_recompute;
 
 use crate::graph::{Graph, Op, TensorId};
 use serde_json::Value;

@@ -359,6 +359,22 @@ fn rebuild(
     rb.finish(new_ops, "fuse")
 }
 
+/// The `recompute` flag of a fused op of `members`: forbidden when one member may not be
+/// recomputed ([`crate::ops::may_recompute`], flag or type), allowed explicitly when every
+/// member may be but one only by its flag, else absent (the members' types decide).
+fn fused_recompute(members: &[&Op]) -> Option<bool> {
+    if !members.iter().all(|o| crate::ops::may_recompute(o)) {
+        Some(false)
+    } else if members
+        .iter()
+        .all(|o| crate::ops::recompute::recompute_by_default(&o.op_type))
+    {
+        None
+    } else {
+        Some(true)
+    }
+}
+
 /// Whether op `from` depends on one of `members` (is one, or reads what one produces,
 /// transitively): a backward search over producers limited to ops whose topological position
 /// is after `floor` (the head's). An op of an already formed chain stands for its whole
@@ -640,6 +656,7 @@ fn fused_op(graph: &Graph, chain: &[OpId], rd: &[Vec<OpId>]) -> (Op, Vec<TensorI
         attrs: None,
         inplace,
         fused: Some(Fused { members, tensors }),
+        recompute: fused_recompute(&ops),
     };
     (op, internal)
 }

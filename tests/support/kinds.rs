@@ -10,7 +10,8 @@ use memplan::ViolationKind;
 use serde_json::json;
 
 /// The tiny graph: `conv` (workspace 500) → `relu` (may run in place of `a`) → `scale` (may
-/// run in place of `b`, but `head` reads `b` too) → `head`, which also reads the input `x`.
+/// run in place of `b`, but `head` reads `b` too; flagged `"recompute": false`) → `head`,
+/// which also reads the input `x`.
 pub fn graph() -> Graph {
     let g = json!({
         "format": "memplan-graph/1",
@@ -28,7 +29,8 @@ pub fn graph() -> Graph {
         "ops": [
             {"name": "conv", "type": "conv", "inputs": ["x", "w"], "outputs": ["a"], "workspace": 500},
             {"name": "relu", "type": "relu", "inputs": ["a"], "outputs": ["b"], "inplace": [[0, 0]]},
-            {"name": "scale", "type": "mul", "inputs": ["b"], "outputs": ["c"], "inplace": [[0, 0]]},
+            {"name": "scale", "type": "mul", "inputs": ["b"], "outputs": ["c"], "inplace": [[0, 0]],
+             "recompute": false},
             {"name": "head", "type": "head", "inputs": ["c", "b", "x", "w2"], "outputs": ["y"]}
         ]
     });
@@ -181,6 +183,7 @@ pub fn variant(k: &ViolationKind) -> &'static str {
         ViolationKind::BadInplace { .. } => "BadInplace",
         ViolationKind::Host(_) => "Host",
         ViolationKind::NotExecuted(_) => "NotExecuted",
+        ViolationKind::ForbiddenRecompute { .. } => "ForbiddenRecompute",
         ViolationKind::OutputMissing(_) => "OutputMissing",
         ViolationKind::Overflow(_) => "Overflow",
         ViolationKind::Stats(_) => "Stats",
@@ -189,7 +192,7 @@ pub fn variant(k: &ViolationKind) -> &'static str {
 }
 
 /// Every variant name (keep in step with [`variant`]).
-pub const VARIANTS: [&str; 19] = [
+pub const VARIANTS: [&str; 20] = [
     "Format",
     "GraphName",
     "Unknown",
@@ -205,6 +208,7 @@ pub const VARIANTS: [&str; 19] = [
     "BadInplace",
     "Host",
     "NotExecuted",
+    "ForbiddenRecompute",
     "OutputMissing",
     "Overflow",
     "Stats",
@@ -515,6 +519,20 @@ fn host_and_end_cases(base: &Plan) -> Vec<Case> {
             p.instructions.remove(i);
         }),
     ));
+    v.push(Case {
+        python_rejects: false, // check_plan.py knows no `recompute` flag
+        ..case(
+            "an op flagged \"recompute\": false executed a second time",
+            "ForbiddenRecompute",
+            edit(&|p| {
+                let i = at(p, "exec scale");
+                p.instructions.insert(
+                    i + 1,
+                    ins(json!({"op": "exec", "node": "scale", "workspace_offset": null})),
+                );
+            }),
+        )
+    });
     v.push(case(
         "an output freed before the end",
         "OutputMissing",

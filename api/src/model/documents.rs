@@ -236,6 +236,13 @@ pub struct OpDoc {
     /// `fuse` rewrite writes them); at least one.
     #[schema(min_items = 1)]
     pub fused: Option<Vec<FusedMemberDoc>>,
+    /// Extension: whether a plan may execute this op a second time (a recompute under a
+    /// budget). `false` forbids it (spills or residency instead); `true` allows it; absent:
+    /// allowed unless the type is random or stateful (dropout, rand/randn/bernoulli/...,
+    /// ONNX RandomNormal/RandomUniform(Like)/Bernoulli/Multinomial, ATen names ending in one
+    /// `_` such as `add_`). Any other value than a boolean (null included) is refused.
+    #[schema(nullable = false)]
+    pub recompute: Option<bool>,
 }
 
 /// A computation graph (memplan-graph/1, docs/FORMATS.md §1). Every rule of the format is

@@ -82,6 +82,10 @@ pub(super) fn row_bytes(t: &Tensor) -> Option<u64> {
 }
 
 pub(super) fn classify(g: &Graph, op: &Op, consumers: &[Vec<usize>]) -> Option<Local> {
+    // Strips recompute their halo rows: an op that may not run twice is never tiled.
+    if !crate::ops::may_recompute(op) {
+        return None;
+    }
     let out = g.tensor(*op.outputs.first()?);
     let os = shape4(out)?;
     row_bytes(out)?;

@@ -341,6 +341,7 @@ fn strip_op(
             attrs: Some(json!({"dim": 2, "start": start})),
             inplace: Vec::new(),
             fused: None,
+            recompute: None,
         },
         NewKind::Concat => Op {
             name: format!("concat:{first_out}"),
@@ -353,6 +354,7 @@ fn strip_op(
             attrs: Some(json!({"dim": 2})),
             inplace: Vec::new(),
             fused: None,
+            recompute: None,
         },
         NewKind::Strip { op: base, pads } => {
             let orig = &g.ops[*base];
@@ -375,6 +377,9 @@ fn strip_op(
                 inplace: orig.inplace.clone(),
                 // Fused ops are not row-local (the pass runs before fusion).
                 fused: None,
+                // Ops that may not be recomputed are never tiled (classify), so a strip
+                // copies an allowed flag at most.
+                recompute: orig.recompute,
             }
         }
     })
