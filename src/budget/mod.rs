@@ -353,41 +353,73 @@ pub fn plan_under_budget(
     Ok(plan)
 }
 
+/// The least peak of buffers `items` (size, alignment: powers of two) resident at once in
+/// one arena: every offset is a multiple of the smallest alignment `m`, so each buffer but
+/// the topmost spans at least its size rounded up to `m` (the next one starts at a multiple
+/// of `m`), and the peak is at least the rounded sizes summed less the largest rounding.
+/// Without it a bound misses the padding every placement pays (vgg16.16.train at 40 %: the
+/// reached peak was 96 bytes over the bound, exactly the padding of two outputs).
+pub fn packed_bytes(items: impl IntoIterator<Item = (u64, u64)>) -> u64 {
+    let items: Vec<(u64, u64)> = items.into_iter().filter(|&(size, _)| size > 0).collect();
+    let m = items.iter().map(|&(_, a)| a.max(1)).min().unwrap_or(1);
+    let (mut sum, mut pad) = (0u64, 0u64);
+    for (size, _) in items {
+        let r = memplan_solver::align_up(size, m).unwrap_or(u64::MAX);
+        sum = sum.saturating_add(r);
+        pad = pad.max(r - size);
+    }
+    sum.saturating_sub(pad)
+}
+
+/// The least peak of `ts` (deduplicated by the caller) and a workspace of `workspace` bytes
+/// resident at once ([`packed_bytes`]).
+fn packed_tensors(graph: &Graph, ts: &[TensorId], workspace: u64) -> u64 {
+    packed_bytes(
+        ts.iter()
+            .map(|&t| (graph.tensor(t).size, graph.tensor(t).alignment))
+            .chain(std::iter::once((workspace, graph.alignment))),
+    )
+}
+
 /// A lower bound on the peak of any plan on `order` and what sets it: the larger of the bytes
 /// one op needs at once (inputs, outputs, workspace) and, at the last step, all graph outputs
-/// (which must be resident at the end) plus the last op's other operands and workspace.
+/// (which must be resident at the end) plus the last op's other operands and workspace. Both
+/// count the alignment padding any placement of those buffers pays ([`packed_bytes`]).
 pub fn min_bytes(graph: &Graph, order: &[usize]) -> (u64, String) {
     let (op_bytes, op) = op_min_bytes(graph);
-    let mut end: u64 = graph
+    let mut ts: Vec<TensorId> = graph
         .tensors
         .iter()
-        .filter(|t| t.kind == TensorKind::Output)
-        .map(|t| t.size)
-        .sum();
+        .enumerate()
+        .filter(|(_, t)| t.kind == TensorKind::Output)
+        .map(|(i, _)| TensorId(i as u32))
+        .collect();
+    let outputs: u64 = ts.iter().map(|&t| graph.tensor(t).size).sum();
     let mut last_name = String::new();
+    let mut workspace = 0;
     if let Some(&k) = order.last() {
         let last = &graph.ops[k];
-        let mut ts: Vec<TensorId> = last
-            .inputs
-            .iter()
-            .chain(&last.outputs)
-            .copied()
-            .filter(|&t| {
-                let kind = graph.tensor(t).kind;
-                kind != TensorKind::Weight && kind != TensorKind::Output
-            })
-            .collect();
-        ts.sort_unstable();
-        ts.dedup();
-        end += ts.iter().map(|&t| graph.tensor(t).size).sum::<u64>() + last.workspace;
+        ts.extend(
+            last.inputs
+                .iter()
+                .chain(&last.outputs)
+                .copied()
+                .filter(|&t| graph.tensor(t).kind != TensorKind::Weight),
+        );
+        workspace = last.workspace;
         last_name = last.name.clone();
     }
+    ts.sort_unstable();
+    ts.dedup();
+    let end = packed_tensors(graph, &ts, workspace);
     if end > op_bytes {
         (
             end,
             format!(
                 "at the last step, op {last_name:?}, every graph output must be resident \
-                 besides its operands"
+                 besides its operands: {outputs} bytes of outputs + {} bytes of its other \
+                 operands, workspace and alignment padding",
+                end.saturating_sub(outputs)
             ),
         )
     } else {
@@ -398,7 +430,8 @@ pub fn min_bytes(graph: &Graph, order: &[usize]) -> (u64, String) {
     }
 }
 
-/// The largest bytes one op needs at once and that op's name.
+/// The largest bytes one op needs at once (with the alignment padding, [`packed_bytes`]) and
+/// that op's name.
 pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
     let mut best = (0, String::new());
     for op in &graph.ops {
@@ -411,7 +444,7 @@ pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
             .collect();
         ts.sort_unstable();
         ts.dedup();
-        let b = ts.iter().map(|&t| graph.tensor(t).size).sum::<u64>() + op.workspace;
+        let b = packed_tensors(graph, &ts, op.workspace);
         if b > best.0 {
             best = (b, op.name.clone());
         }

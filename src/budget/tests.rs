@@ -213,3 +213,57 @@ pub(crate) fn unbudgeted_peak(g: &Graph) -> u64 {
     };
     crate::plan(g, &opts).unwrap().stats.peak_bytes
 }
+
+/// Outputs of 4 and 1000 bytes and an activation of 1000 at 256-byte alignment: at the last
+/// step all three are resident, and any placement pays the padding of all but the topmost.
+fn padded() -> Graph {
+    Graph::parse(
+        r#"{"format": "memplan-graph/1", "name": "g", "alignment": 256,
+            "tensors": [
+              {"name": "x", "size": 1000, "kind": "input"},
+              {"name": "a", "size": 1000, "kind": "activation"},
+              {"name": "y1", "size": 4, "kind": "output"},
+              {"name": "y2", "size": 1000, "kind": "output"}],
+            "ops": [
+              {"name": "p1", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "p2", "inputs": ["a"], "outputs": ["y1"]},
+              {"name": "p3", "inputs": ["a"], "outputs": ["y2"]}]}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn packed_bytes_rounds_every_buffer_but_the_topmost_to_the_smallest_alignment() {
+    assert_eq!(packed_bytes([(4, 256), (1000, 256), (1000, 256)]), 2052);
+    // A 1-byte-aligned buffer may sit anywhere: only the sizes count.
+    assert_eq!(packed_bytes([(4, 256), (1000, 1), (1000, 256)]), 2004);
+    assert_eq!(packed_bytes([(0, 256), (1000, 256)]), 1000);
+    assert_eq!(packed_bytes(std::iter::empty()), 0);
+}
+
+#[test]
+fn the_proven_minimum_counts_the_alignment_padding_every_placement_pays() {
+    let g = padded();
+    // a (1024) + y2 (1024) + y1 (4) on top: 2052, not the 2004 the sizes sum to.
+    let (min, why) = min_bytes(&g, &[0, 1, 2]);
+    assert_eq!(min, 2052, "{why}");
+    assert!(
+        why.contains("\"p3\"") && why.contains("1004 bytes of outputs"),
+        "{why}"
+    );
+    for s in strategy_names() {
+        match plan_with_budget(&g, &[0, 1, 2], &opts(2051, s)) {
+            Err(BudgetError::Infeasible {
+                reached, min_bytes, ..
+            }) => assert!(reached >= min_bytes && min_bytes == 2052, "{s}: {reached}"),
+            other => panic!("{s}: 2051 bytes is below any placement: {:?}", other.err()),
+        }
+    }
+}
+
+#[test]
+fn the_op_minimum_counts_the_alignment_padding_too() {
+    let g = padded();
+    // x (1024) + a (1000): p1 alone needs 2024 bytes at 256-byte alignment.
+    assert_eq!(op_min_bytes(&g), (2024, "p1".to_string()));
+}
