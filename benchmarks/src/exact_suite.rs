@@ -246,23 +246,10 @@ fn write_instances(dir: &Path, instances: &[HardInstance]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut index = String::from("name,buffers,capacity,load,known\n");
     for inst in instances {
-        let with_align = inst.problem.buffers.iter().any(|b| b.alignment > 1);
-        let mut csv = String::from(if with_align {
-            "id,lower,upper,size,alignment\n"
-        } else {
-            "id,lower,upper,size\n"
-        });
-        for (i, b) in inst.problem.buffers.iter().enumerate() {
-            let _ = write!(
-                csv,
-                "{i},{},{},{}",
-                b.lifetime.start, b.lifetime.end, b.size
-            );
-            if with_align {
-                let _ = write!(csv, ",{}", b.alignment);
-            }
-            csv.push('\n');
-        }
+        let ids: Vec<String> = (0..inst.problem.buffers.len())
+            .map(|i| i.to_string())
+            .collect();
+        let csv = memplan_solver::csv::write_buffers(&ids, &inst.problem);
         let path = dir.join(format!("{}.{}.csv", inst.name, inst.capacity));
         std::fs::write(&path, csv).with_context(|| format!("writing {}", path.display()))?;
         let known = match inst.known {

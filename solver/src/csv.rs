@@ -155,13 +155,28 @@ pub fn check_buffer(lower: u64, upper: u64, size: u64, alignment: u64) -> Result
 /// Writes `id,lower,upper,size[,alignment],offset` rows (alignment only when some buffer
 /// needs more than 1).
 pub fn write(ids: &[String], problem: &PlacementProblem, placement: &Placement) -> String {
+    rows(ids, problem, Some(placement))
+}
+
+/// Writes `id,lower,upper,size[,alignment]` rows: the buffers without offsets, a problem to
+/// solve (alignment only when some buffer needs more than 1).
+pub fn write_buffers(ids: &[String], problem: &PlacementProblem) -> String {
+    rows(ids, problem, None)
+}
+
+fn rows(ids: &[String], problem: &PlacementProblem, placement: Option<&Placement>) -> String {
     let with_align = problem.buffers.iter().any(|b| b.alignment > 1);
-    let mut out = String::from(if with_align {
-        "id,lower,upper,size,alignment,offset\n"
+    let mut out = String::from("id,lower,upper,size");
+    if with_align {
+        out.push_str(",alignment");
+    }
+    out.push_str(if placement.is_some() {
+        ",offset\n"
     } else {
-        "id,lower,upper,size,offset\n"
+        "\n"
     });
-    for ((id, b), off) in ids.iter().zip(&problem.buffers).zip(&placement.offsets) {
+    let rows = placement.map_or(usize::MAX, |p| p.offsets.len());
+    for (i, (id, b)) in ids.iter().zip(&problem.buffers).take(rows).enumerate() {
         let _ = write!(
             out,
             "{id},{},{},{}",
@@ -170,7 +185,10 @@ pub fn write(ids: &[String], problem: &PlacementProblem, placement: &Placement) 
         if with_align {
             let _ = write!(out, ",{}", b.alignment);
         }
-        let _ = writeln!(out, ",{off}");
+        if let Some(off) = placement.and_then(|p| p.offsets.get(i)) {
+            let _ = write!(out, ",{off}");
+        }
+        out.push('\n');
     }
     out
 }

@@ -27,21 +27,19 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-/// SplitMix64: a small deterministic generator (no dependency).
-pub struct Rng(u64);
+/// A small deterministic generator over the solver's SplitMix64.
+pub struct Rng(memplan_solver::generate::SplitMix64);
 
 impl Rng {
     /// A generator for `seed`.
     pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x6a09_e667_f3bc_c909)
+        Rng(memplan_solver::generate::SplitMix64::new(
+            seed ^ 0x6a09_e667_f3bc_c909,
+        ))
     }
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// A number in `0..n` (`n > 0`).
     pub fn below(&mut self, n: usize) -> usize {

@@ -28,36 +28,9 @@ pub fn latency_cells(latencies: &mut [Duration]) -> [String; 3] {
     ]
 }
 
-/// SplitMix64 (Steele, Lea and Flood 2014): a tiny seeded generator, enough to draw a
-/// reproducible mix of operations and jittered waits.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// The generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`; the modulo bias is negligible for small `n`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// A number in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+/// The seeded generator of the load test's mix of operations and jittered waits (the
+/// solver's SplitMix64, also behind the hard placement instances).
+pub use memplan_solver::generate::SplitMix64;
 
 /// Bytes as MiB with one decimal.
 pub fn mib(bytes: u64) -> String {
