@@ -14,7 +14,8 @@
 //! placement valid and under the previous peak, so the result is never worse than the start.
 //! Measured on iopddl_S_1 after the canonical dive (1.0018 × LOAD): the peak column is packed
 //! too tightly for windows of up to 3072 free buffers to gain anything, so this stops after
-//! two targets; it is kept for placements with looser tops.
+//! two targets; it is kept for placements with looser tops. (The portfolio's peak-clique
+//! member now packs iopddl_S_1 at LOAD, so no repair is needed there.)
 //!
 //! Complexity: each window costs `O(n log n + f · k log k)` to set up (`f` free buffers with
 //! `k` fixed ones alive alongside) plus its search, bounded by [`WINDOW_NODES`] nodes per free

@@ -6,8 +6,9 @@
 //! [`portfolio`] that runs every registered placer and keeps the lowest peak (ties go to the
 //! earlier registry entry, so the result is deterministic). Members run in registry order and
 //! each is handed the best placement of the members before it ([`Placer::place_from`]):
-//! constructive members ignore it, the improvement member ([`local_search`], last) starts
-//! from it. Once a member reaches LOAD (optimal) the later ones are skipped.
+//! constructive members ignore it, the improvement member ([`local_search`]) starts from it.
+//! [`peak_clique`] runs after it, so it changes a result only where it is strictly better.
+//! Once a member reaches LOAD (optimal) the later ones are skipped.
 
 pub mod coloring;
 pub mod first_fit;
@@ -16,6 +17,7 @@ pub mod greedy_by_conflicts;
 pub mod greedy_by_size;
 pub(crate) mod layout;
 pub mod local_search;
+pub mod peak_clique;
 pub mod program;
 pub mod refine;
 pub mod skyline;
@@ -68,6 +70,7 @@ pub fn registry() -> Vec<Box<dyn Placer>> {
         Box::new(skyline::Skyline),
         Box::new(squeaky::SqueakyWheel),
         Box::new(local_search::LocalSearch),
+        Box::new(peak_clique::PeakClique),
     ]
 }
 
