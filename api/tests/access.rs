@@ -2,16 +2,13 @@
 
 mod common;
 
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use common::*;
-use http_body_util::BodyExt;
 use memplan_api::auth::Tokens;
 use memplan_api::config::Retention;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tower::ServiceExt;
 
 const ALICE: &str = "alice-7c1f0e9a2b4d6f8e";
 const BOB: &str = "bob-0a9b8c7d6e5f4a3b";
@@ -25,27 +22,10 @@ fn tokens() -> Option<Arc<Tokens>> {
 
 /// One request with an optional `Authorization` header value.
 async fn call(api: &Api, method: Method, uri: &str, auth: Option<&str>, body: &str) -> Reply {
-    let mut b = Request::builder().method(method).uri(uri);
-    if let Some(a) = auth {
-        b = b.header("authorization", a);
-    }
-    if !body.is_empty() {
-        b = b.header("content-type", "application/json");
-    }
-    let resp = api
-        .app
-        .clone()
-        .oneshot(b.body(Body::from(body.to_string())).unwrap())
+    let headers: Vec<(&str, &str)> = auth.map(|a| ("authorization", a)).into_iter().collect();
+    let content_type = (!body.is_empty()).then_some("application/json");
+    api.send_with(method, uri, &headers, content_type, body.to_string())
         .await
-        .unwrap();
-    let status = resp.status();
-    let headers = resp.headers().clone();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        headers,
-        text: String::from_utf8_lossy(&bytes).into_owned(),
-    }
 }
 
 fn bearer(token: &str) -> String {

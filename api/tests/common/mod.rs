@@ -90,7 +90,22 @@ impl Api {
         content_type: Option<&str>,
         body: impl Into<Body>,
     ) -> Reply {
+        self.send_with(method, uri, &[], content_type, body).await
+    }
+
+    /// [`Api::send`] with extra request headers (name, value).
+    pub async fn send_with(
+        &self,
+        method: Method,
+        uri: &str,
+        headers: &[(&str, &str)],
+        content_type: Option<&str>,
+        body: impl Into<Body>,
+    ) -> Reply {
         let mut b = Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            b = b.header(*name, *value);
+        }
         if let Some(ct) = content_type {
             b = b.header("content-type", ct);
         }

@@ -39,6 +39,25 @@ enum Handle {
     },
 }
 
+/// A service in this process: the sender that stops it and its task.
+pub type InProcess = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+);
+
+/// Starts a service with `config` in this process on a free loopback port: its `HOST:PORT`
+/// and its handle.
+pub async fn listen_here(config: memplan_api::Config) -> Result<(String, InProcess)> {
+    let service = memplan_api::Service::start(config).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(memplan_api::serve(service, listener, async {
+        let _ = stopped.await;
+    }));
+    Ok((addr, (stop, task)))
+}
+
 /// A running service.
 pub struct Server {
     /// `HOST:PORT`.
@@ -178,13 +197,7 @@ impl Server {
             "service in this process (workers {}, queue {}; its memory figures include the clients')",
             config.workers, config.queue
         );
-        let service = memplan_api::Service::start(config).await?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?.to_string();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(memplan_api::serve(service, listener, async {
-            let _ = stopped.await;
-        }));
+        let (addr, (stop, task)) = listen_here(config).await?;
         Ok(Server {
             addr,
             pid: Some(std::process::id()),

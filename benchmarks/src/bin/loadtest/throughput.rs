@@ -165,14 +165,8 @@ pub async fn run(args: Vec<String>) -> Result<()> {
                 queue: a.clients.iter().copied().max().unwrap_or(1) * 2,
                 ..memplan_api::Config::default()
             };
-            let service = memplan_api::Service::start(config).await?;
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let addr = listener.local_addr()?.to_string();
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let task = tokio::spawn(memplan_api::serve(service, listener, async {
-                let _ = stopped.await;
-            }));
-            (addr, Some((stop, task)))
+            let (addr, here) = crate::server::listen_here(config).await?;
+            (addr, Some(here))
         }
     };
     println!(
