@@ -234,7 +234,11 @@ fn budgeted_plans_of_random_dags_are_valid_under_the_budget_and_run_equal() {
     let (fitted, infeasible) = (Cell::new(0usize), Cell::new(0usize));
     runner
         .run(
-            &(arb_graph(CHAIN_WITH_SKIPS), 0u64..100, 0usize..5),
+            &(
+                arb_graph(CHAIN_WITH_SKIPS),
+                0u64..100,
+                0usize..budget::strategy_names().len(),
+            ),
             |(v, share, strategy)| {
                 let g = Graph::parse(&v.to_string()).unwrap();
                 let s = budget::strategy_names()[strategy];
@@ -298,6 +302,60 @@ fn best_is_never_worse_than_the_sweep_or_the_integer_program() {
                     );
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn the_joint_program_is_never_worse_than_any_sequential_strategy_and_wins_on_vgg16_at_60_percent() {
+    let Some(vgg) = zoo("vgg16.16.train") else {
+        return;
+    };
+    let mut cases: Vec<(Graph, f64)> = vec![(sample(), 80.0), (sample(), 60.0)];
+    cases.push((vgg, 60.0));
+    cases.extend(zoo("resnet50.32.train").map(|g| (g, 60.0)));
+    for (g, pct) in &cases {
+        // The listed order, as the budget benchmark plans it.
+        let order: Vec<usize> = (0..g.ops.len()).collect();
+        let free = memplan::plan(g, &fast()).unwrap();
+        let bytes = (free.stats.peak_bytes as f64 * pct / 100.0) as u64;
+        let at = |s: &str| {
+            let p = budget::plan_with_budget(
+                g,
+                &order,
+                &BudgetOptions {
+                    budget: bytes,
+                    ..with(s)
+                },
+            )
+            .ok()?;
+            memplan::validate(g, &p, Some(bytes)).unwrap();
+            Some(p.stats.budget.unwrap().overhead_pct)
+        };
+        let sequential = ["sweep", "ilp", "chen", "spill-all"]
+            .iter()
+            .filter_map(|s| at(s))
+            .fold(f64::INFINITY, f64::min);
+        let Some(joint) = at("joint") else {
+            assert!(
+                sequential.is_infinite(),
+                "{}: joint failed where a strategy fits",
+                g.name
+            );
+            continue;
+        };
+        assert!(
+            joint <= sequential + 1e-9,
+            "{} at {pct}%: joint {joint} vs {sequential}",
+            g.name
+        );
+        if g.name == "vgg16.16.train" {
+            // Measured: 104.5 % → 44.2 %: the program brings spilled tensors back earlier
+            // and reorders the backward ops around them.
+            assert!(
+                joint < sequential - 10.0,
+                "joint {joint} vs sequential {sequential}"
+            );
         }
     }
 }

@@ -120,8 +120,9 @@ pub struct PlanArgs {
     /// then spills to host and recomputes (exit 2 when no plan fits).
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
-    /// With --budget: `best` (every strategy, lowest modelled overhead wins), `sweep`
-    /// (the heuristic), `ilp`, `chen` (sqrt(n) checkpointing) or `spill-all`.
+    /// With --budget: `best` (every strategy, then the joint program; lowest modelled
+    /// overhead wins), `sweep` (the heuristic), `ilp`, `chen` (sqrt(n) checkpointing),
+    /// `spill-all` or `joint` (order, spill and recompute chosen together).
     #[arg(long, default_value = "best", value_parser = spill_strategy_names())]
     pub spill_strategy: String,
     /// Device-profile JSON (conv algorithm times, tiling overhead, spills) (fields

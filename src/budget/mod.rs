@@ -18,8 +18,11 @@
 //!
 //! Strategies ([`registry`]): `sweep` (the heuristic, [`sweep`]), `ilp` (the HiGHS integer
 //! program warm-started from it, [`program`]), `chen` (√n checkpointing, [`chen`]) and
-//! `spill-all` ([`spill_all`]); `best` runs them all and keeps the fitting plan with the
-//! lowest modelled overhead (so it is never worse than any of them).
+//! `spill-all` ([`spill_all`]), all on the fixed order; `best` runs them all, then the joint
+//! program ([`joint`], also by the name `joint`), which may also move ops, from the best of
+//! them, and keeps the fitting plan with the lowest simulated overhead (so it is never worse
+//! than any of them). Every strategy's choice becomes a [`Residency`] that is placed and
+//! emitted the same way.
 //!
 //! **Limits.** With [`BudgetOptions::effort`] `Some(k)` every stage stops at deterministic
 //! work caps (the integer program at `k ×` [`program::DEFAULT_NODES`] branch-and-bound nodes per
@@ -30,7 +33,9 @@
 //! returned, or [`BudgetError::Cancelled`] when none fitted yet.
 
 pub mod chen;
+pub mod joint;
 pub mod program;
+pub mod residency;
 pub mod schedule;
 pub mod spill_all;
 pub mod sweep;
@@ -42,6 +47,7 @@ pub use crate::plan::{BudgetStat, TriedStat};
 use crate::plan::{Instruction, Plan};
 use memplan_solver::placement::step as place;
 use memplan_solver::{Buffer, Lifetime, Limits, PlacementError, PlacementProblem};
+use residency::Residency;
 use schedule::{Ctx, End, Params, Sched, Start};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -83,13 +89,28 @@ pub fn registry() -> Vec<Box<dyn SpillStrategy>> {
     ]
 }
 
-/// The name that runs every strategy and keeps the best fitting plan.
+/// The name that runs every strategy and keeps the best fitting plan, then lets the joint
+/// program ([`joint`]) improve it.
 pub const BEST: &str = "best";
 
-/// Names accepted for the strategy: [`BEST`] and the registry's.
+/// The name of the joint order + spill + recompute program ([`joint`]): every sequential
+/// strategy, then the joint program warm-started from the best of them (as [`BEST`]; kept
+/// as a name of its own so that a user can ask for it explicitly).
+pub const JOINT: &str = "joint";
+
+/// What [`BEST`] does, in one line.
+pub const BEST_ABOUT: &str = "every strategy, then the joint program from the best of them; the \
+     fitting plan with the lowest simulated overhead wins";
+
+/// What [`JOINT`] does, in one line.
+pub const JOINT_ABOUT: &str = "integer programs (HiGHS) over the op order, spill and recompute \
+     (with chains) per window of steps, warm-started from the best sequential plan, never worse";
+
+/// Names accepted for the strategy: [`BEST`], the registry's and [`JOINT`].
 pub fn strategy_names() -> Vec<&'static str> {
     let mut v = vec![BEST];
     v.extend(registry().iter().map(|s| s.name()));
+    v.push(JOINT);
     v
 }
 
@@ -459,6 +480,8 @@ struct Built {
     peak: u64,
     /// The graph the plan refers to: the context's with the schedule's conv downgrades.
     graph: Graph,
+    /// What was placed.
+    residency: Residency,
 }
 
 /// The modelled times of a built plan, its base being the context graph's ops (so conv
@@ -493,7 +516,8 @@ pub fn plan_with_budget(
         }
     }
     let all = registry();
-    let chosen: Vec<&dyn SpillStrategy> = if opts.strategy == BEST {
+    let with_joint = opts.strategy == BEST || opts.strategy == JOINT;
+    let chosen: Vec<&dyn SpillStrategy> = if with_joint {
         all.iter().map(|s| s.as_ref()).collect()
     } else {
         match all.iter().find(|s| s.name() == opts.strategy) {
@@ -590,6 +614,16 @@ pub fn plan_with_budget(
             }),
         }
     }
+    if with_joint && !ctx.cancelled() {
+        if let Some((inc, inc_over, _, target, _)) = best.as_ref() {
+            let (joint, stat) = run_joint(&ctx, inc, *target, *inc_over, opts)?;
+            if let Some((built, over)) = joint {
+                note = stat.solver.clone();
+                best = Some((built, over, JOINT, *target, 1));
+            }
+            tried.push(stat);
+        }
+    }
     let Some((built, _, name, target, attempts)) = best else {
         if ctx.cancelled() {
             return Err(BudgetError::Cancelled {
@@ -623,7 +657,7 @@ pub fn plan_with_budget(
         min_bytes: min,
         algo_mix: crate::conv_algo::algo_mix(&chosen),
         solver: note,
-        tried: if opts.strategy == BEST {
+        tried: if with_joint {
             tried
                 .into_iter()
                 .map(|t| TriedStat {
@@ -677,6 +711,74 @@ pub fn plan_with_budget(
     Ok(plan)
 }
 
+/// Runs the joint program ([`joint`]) from the incumbent `inc` (fitted at `target`, with
+/// `inc_over` % simulated overhead). Every window solution is placed, emitted and simulated
+/// here; one is kept only when it fits the budget with a strictly lower simulated overhead.
+/// Returns the final plan and its overhead when it also passes the validator, and the line
+/// for `stats.budget.tried`.
+fn run_joint(
+    ctx: &Ctx,
+    inc: &Built,
+    target: u64,
+    inc_over: f64,
+    opts: &BudgetOptions,
+) -> Result<(Option<(Built, f64)>, TriedStat), BudgetError> {
+    let jopts = joint::JointOptions::for_ctx(ctx);
+    let mut report = joint::JointReport::default();
+    let mut reached = inc.peak;
+    let mut kept: Option<(Built, f64)> = None;
+    let mut score = |jctx: &Ctx, res: &Residency| -> Option<f64> {
+        let built = build(jctx, res, opts).ok()?;
+        reached = reached.min(built.peak);
+        if built.peak > opts.budget {
+            return None;
+        }
+        let over = timing(jctx, &built).overhead_pct();
+        if kept.as_ref().is_none_or(|k| over < k.1) {
+            kept = Some((built, over));
+        }
+        Some(over)
+    };
+    let improved = joint::improve(
+        ctx,
+        &inc.residency,
+        target,
+        &jopts,
+        &mut report,
+        &mut score,
+        inc_over,
+    );
+    let mut solver = report.note();
+    let out = match (improved, kept) {
+        (Some(_), Some((b, over))) if over < inc_over => {
+            match crate::validate::validate(&b.graph, &b.plan, Some(opts.budget)) {
+                Ok(_) => Some((b, over)),
+                Err(v) => {
+                    solver.push_str(&format!(
+                        " (its plan failed the validator, {v}; incumbent kept)"
+                    ));
+                    None
+                }
+            }
+        }
+        _ => {
+            solver.push_str(" (incumbent kept)");
+            None
+        }
+    };
+    let stat_over = out.as_ref().map_or(inc_over, |o| o.1);
+    Ok((
+        out,
+        TriedStat {
+            name: JOINT.into(),
+            peak_bytes: reached,
+            overhead_pct: stat_over,
+            fits: true,
+            solver: Some(solver),
+        },
+    ))
+}
+
 /// The size of the tensor called `name` (0 when there is none), by the name index `ids`
 /// ([`Graph::tensor_ids`]: a lookup per instruction must not scan the tensors).
 fn size_of(graph: &Graph, ids: &HashMap<&str, TensorId>, name: &str) -> u64 {
@@ -712,7 +814,7 @@ fn run_strategy(
         }
         attempts += 1;
         let sched = strategy.schedule(ctx, target);
-        let built = build(ctx, &sched, opts)?;
+        let built = build(ctx, &Residency::of_sched(ctx, &sched), opts)?;
         lowest = lowest.min(built.peak);
         if built.peak <= opts.budget {
             return Ok((Some((built, target)), lowest, attempts));
@@ -731,9 +833,9 @@ fn run_strategy(
     Ok((None, lowest, attempts))
 }
 
-/// Places the schedule's buffers and host copies and emits the plan.
-fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, BudgetError> {
-    let chosen = sched.graph(ctx);
+/// Places a residency's buffers and host copies and emits the plan on `ctx`'s order.
+fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, BudgetError> {
+    let chosen = res.graph.clone();
     let graph = ctx.graph;
     let n = ctx.steps();
     let mut roles = Vec::new();
@@ -744,7 +846,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
     for i in 0..graph.tensors.len() {
         let t = TensorId(i as u32);
         let tensor = graph.tensor(t);
-        let ivs = sched.intervals(ctx, t);
+        let ivs = &res.intervals[i];
         for w in ivs.windows(2) {
             if w[0].how_end == End::SpillOut {
                 host.push((t, w[0].end - 1));
@@ -755,7 +857,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
                 });
             }
         }
-        for iv in ivs {
+        for &iv in ivs {
             roles.push(Role::Resident(iv));
             buffers.push(Buffer {
                 lifetime: lifetime(iv.start, iv.end),
@@ -765,7 +867,7 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
         }
     }
     for (s, &k) in ctx.order.iter().enumerate() {
-        let w = sched.workspace(ctx, k);
+        let w = res.workspace[k];
         if w > 0 {
             roles.push(Role::Workspace { step: s });
             buffers.push(Buffer {
@@ -775,9 +877,9 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
             });
         }
     }
-    let recomputes = sched.recomputes(ctx);
-    for &(b, p, t) in &recomputes {
-        let w = sched.workspace(ctx, p);
+    let recomputes = &res.recomputes;
+    for &(b, p, t) in recomputes {
+        let w = res.workspace[p];
         if w > 0 {
             roles.push(Role::RecomputeWorkspace { step: b, tensor: t });
             buffers.push(Buffer {
@@ -902,13 +1004,14 @@ fn build(ctx: &Ctx, sched: &Sched, opts: &BudgetOptions) -> Result<Built, Budget
         ins.append(&mut post[s]);
     }
     let mut plan = Plan::new(graph, ins, peak, host_bytes);
-    let load = sched.live(ctx).into_iter().max().unwrap_or(0);
+    let load = res.live(ctx).into_iter().max().unwrap_or(0);
     plan.stats.lower_bound_bytes = load;
     plan.stats.load_bytes = Some(load);
     Ok(Built {
         plan,
         peak,
         graph: chosen,
+        residency: res.clone(),
     })
 }
 

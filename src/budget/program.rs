@@ -453,19 +453,19 @@ fn decode(
 pub const STOP_GRACE: Duration = Duration::from_millis(50);
 
 /// What HiGHS answered, as plain data.
-struct Answer {
+pub(crate) struct Answer {
     /// `optimal`, `node_limit`, `time_limit`, `cancelled`, `infeasible` or `stopped`.
-    label: &'static str,
+    pub(crate) label: &'static str,
     /// Branch-and-bound nodes explored.
-    nodes: Option<u64>,
+    pub(crate) nodes: Option<u64>,
     /// The dual bound (µs of estimated cost).
-    bound: Option<f64>,
+    pub(crate) bound: Option<f64>,
     /// The column values of its solution, when it has a feasible one.
-    columns: Option<Vec<f64>>,
+    pub(crate) columns: Option<Vec<f64>>,
 }
 
 /// The outcome of [`run_model`].
-enum Run {
+pub(crate) enum Run {
     Answer(Answer),
     /// HiGHS failed (what failed).
     Failed(&'static str),
@@ -476,17 +476,24 @@ enum Run {
 /// Solves `pb` warm-started from `start` under `limits` on a thread of its own, so that a
 /// raised stop flag returns within [`STOP_GRACE`] even while HiGHS is in a phase that does
 /// not poll it (its answer is then dropped when it finishes).
-fn run_model(pb: Model, start: Vec<f64>, limits: &Limits) -> Run {
+pub(crate) fn run_model(pb: Model, start: Vec<f64>, limits: &Limits) -> Run {
+    run_model_with(pb, start, limits, false)
+}
+
+/// [`run_model`] with HiGHS' presolve on or off. On, a model that presolve solves outright
+/// may hand back the warm start's columns (HiGHS 1.x), which a caller must treat as "no
+/// better solution".
+pub(crate) fn run_model_with(pb: Model, start: Vec<f64>, limits: &Limits, presolve: bool) -> Run {
     let (time, nodes, cancel) = (limits.time, limits.nodes, limits.cancel.clone());
     let Some(token) = limits.cancel.clone() else {
-        return solve_model(pb, &start, time, nodes, None);
+        return solve_model(pb, &start, time, nodes, None, presolve);
     };
     let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("memplan-budget-ilp".into())
         .spawn(move || {
             let flag = cancel.as_ref().map(|c| c.flag());
-            let _ = tx.send(solve_model(pb, &start, time, nodes, flag));
+            let _ = tx.send(solve_model(pb, &start, time, nodes, flag, presolve));
         });
     if spawned.is_err() {
         return Run::Failed("starting the solver thread");
@@ -524,6 +531,7 @@ fn solve_model(
     time: Option<Duration>,
     nodes: Option<u64>,
     cancel: Option<&std::sync::atomic::AtomicBool>,
+    presolve: bool,
 ) -> Run {
     let options = MipOptions {
         // One thread and no time limit: with a node cap only, HiGHS is deterministic.
@@ -531,7 +539,7 @@ fn solve_model(
         mip_rel_gap: 1e-6,
         // With presolve on, a model presolve solves outright hands back the warm start's
         // column values (HiGHS 1.x), losing the solution.
-        presolve: false,
+        presolve,
         time_limit: time.map(|t| t.as_secs_f64().max(0.01)),
         max_nodes: nodes,
         switched_off: if nodes.is_some() {

@@ -267,3 +267,131 @@ fn the_op_minimum_counts_the_alignment_padding_too() {
     // x (1024) + a (1000): p1 alone needs 2024 bytes at 256-byte alignment.
     assert_eq!(op_min_bytes(&g), (2024, "p1".to_string()));
 }
+
+/// Two branches from one input, interleaved in the listed order: `a1, b1, a2, b2, y` holds
+/// both 100 MB intermediates at once (peak ≈ 200 MB); `a1, a2, b1, b2, y` holds one at a
+/// time (≈ 102 MB).
+fn two_branches() -> Graph {
+    Graph::parse(
+        r#"{"format": "memplan-graph/1", "name": "branches", "alignment": 1,
+            "tensors": [
+              {"name": "x", "size": 1000000, "kind": "input"},
+              {"name": "A", "size": 100000000, "kind": "activation"},
+              {"name": "B", "size": 100000000, "kind": "activation"},
+              {"name": "a2", "size": 1000000, "kind": "activation"},
+              {"name": "b2", "size": 1000000, "kind": "activation"},
+              {"name": "y", "size": 1000000, "kind": "output"}],
+            "ops": [
+              {"name": "a1", "type": "conv", "inputs": ["x"], "outputs": ["A"], "time_us": 1000},
+              {"name": "b1", "type": "conv", "inputs": ["x"], "outputs": ["B"], "time_us": 1000},
+              {"name": "a2", "type": "conv", "inputs": ["A"], "outputs": ["a2"], "time_us": 1000},
+              {"name": "b2", "type": "conv", "inputs": ["B"], "outputs": ["b2"], "time_us": 1000},
+              {"name": "y", "type": "add", "inputs": ["a2", "b2"], "outputs": ["y"], "time_us": 10}]}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_joint_program_reorders_two_branches_so_that_nothing_is_spilled() {
+    let g = two_branches();
+    let order = [0, 1, 2, 3, 4];
+    let budget = 150_000_000;
+    let best_sequential = ["sweep", "ilp", "chen", "spill-all"]
+        .iter()
+        .filter_map(|s| plan_with_budget(&g, &order, &opts(budget, s)).ok())
+        .map(|p| p.stats.budget.unwrap().overhead_pct)
+        .fold(f64::INFINITY, f64::min);
+    assert!(best_sequential > 1.0, "{best_sequential}");
+    let p = plan_with_budget(&g, &order, &opts(budget, JOINT)).unwrap();
+    crate::validate::validate(&g, &p, Some(budget)).unwrap();
+    let st = p.stats.budget.as_ref().unwrap();
+    assert_eq!(st.strategy, JOINT, "{st:?}");
+    assert_eq!((st.spills, st.recomputed_ops), (0, 0), "{st:?}");
+    assert!(st.overhead_pct < 0.01, "{st:?}");
+    // One branch after the other (either first).
+    let o = order_of_plan(&g, &p);
+    assert!(o == [0, 2, 1, 3, 4] || o == [1, 3, 0, 2, 4], "{o:?}");
+    // The whole graph is one model, so its bound is proven and reported.
+    let note = st.solver.clone().unwrap_or_default();
+    assert!(
+        note.contains("whole graph") && note.contains("proven bound"),
+        "{note}"
+    );
+    // `best` runs the joint program too, and lists it among what it tried.
+    let b = plan_with_budget(&g, &order, &opts(budget, BEST)).unwrap();
+    let bs = b.stats.budget.unwrap();
+    assert_eq!(bs.strategy, JOINT);
+    assert!(bs.tried.iter().any(|t| t.name == JOINT && t.fits));
+}
+
+#[test]
+fn the_joint_program_keeps_the_sequential_plan_when_it_finds_nothing_better() {
+    // On the chain there is no other order and the sequential plan recomputes the cheap relu.
+    let g = chain();
+    let seq = plan_with_budget(&g, &[0, 1, 2, 3, 4], &opts(130, "sweep")).unwrap();
+    let p = plan_with_budget(&g, &[0, 1, 2, 3, 4], &opts(130, JOINT)).unwrap();
+    let (a, b) = (seq.stats.budget.unwrap(), p.stats.budget.unwrap());
+    assert!(b.overhead_pct <= a.overhead_pct + 1e-9, "{a:?} {b:?}");
+    let joint = b.tried.iter().find(|t| t.name == JOINT).unwrap();
+    assert!(
+        joint
+            .solver
+            .as_deref()
+            .unwrap_or("")
+            .contains("joint program"),
+        "{joint:?}"
+    );
+}
+
+/// `b = up(relu(x))` is read again at the end, after two steps that need its memory; `a =
+/// relu(x)` is dead by then (and too large to keep instead of `b`), so only a chain (`a` from
+/// `x`, then `b` from `a`) can replay `b`. The ops between are fast, so a spill of `b` (or
+/// `x`) cannot hide its transfers.
+fn chain_to_recompute() -> Graph {
+    Graph::parse(
+        r#"{"format": "memplan-graph/1", "name": "chain", "alignment": 1,
+            "tensors": [
+              {"name": "x", "size": 50000000, "kind": "input"},
+              {"name": "a", "size": 30000000, "kind": "activation"},
+              {"name": "b", "size": 50000000, "kind": "activation"},
+              {"name": "c1", "size": 40000000, "kind": "activation"},
+              {"name": "c2", "size": 40000000, "kind": "activation"},
+              {"name": "c3", "size": 10000000, "kind": "activation"},
+              {"name": "y", "size": 5000000, "kind": "output"}],
+            "ops": [
+              {"name": "pa", "type": "relu", "inputs": ["x"], "outputs": ["a"], "time_us": 10},
+              {"name": "pb", "type": "upsample", "inputs": ["a"], "outputs": ["b"], "time_us": 10},
+              {"name": "p1", "type": "conv", "inputs": ["b"], "outputs": ["c1"], "time_us": 10},
+              {"name": "p2", "type": "conv", "inputs": ["c1"], "outputs": ["c2"], "time_us": 10},
+              {"name": "p3", "type": "conv", "inputs": ["c2"], "outputs": ["c3"], "time_us": 10},
+              {"name": "py", "type": "add", "inputs": ["b", "c3", "x"], "outputs": ["y"], "time_us": 10}]}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_joint_program_recomputes_a_chain_where_the_sequential_strategies_must_spill() {
+    let g = chain_to_recompute();
+    let order = [0, 1, 2, 3, 4, 5];
+    let budget = 150_000_000;
+    for s in ["sweep", "ilp"] {
+        let p = plan_with_budget(&g, &order, &opts(budget, s)).unwrap();
+        let st = p.stats.budget.unwrap();
+        assert!(st.spills > 0 && st.recomputed_ops == 0, "{s}: {st:?}");
+    }
+    let p = plan_with_budget(&g, &order, &opts(budget, JOINT)).unwrap();
+    crate::validate::validate(&g, &p, Some(budget)).unwrap();
+    let st = p.stats.budget.as_ref().unwrap();
+    assert_eq!(st.strategy, JOINT, "{st:?}");
+    assert_eq!((st.spills, st.recomputed_ops), (0, 2), "{st:?}");
+    // The replayed relu runs before the replayed upsample, both right before `py`.
+    let execs: Vec<&str> = p
+        .instructions
+        .iter()
+        .filter_map(|i| match i {
+            Instruction::Exec { node, .. } => Some(node.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(execs, ["pa", "pb", "p1", "p2", "p3", "pa", "pb", "py"]);
+}

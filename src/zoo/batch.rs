@@ -64,10 +64,12 @@ impl Default for ZooOptions {
     }
 }
 
-/// The spill strategies each budget is planned with (every one of the registry; `best` is
-/// their minimum and not a row of its own).
+/// The spill strategies each budget is planned with: every one of the registry and the
+/// joint program (`best` is their minimum and not a row of its own).
 pub fn spill_strategies() -> Vec<&'static str> {
-    crate::budget::registry().iter().map(|s| s.name()).collect()
+    let mut v: Vec<&'static str> = crate::budget::registry().iter().map(|s| s.name()).collect();
+    v.push(crate::budget::JOINT);
+    v
 }
 
 impl ZooOptions {

@@ -162,11 +162,12 @@ pub struct SpillStrategyName(pub String);
 impl PartialSchema for SpillStrategyName {
     fn schema() -> RefOr<Schema> {
         let registry = memplan::budget::registry();
-        let names = std::iter::once((
-            memplan::budget::BEST,
-            "every strategy; the best fitting plan wins",
-        ))
-        .chain(registry.iter().map(|s| (s.name(), s.about())));
+        let names = std::iter::once((memplan::budget::BEST, memplan::budget::BEST_ABOUT))
+            .chain(registry.iter().map(|s| (s.name(), s.about())))
+            .chain(std::iter::once((
+                memplan::budget::JOINT,
+                memplan::budget::JOINT_ABOUT,
+            )));
         name_schema(
             names,
             "How a plan is brought under `budget` (default `best`; other values need a budget)",
