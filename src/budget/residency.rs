@@ -113,26 +113,11 @@ impl Residency {
     /// Live arena bytes at each step of `ctx`'s order: resident tensors plus the workspaces
     /// of the op and of the recomputes at that step.
     pub fn live(&self, ctx: &Ctx) -> Vec<u64> {
-        let n = ctx.steps();
-        let mut diff = vec![0i128; n + 1];
-        for ivs in &self.intervals {
-            for iv in ivs {
-                let size = ctx.graph.tensor(iv.tensor).size as i128;
-                diff[iv.start.min(n)] += size;
-                diff[iv.end.min(n)] -= size;
-            }
-        }
-        let mut live = Vec::with_capacity(n);
-        let mut acc = 0i128;
-        for (s, &k) in ctx.order.iter().enumerate() {
-            acc += diff[s];
-            live.push(acc.max(0) as u64 + self.workspace[k]);
-        }
-        for &(b, p, _) in &self.recomputes {
-            if b < n {
-                live[b] += self.workspace[p];
-            }
-        }
-        live
+        super::schedule::live_bytes(
+            ctx,
+            self.intervals.iter().flatten().copied(),
+            &self.recomputes,
+            |k| self.workspace[k],
+        )
     }
 }

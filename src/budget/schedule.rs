@@ -454,29 +454,42 @@ impl Sched {
     /// Live arena bytes at each step: resident tensors plus the workspaces of the op and of
     /// the recomputes at that step.
     pub fn live(&self, ctx: &Ctx) -> Vec<u64> {
-        let n = ctx.steps();
-        let mut diff = vec![0i128; n + 1];
-        for i in 0..self.uses.len() {
-            let t = TensorId(i as u32);
-            let size = ctx.graph.tensor(t).size as i128;
-            for iv in self.intervals(ctx, t) {
-                diff[iv.start.min(n)] += size;
-                diff[iv.end.min(n)] -= size;
-            }
-        }
-        let mut live = Vec::with_capacity(n);
-        let mut acc = 0i128;
-        for (s, &k) in ctx.order.iter().enumerate() {
-            acc += diff[s];
-            live.push(acc.max(0) as u64 + self.workspace(ctx, k));
-        }
-        for (b, p, _) in self.recomputes(ctx) {
-            if b < n {
-                live[b] += self.workspace(ctx, p);
-            }
-        }
-        live
+        let intervals = (0..self.uses.len()).flat_map(|i| self.intervals(ctx, TensorId(i as u32)));
+        live_bytes(ctx, intervals, &self.recomputes(ctx), |k| {
+            self.workspace(ctx, k)
+        })
     }
+}
+
+/// Live arena bytes at each step of `ctx`'s order: the sizes of `intervals` where they are
+/// resident, plus each step's op workspace and the workspaces of the `recomputes` (`(step,
+/// producer, tensor)`) there, `workspace` giving an op's (bytes). O(intervals + steps), by a
+/// difference array.
+pub fn live_bytes(
+    ctx: &Ctx,
+    intervals: impl IntoIterator<Item = Interval>,
+    recomputes: &[(usize, usize, TensorId)],
+    workspace: impl Fn(usize) -> u64,
+) -> Vec<u64> {
+    let n = ctx.steps();
+    let mut diff = vec![0i128; n + 1];
+    for iv in intervals {
+        let size = ctx.graph.tensor(iv.tensor).size as i128;
+        diff[iv.start.min(n)] += size;
+        diff[iv.end.min(n)] -= size;
+    }
+    let mut live = Vec::with_capacity(n);
+    let mut acc = 0i128;
+    for (s, &k) in ctx.order.iter().enumerate() {
+        acc += diff[s];
+        live.push(acc.max(0) as u64 + workspace(k));
+    }
+    for &(b, p, _) in recomputes {
+        if b < n {
+            live[b] += workspace(p);
+        }
+    }
+    live
 }
 
 #[cfg(test)]
