@@ -194,8 +194,10 @@ pub fn improve(
     if n == 0 {
         return None;
     }
-    let mut order = ctx.order.clone();
     let mut spans = inc.spans();
+    // The incumbent as improved so far: its context (order) and residency.
+    let mut cur = Ctx::new(ctx.graph, &ctx.order, ctx.profile.clone(), ctx.params);
+    let mut res = inc.clone();
     let mut best = inc_score;
     let link_share = link_share(ctx, inc);
     let whole = n <= opts.whole_max;
@@ -208,8 +210,6 @@ pub fn improve(
         let windows: Vec<(usize, usize)> = if whole {
             vec![(0, n)]
         } else {
-            let cur = Ctx::new(ctx.graph, &order, ctx.profile.clone(), ctx.params);
-            let res = Residency::from_spans(&cur, &spans, inc.workspace.clone(), inc.graph.clone());
             let (w, most) = if pass == 0 {
                 (opts.window, opts.windows)
             } else {
@@ -221,8 +221,6 @@ pub fn improve(
             if opts.limits.is_cancelled() {
                 break;
             }
-            let cur = Ctx::new(ctx.graph, &order, ctx.profile.clone(), ctx.params);
-            let res = Residency::from_spans(&cur, &spans, inc.workspace.clone(), inc.graph.clone());
             let live = res.live(&cur);
             // A window whose model would be too large starts later (fewer steps).
             let mut p = p;
@@ -246,7 +244,7 @@ pub fn improve(
             let mut kept = false;
             if let Some((new_order, new_spans, cost)) = out.solution {
                 if cost < out.before * (1.0 - 1e-4) - 1e-6 {
-                    let mut cand_order = order.clone();
+                    let mut cand_order = cur.order.clone();
                     cand_order[p..q].copy_from_slice(&new_order);
                     let mut cand_spans = spans.clone();
                     for (t, s) in new_spans {
@@ -261,7 +259,8 @@ pub fn improve(
                     );
                     if let Some(sc) = score(&cctx, &cres).filter(|&sc| sc < best - 1e-9) {
                         best = sc;
-                        order = cand_order;
+                        cur = cctx;
+                        res = cres;
                         spans = cand_spans;
                         kept = true;
                         report.improved += 1;
@@ -277,11 +276,9 @@ pub fn improve(
     if report.improved == 0 {
         return None;
     }
-    let cur = Ctx::new(ctx.graph, &order, ctx.profile.clone(), ctx.params);
-    let residency = Residency::from_spans(&cur, &spans, inc.workspace.clone(), inc.graph.clone());
     Some(Joint {
-        order,
-        residency,
+        order: cur.order,
+        residency: res,
         report: report.clone(),
     })
 }

@@ -478,9 +478,8 @@ pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
 struct Built {
     plan: Plan,
     peak: u64,
-    /// The graph the plan refers to: the context's with the schedule's conv downgrades.
-    graph: Graph,
-    /// What was placed.
+    /// What was placed; its graph is the one the plan refers to (the context's with the
+    /// schedule's conv downgrades).
     residency: Residency,
 }
 
@@ -489,7 +488,7 @@ struct Built {
 fn timing(ctx: &Ctx, built: &Built) -> Timing {
     Timing {
         base_us: ctx.prefix_us[ctx.steps()],
-        step_us: simulate(&built.graph, ctx, &built.plan).step_us,
+        step_us: simulate(&built.residency.graph, ctx, &built.plan).step_us,
     }
 }
 
@@ -642,7 +641,7 @@ pub fn plan_with_budget(
     };
     let timing = timing(&ctx, &built);
     let mut plan = built.plan;
-    let chosen = built.graph;
+    let chosen = built.residency.graph;
     crate::validate::validate(&chosen, &plan, Some(opts.budget))?;
     let mut stat = BudgetStat {
         budget_bytes: opts.budget,
@@ -751,7 +750,7 @@ fn run_joint(
     let mut solver = report.note();
     let out = match (improved, kept) {
         (Some(_), Some((b, over))) if over < inc_over => {
-            match crate::validate::validate(&b.graph, &b.plan, Some(opts.budget)) {
+            match crate::validate::validate(&b.residency.graph, &b.plan, Some(opts.budget)) {
                 Ok(_) => Some((b, over)),
                 Err(v) => {
                     solver.push_str(&format!(
@@ -835,7 +834,7 @@ fn run_strategy(
 
 /// Places a residency's buffers and host copies and emits the plan on `ctx`'s order.
 fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, BudgetError> {
-    let chosen = res.graph.clone();
+    let chosen = &res.graph;
     let graph = ctx.graph;
     let n = ctx.steps();
     let mut roles = Vec::new();
@@ -1010,7 +1009,6 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
     Ok(Built {
         plan,
         peak,
-        graph: chosen,
         residency: res.clone(),
     })
 }
