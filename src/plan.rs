@@ -200,7 +200,8 @@ pub struct PlanStats {
     /// bound (`memplan_solver::order::bound::order_lower_bound_hinted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_lower_bound_bytes: Option<u64>,
-    /// Order heuristic that produced the order.
+    /// Order heuristic that produced the order (`… + joint` when, under a budget, the joint
+    /// program then moved ops).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_method: Option<String>,
     /// Each order heuristic's LOAD.

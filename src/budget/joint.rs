@@ -30,12 +30,24 @@
 //!   copy streams are the busier, up to all of it), per late spill that plus the transfer in, per recompute the
 //!   producer's time, plus a tie-breaker of 10⁻⁹ µs per byte-step resident.
 //!
-//! **Decomposition.** Graphs over [`JointOptions::whole_max`] ops are cut into windows of
-//! [`JointOptions::window`] steps; the windows with the most incumbent spill / recompute cost
-//! (at most [`JointOptions::windows`] of them, disjoint) are solved in step order, each on the
-//! incumbent as improved so far; a second pass does the same with windows half as long again
-//! (half as many) on the improved incumbent. A window model too large (more than
-//! `MAX_CELLS` tensor × step cells) is cut to its later half until it fits. A window's
+//! **Decomposition.** Graphs over [`JointOptions::whole_max`] ops are solved in three passes
+//! of windows, each pass on the incumbent as improved so far, each window chosen among those
+//! with the most incumbent spill / recompute cost (at most [`JointOptions::windows`] of them
+//! per pass, disjoint, solved in step order):
+//! 1. the *fixed-order* pass: windows of [`JointOptions::fixed_window`] steps whose order
+//!    columns are fixed at the incumbent's, so only residency is re-decided (which tensors
+//!    leave, when they come back, what is recomputed, chains included). With the order fixed
+//!    a later spill-in or recompute costs the same and holds memory for less time, so these
+//!    events get columns only at the latest useful step before each need (`Window::slots`).
+//!    Such a model stays easy at up to `MAX_FIXED_CELLS` tensor × step cells, and so sees
+//!    eviction choices that span far more steps than a reordering window. It runs without
+//!    presolve (HiGHS 1.x hands back the warm start when presolve solves a model outright)
+//!    and under a clock cap ([`JointOptions::fixed_time`]) that drops the model it stops;
+//! 2. the *order* pass: windows of [`JointOptions::window`] steps, order and residency
+//!    together (up to `MAX_CELLS` cells);
+//! 3. the order pass again with windows half as long again (half as many; other boundaries).
+//!
+//! A window model too large for its pass is cut to its later half until it fits. A window's
 //! solution with a strictly lower estimated cost is placed, emitted and simulated by the
 //! caller and kept only when the simulated overhead drops.
 //!
@@ -63,6 +75,8 @@ use std::time::Duration;
 
 /// Steps per window of a decomposed model.
 pub const DEFAULT_WINDOW: usize = 8;
+/// Steps per window of the fixed-order residency pass.
+pub const DEFAULT_FIXED_WINDOW: usize = 48;
 /// Graphs with at most this many ops get one whole-graph model.
 pub const DEFAULT_WHOLE_MAX: usize = 40;
 /// Windows solved at most per run.
@@ -71,10 +85,16 @@ pub const DEFAULT_WINDOWS: usize = 24;
 pub const DEFAULT_NODES: u64 = 100;
 /// Time limit of one window model without an effort.
 pub const DEFAULT_TIME: Duration = Duration::from_millis(500);
+/// Wall-clock cap of one fixed-order window model per unit of effort (without an effort:
+/// [`DEFAULT_TIME`]); a model the cap stops is dropped.
+pub const FIXED_TIME: Duration = Duration::from_secs(1);
 
 /// Largest window model, in residency cells (tensors × steps): a larger one is cut to its
 /// later half until it fits (the window keeps the costly events at its end).
 const MAX_CELLS: usize = 320;
+/// Largest window model of the fixed-order pass, in residency cells: without order columns a
+/// model is far easier, so it may span far more steps and tensors.
+const MAX_FIXED_CELLS: usize = 3000;
 /// Tie-breaker cost per byte-step resident (µs): 1 GiB resident for 20 steps costs 0.02 µs.
 const RESIDENT_US_PER_BYTE: f64 = 1e-12;
 /// Memory rows in KiB keep the coefficients tame.
@@ -85,6 +105,10 @@ const UNIT: f64 = 1024.0;
 pub struct JointOptions {
     /// Steps per window.
     pub window: usize,
+    /// Steps per window of the fixed-order residency pass (0: no such pass).
+    pub fixed_window: usize,
+    /// Wall-clock cap of one fixed-order model (a model it stops is dropped).
+    pub fixed_time: Duration,
     /// Graphs with at most this many ops are solved as one model.
     pub whole_max: usize,
     /// Windows solved at most.
@@ -97,6 +121,9 @@ impl JointOptions {
     /// The defaults with `ctx`'s effort and stop flag: `k ×` [`DEFAULT_NODES`] nodes per
     /// model with an effort `k` (deterministic), else [`DEFAULT_TIME`] per model.
     pub fn for_ctx(ctx: &Ctx) -> Self {
+        let fixed_time = ctx.effort.map_or(DEFAULT_TIME, |k| {
+            FIXED_TIME.saturating_mul(u32::try_from(k).unwrap_or(u32::MAX))
+        });
         let limits = match ctx.effort {
             Some(k) => Limits {
                 time: None,
@@ -111,6 +138,8 @@ impl JointOptions {
         };
         JointOptions {
             window: DEFAULT_WINDOW,
+            fixed_window: DEFAULT_FIXED_WINDOW,
+            fixed_time,
             whole_max: DEFAULT_WHOLE_MAX,
             windows: DEFAULT_WINDOWS,
             limits,
@@ -127,6 +156,11 @@ pub struct JointReport {
     pub models: usize,
     /// Models whose solution replaced the incumbent there.
     pub improved: usize,
+    /// Of those, fixed-order models.
+    pub improved_fixed: usize,
+    /// Fixed-order models stopped by their clock cap ([`JointOptions::fixed_time`]), hence
+    /// dropped.
+    pub clock_stopped: usize,
     /// Estimated cost of the incumbent in the solved windows (µs).
     pub cost_before_us: f64,
     /// Estimated cost there after the program (µs).
@@ -141,11 +175,21 @@ impl JointReport {
     /// One line for the plan's stats.
     pub fn note(&self) -> String {
         format!(
-            "joint program: {} model{} ({}), {} improved, estimated cost {:.1} → {:.1} us{}; last {}",
+            "joint program: {} model{} ({}), {} improved{}{}, estimated cost {:.1} → {:.1} us{}; last {}",
             self.models,
             if self.models == 1 { "" } else { "s" },
             if self.whole { "whole graph" } else { "windows" },
             self.improved,
+            if self.whole {
+                String::new()
+            } else {
+                format!(" ({} with the order fixed)", self.improved_fixed)
+            },
+            if self.clock_stopped > 0 {
+                format!(", {} fixed-order models stopped by the clock", self.clock_stopped)
+            } else {
+                String::new()
+            },
             self.cost_before_us,
             self.cost_after_us,
             self.bound_us.map_or(String::new(), |b| {
@@ -202,21 +246,32 @@ pub fn improve(
     let link_share = link_share(ctx, inc);
     let whole = n <= opts.whole_max;
     report.whole = whole;
-    // Pass 1: windows of `opts.window` steps around the incumbent's costliest events; pass
-    // 2: half as many windows, half as long again, around the events that are left (other
+    // The fixed-order pass: long windows of `opts.fixed_window` steps around the incumbent's
+    // costliest events, order kept, residency re-decided (which tensors leave, when they come
+    // back, what is recomputed). Then the order passes: windows of `opts.window` steps around
+    // the costliest events left; then half as many windows, half as long again (other
     // boundaries).
-    let passes = if whole { 1 } else { 2 };
-    for pass in 0..passes {
+    let mut passes: Vec<(bool, usize, usize)> = Vec::new();
+    if whole {
+        passes.push((false, n, 1));
+    } else {
+        if opts.fixed_window > opts.window {
+            passes.push((true, opts.fixed_window, opts.windows));
+        }
+        passes.push((false, opts.window, opts.windows));
+        passes.push((
+            false,
+            opts.window + opts.window / 2,
+            opts.windows.div_ceil(2),
+        ));
+    }
+    for (fixed, w, most) in passes {
         let windows: Vec<(usize, usize)> = if whole {
             vec![(0, n)]
         } else {
-            let (w, most) = if pass == 0 {
-                (opts.window, opts.windows)
-            } else {
-                (opts.window + opts.window / 2, opts.windows.div_ceil(2))
-            };
             pick_windows(&cur, &res, w, most)
         };
+        let max_cells = if fixed { MAX_FIXED_CELLS } else { MAX_CELLS };
         for (p, q) in windows {
             if opts.limits.is_cancelled() {
                 break;
@@ -225,8 +280,8 @@ pub fn improve(
             // A window whose model would be too large starts later (fewer steps).
             let mut p = p;
             let win = loop {
-                match Window::new(&cur, inc, &spans, p, q, link_share) {
-                    Some(win) if win.cells() > MAX_CELLS && q - p > 2 => p += (q - p) / 2,
+                match Window::new(&cur, inc, &spans, (p, q), fixed, link_share) {
+                    Some(win) if win.cells() > max_cells && q - p > 2 => p += (q - p) / 2,
                     other => break other,
                 }
             };
@@ -235,7 +290,21 @@ pub fn improve(
             };
             let caps: Vec<u64> = (p..q).map(|s| live[s].max(target)).collect();
             report.models += 1;
-            let out = win.solve(&caps, &opts.limits);
+            let out = if fixed {
+                // The clock caps a fixed-order model (its root can take seconds on graphs
+                // with wide concatenations); a model it stops is dropped, so that what is
+                // kept depends on the clock only where the cap binds.
+                let mut limits = opts.limits.clone();
+                limits.time = Some(opts.fixed_time);
+                let mut out = win.solve(&caps, &limits);
+                if out.label == "time_limit" {
+                    out.solution = None;
+                    report.clock_stopped += 1;
+                }
+                out
+            } else {
+                win.solve(&caps, &opts.limits)
+            };
             report.status = out.label.to_string();
             report.cost_before_us += out.before;
             if whole {
@@ -264,6 +333,7 @@ pub fn improve(
                         spans = cand_spans;
                         kept = true;
                         report.improved += 1;
+                        report.improved_fixed += usize::from(fixed);
                         report.cost_after_us += cost;
                     }
                 }
@@ -430,6 +500,9 @@ struct Window<'a, 'g> {
     hi: Vec<usize>,
     /// In-window edges `(u, v)` (window op indices).
     edges: Vec<(usize, usize)>,
+    /// The order is fixed at the incumbent's (the fixed-order pass): spill-ins and
+    /// recomputes then get columns only at the steps where they can pay off ([`Self::slots`]).
+    fixed: bool,
     tensors: Vec<Tensor>,
     /// Bytes of the frozen tensors resident across the window.
     frozen_bytes: u64,
@@ -461,8 +534,8 @@ impl<'a, 'g> Window<'a, 'g> {
         ctx: &'a Ctx<'g>,
         inc: &Residency,
         spans: &'a [Vec<Span>],
-        p: usize,
-        q: usize,
+        (p, q): (usize, usize),
+        fixed: bool,
         link_share: f64,
     ) -> Option<Self> {
         let g = ctx.graph;
@@ -495,6 +568,11 @@ impl<'a, 'g> Window<'a, 'g> {
             for &(_, v) in edges.iter().filter(|e| e.0 == u) {
                 hi[u] = hi[u].min(hi[v].saturating_sub(1));
             }
+        }
+        if fixed {
+            // Every op keeps its step: the order columns are fixed at the incumbent's.
+            lo = (0..w).collect();
+            hi = (0..w).collect();
         }
         // Modelled tensors: those window ops touch and those whose residency the incumbent
         // changes inside the window; the others are frozen (resident across the whole window,
@@ -619,6 +697,7 @@ impl<'a, 'g> Window<'a, 'g> {
             lo,
             hi,
             edges,
+            fixed,
             tensors,
             frozen_bytes,
             link_share,
@@ -640,6 +719,107 @@ impl<'a, 'g> Window<'a, 'g> {
     /// Residency cells of the model (modelled tensors × steps), a measure of its size.
     fn cells(&self) -> usize {
         self.tensors.len() * (self.q - self.p)
+    }
+
+    /// The window steps at which each modelled tensor may be spilled in, and recomputed
+    /// (`[tensor][step]`). All of them when the order is free. With the order fixed, a later
+    /// event keeps the tensor resident for less time at the same cost, so only the latest
+    /// useful step before each need is kept:
+    /// - recompute: at each read and at the window's last step (when it must be resident
+    ///   after the window), while its producer's inputs are still there (where one is read,
+    ///   the last step of each of their incumbent residencies), and (chains) wherever a tensor
+    ///   recomputed from it may be recomputed;
+    /// - spill-in: at each step where it must be resident (its reads, the window's last
+    ///   step when it must be resident after the window, the steps where a tensor recomputed
+    ///   from it may be recomputed) as a late spill, and at the latest step before each of
+    ///   them whose transfer is hidden by then;
+    /// - and wherever the incumbent has that event, so that the warm start stays feasible.
+    fn slots(&self) -> (Vec<Vec<bool>>, Vec<Vec<bool>>) {
+        let w = self.q - self.p;
+        let n = self.tensors.len();
+        if !self.fixed {
+            return (vec![vec![true; w]; n], vec![vec![true; w]; n]);
+        }
+        let incumbent = |j: usize, how: Start| -> Vec<usize> {
+            let t = &self.tensors[j];
+            (0..w)
+                .filter(|&k| {
+                    let s = self.p + k;
+                    resident(&self.spans[t.t.index()], s)
+                        .is_some_and(|r| r.start == s && r.how == how)
+                })
+                .collect()
+        };
+        // Steps where each tensor must be resident in any plan: its reads, and the last
+        // step when it must be resident after the window.
+        let mut needs: Vec<BTreeSet<usize>> = self
+            .tensors
+            .iter()
+            .map(|t| {
+                let mut at: BTreeSet<usize> = t.readers.iter().copied().collect();
+                if t.end_must {
+                    at.insert(w - 1);
+                }
+                at
+            })
+            .collect();
+        let mut rc = vec![vec![false; w]; n];
+        for (j, t) in self.tensors.iter().enumerate() {
+            let Some((_, ins)) = &t.recompute else {
+                continue;
+            };
+            let mut at: Vec<usize> = needs[j].iter().copied().collect();
+            at.extend(incumbent(j, Start::Recompute));
+            for &u in ins {
+                let input = &self.tensors[u];
+                at.extend(&input.readers);
+                at.extend(
+                    self.spans[input.t.index()]
+                        .iter()
+                        .filter(|r| r.end > self.p && r.end <= self.q)
+                        .map(|r| r.end - 1 - self.p),
+                );
+            }
+            for k in at {
+                rc[j][k] = true;
+            }
+        }
+        // Chains: an input may be recomputed wherever a tensor recomputed from it may be
+        // (two levels, as modelled), and must then be resident there.
+        for _ in 0..2 {
+            for c in 0..n {
+                if let Some((_, ins)) = &self.tensors[c].recompute {
+                    let from: Vec<usize> = (0..w).filter(|&k| rc[c][k]).collect();
+                    for &u in ins {
+                        for &k in &from {
+                            needs[u].insert(k);
+                            if self.tensors[u].recompute.is_some() {
+                                rc[u][k] = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut spill = vec![vec![false; w]; n];
+        for (j, t) in self.tensors.iter().enumerate() {
+            for &u in &needs[j] {
+                spill[j][u] = true;
+                // The latest step before `u` whose spill-in is hidden by `u` (nothing reads
+                // it within its lead).
+                if let Some(k) = (0..u).rev().find(|&k| {
+                    let lead = self.lead(t, k);
+                    let far = t.next_out.is_none_or(|o| o >= self.p + k + lead);
+                    far && k + lead <= u && !t.readers.iter().any(|v| (k..k + lead).contains(v))
+                }) {
+                    spill[j][k] = true;
+                }
+            }
+            for k in incumbent(j, Start::SpillIn) {
+                spill[j][k] = true;
+            }
+        }
+        (spill, rc)
     }
 
     /// The cost of a hidden and of a late spill of `t` (µs).
@@ -686,10 +866,11 @@ impl<'a, 'g> Window<'a, 'g> {
             }
         }
         // Residency and events, warm-started from the incumbent.
+        let (spill_at, recompute_at) = self.slots();
         let mut r: Vec<Vec<Col>> = Vec::with_capacity(self.tensors.len());
         let mut ev: Vec<Vec<Events>> = Vec::with_capacity(self.tensors.len());
         let mut before = 0.0;
-        for t in &self.tensors {
+        for (j, t) in self.tensors.iter().enumerate() {
             let sp = &self.spans[t.t.index()];
             let (hidden_cost, late_cost) = self.spill_costs(t);
             let rc_cost = t.recompute.as_ref().map_or(0.0, |(k, _)| self.op_us[*k]);
@@ -709,7 +890,7 @@ impl<'a, 'g> Window<'a, 'g> {
                 let starts = here.filter(|r| r.start == s).map(|r| r.how);
                 let first_ok = k > 0 || t.born_before;
                 let mut e = Events::default();
-                if t.can_spill && first_ok {
+                if t.can_spill && first_ok && spill_at[j][k] {
                     let lead = self.lead(t, k);
                     let far = t.next_out.is_none_or(|o| o >= s + lead);
                     // The warm start has window op `v` at step `v`.
@@ -740,7 +921,7 @@ impl<'a, 'g> Window<'a, 'g> {
                         before += late_cost;
                     }
                 }
-                if t.recompute.is_some() && first_ok {
+                if t.recompute.is_some() && first_ok && recompute_at[j][k] {
                     let v0 = starts == Some(Start::Recompute);
                     e.recompute = Some(col(
                         &mut pb,
@@ -860,7 +1041,9 @@ impl<'a, 'g> Window<'a, 'g> {
                 row,
             );
         }
-        let answer = match run_model_with(pb, start, limits, true) {
+        // Presolve off with the order fixed: HiGHS 1.x hands back the warm start's values
+        // when presolve solves a model outright, which the slimmer fixed-order models invite.
+        let answer = match run_model_with(pb, start, limits, !self.fixed) {
             Run::Answer(a) => a,
             Run::Failed(_) => {
                 return Outcome {

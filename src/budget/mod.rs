@@ -370,7 +370,13 @@ pub fn plan_under_budget(
     if let Some(b) = plan.stats.budget.as_mut() {
         b.unconstrained_peak_bytes = free.stats.peak_bytes;
     }
-    plan.stats.order_method = free.stats.order_method.clone();
+    // The joint program may move ops: the method then names both steps.
+    let moved = order_of_plan(graph, &plan) != order;
+    plan.stats.order_method =
+        free.stats
+            .order_method
+            .clone()
+            .map(|m| if moved { format!("{m} + {JOINT}") } else { m });
     Ok(plan)
 }
 
