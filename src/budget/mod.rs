@@ -753,6 +753,21 @@ fn run_joint(
         &mut score,
         inc_over,
     );
+    if !report.whole {
+        // Decomposed: the eviction bound over every order, against the final plan's cost.
+        let (fctx, fres) = match &improved {
+            Some(j) => (
+                Ctx::new(ctx.graph, &j.order, ctx.profile.clone(), ctx.params),
+                &j.residency,
+            ),
+            None => (
+                Ctx::new(ctx.graph, &ctx.order, ctx.profile.clone(), ctx.params),
+                &inc.residency,
+            ),
+        };
+        report.plan_cost_us = Some(joint::estimated_cost(&fctx, fres));
+        report.bound_us = Some(joint::eviction_bound(ctx, opts.budget));
+    }
     let mut solver = report.note();
     let out = match (improved, kept) {
         (Some(_), Some((b, over))) if over < inc_over => {

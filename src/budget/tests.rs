@@ -407,15 +407,16 @@ fn the_joint_program_recomputes_a_chain_where_the_sequential_strategies_must_spi
     assert_eq!(execs, ["pa", "pb", "p1", "p2", "p3", "pa", "pb", "py"]);
 }
 
-/// `a` (from the input) has two cheap copies, `c = clone(a)` and `h = hardtanh(a)`, read only
-/// by the last op, after 40 steps whose two live 100 MB tensors leave no room for them. The
-/// sequential strategies spill both copies (a recompute needs `a`, which is gone by then);
-/// spilling `a` once and replaying both copies from it at the end moves half the bytes.
-/// The graph has over 40 ops, so the joint program decomposes it, fixed-order pass first.
+/// `a = conv(x)` (x a 1 MB input) has two cheap copies, `c = clone(a)` and
+/// `h = hardtanh(a)`, read only by the last op, after 40 steps whose two live 100 MB tensors
+/// leave no room for them. The sequential strategies spill both copies (a recompute needs
+/// `a`, which is gone by then); sending the small input out once and replaying the chain
+/// `a`, `c`, `h` from it at the end moves 1 MB instead of 100 MB. The graph has over 40
+/// ops, so the joint program decomposes it, fixed-order pass first.
 fn two_copies_read_late() -> Graph {
     let s = 50_000_000u64;
     let mut tensors = vec![
-        serde_json::json!({"name": "x", "size": s, "kind": "input"}),
+        serde_json::json!({"name": "x", "size": 1_000_000, "kind": "input"}),
         serde_json::json!({"name": "a", "size": s, "kind": "activation"}),
         serde_json::json!({"name": "c", "size": s, "kind": "activation"}),
         serde_json::json!({"name": "h", "size": s, "kind": "activation"}),
@@ -472,11 +473,75 @@ fn the_fixed_order_pass_replays_two_late_copies_from_one_spilled_source() {
     for (s, o) in &sequential {
         assert!(st.overhead_pct < o - 1.0, "joint {st:?} vs {s} {o}");
     }
-    // One spill (of `a`) and the two copies replayed from it.
-    assert_eq!((st.spills, st.recomputed_ops), (1, 2), "{st:?}");
+    // One spill (of the input) and the chain replayed from it.
+    assert_eq!((st.spills, st.recomputed_ops), (1, 3), "{st:?}");
+    assert_eq!(st.spilled_out_bytes, 1_000_000, "{st:?}");
     let note = st.solver.clone().unwrap_or_default();
     assert!(
         note.contains("windows") && note.contains("(1 with the order fixed)"),
         "{note}"
     );
+}
+
+/// The cheapest estimate of `p`'s cost (µs): every spill-in hidden, at [`LINK_SHARE`] of its
+/// link time both ways; every replayed op at its time.
+fn cheapest_cost(g: &Graph, p: &Plan) -> f64 {
+    let profile = DeviceProfile::h200();
+    let ids = g.op_indices();
+    let mut seen = vec![false; g.ops.len()];
+    let mut cost = 0.0;
+    for ins in &p.instructions {
+        match ins {
+            Instruction::Exec { node, .. } => {
+                let k = ids[node.as_str()];
+                if std::mem::replace(&mut seen[k], true) {
+                    cost += profile.op_us(g, &g.ops[k]);
+                }
+            }
+            Instruction::SpillIn { tensor, .. } => {
+                let size = g.tensors.iter().find(|t| &t.name == tensor).unwrap().size;
+                cost += sweep::LINK_SHARE * (profile.h2d_us(size) + profile.d2h_us(size));
+            }
+            _ => {}
+        }
+    }
+    cost
+}
+
+#[test]
+fn the_eviction_bound_is_below_the_cheapest_cost_of_every_plan_and_positive_when_bytes_must_go() {
+    let s = 50_000_000u64;
+    let cases = [
+        (two_copies_read_late(), vec![4 * s + 1024, 5 * s, 6 * s]),
+        (
+            training_chain(30, 1_000_000),
+            vec![8_000_000, 15_000_000, 25_000_000],
+        ),
+        (chain_to_recompute(), vec![150_000_000, 170_000_000]),
+    ];
+    let mut positive = 0;
+    for (g, budgets) in &cases {
+        let order: Vec<usize> = (0..g.ops.len()).collect();
+        let ctx = Ctx::new(g, &order, DeviceProfile::h200(), Params::default());
+        for &budget in budgets {
+            let bound = joint::eviction_bound(&ctx, budget);
+            assert!(bound >= 0.0);
+            positive += usize::from(bound > 0.0);
+            for name in strategy_names() {
+                let o = BudgetOptions {
+                    effort: Some(1),
+                    ..opts(budget, name)
+                };
+                if let Ok(p) = plan_with_budget(g, &order, &o) {
+                    let cost = cheapest_cost(g, &p);
+                    assert!(
+                        bound <= cost * (1.0 + 1e-9) + 1e-9,
+                        "{} at {budget} B, {name}: bound {bound} us > cost {cost} us",
+                        g.name
+                    );
+                }
+            }
+        }
+    }
+    assert!(positive >= 4, "{positive}");
 }
