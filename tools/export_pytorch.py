@@ -293,11 +293,16 @@ def trace_records(model, batch, mode, input_shape):
         model.train()
         names = list(params)
 
-        def step(params, buffers, x):
+        def loss_of(params, buffers, x):
             out = torch.func.functional_call(model, {**params, **buffers}, (x,))
-            loss = out.sum()
-            grads = torch.autograd.grad(loss, [params[k] for k in names])
-            return loss, grads
+            return out.sum()
+
+        # torch.func differentiates with respect to `params` whether or not the traced
+        # (fake) tensors require grad; torch.autograd.grad needs them to, and make_fx's fake
+        # inputs do not in recent torch ("element 0 of tensors does not require grad").
+        def step(params, buffers, x):
+            grads, loss = torch.func.grad_and_value(loss_of)(params, buffers, x)
+            return loss, [grads[k] for k in names]
 
     fn = torch.func.functionalize(step, remove="mutations")
     gm = make_fx(fn, tracing_mode="fake")(params, buffers, x)

@@ -156,9 +156,9 @@ def have_torchvision():
 
 @unittest.skipUnless(have_torchvision(), "torch/torchvision not installed: tracing not tested")
 class TraceTorchvision(unittest.TestCase):
-    def export(self, mode):
-        out = os.path.join(OUT_DIR or tempfile.mkdtemp(), f"resnet18.2.{mode}.json")
-        rc = ep.main(["torchvision.models:resnet18", "--batch", "2", "--mode", mode,
+    def export(self, mode, model="resnet18"):
+        out = os.path.join(OUT_DIR or tempfile.mkdtemp(), f"{model}.2.{mode}.json")
+        rc = ep.main([f"torchvision.models:{model}", "--batch", "2", "--mode", mode,
                       "--input-shape", "3,64,64", "-o", out])
         self.assertEqual(rc, 0)
         with open(out) as f:
@@ -177,6 +177,20 @@ class TraceTorchvision(unittest.TestCase):
         self.assertTrue(any(o["type"] == "conv2d_backward" for o in g["ops"]))
         outs = [x for x in g["tensors"] if x["kind"] == "output"]
         self.assertGreater(len(outs), 20)
+
+    def test_mobilenet_v2_training_exports_with_batch_norm_and_hardtanh_backward(self):
+        # torch 2.15 gave "element 0 of tensors does not require grad" here through
+        # torch.autograd.grad on make_fx's fake inputs; torch.func.grad_and_value does not
+        # depend on them requiring grad.
+        g = self.export("train", "mobilenet_v2")
+        types = {o["type"] for o in g["ops"]}
+        self.assertIn("conv2d_backward", types)
+        self.assertIn("batch_norm_backward", types)
+        self.assertTrue(any("hardtanh_backward" in t for t in types), sorted(types))
+        # The loss and one gradient per parameter are the outputs.
+        outs = [x for x in g["tensors"] if x["kind"] == "output"]
+        params = [t for t in g["tensors"] if t["name"].startswith("param:")]
+        self.assertEqual(len(outs), 1 + len(params))
 
 
 if __name__ == "__main__":
