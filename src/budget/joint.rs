@@ -783,6 +783,16 @@ impl<'a, 'g> Window<'a, 'g> {
         end.saturating_sub(from).max(1)
     }
 
+    /// Whether a spill-in of `t` at window step `k` may be hidden: its next use after the
+    /// window is beyond the lead (`far`, which allows a hidden column at all), and, with the
+    /// window ops at their incumbent steps, no window op reads it within the lead (`hidden`).
+    fn hidden_at(&self, t: &Tensor, k: usize) -> (bool, bool) {
+        let lead = self.lead(t, k);
+        let far = t.next_out.is_none_or(|o| o >= self.p + k + lead);
+        let hidden = far && !t.readers.iter().any(|v| (k..k + lead).contains(v));
+        (far, hidden)
+    }
+
     /// Residency cells of the model (modelled tensors × steps), a measure of its size.
     fn cells(&self) -> usize {
         self.tensors.len() * (self.q - self.p)
@@ -874,11 +884,10 @@ impl<'a, 'g> Window<'a, 'g> {
                 spill[j][u] = true;
                 // The latest step before `u` whose spill-in is hidden by `u` (nothing reads
                 // it within its lead).
-                if let Some(k) = (0..u).rev().find(|&k| {
-                    let lead = self.lead(t, k);
-                    let far = t.next_out.is_none_or(|o| o >= self.p + k + lead);
-                    far && k + lead <= u && !t.readers.iter().any(|v| (k..k + lead).contains(v))
-                }) {
+                if let Some(k) = (0..u)
+                    .rev()
+                    .find(|&k| k + self.lead(t, k) <= u && self.hidden_at(t, k).1)
+                {
                     spill[j][k] = true;
                 }
             }
@@ -957,49 +966,24 @@ impl<'a, 'g> Window<'a, 'g> {
                 let starts = here.filter(|r| r.start == s).map(|r| r.how);
                 let first_ok = k > 0 || t.born_before;
                 let mut e = Events::default();
+                // An event binary warm-started at `on`; the incumbent pays its cost then.
+                let mut event = |cost: f64, on: bool| {
+                    if on {
+                        before += cost;
+                    }
+                    col(&mut pb, &mut start, cost, true, f64::from(u8::from(on)))
+                };
                 if t.can_spill && first_ok && spill_at[j][k] {
-                    let lead = self.lead(t, k);
-                    let far = t.next_out.is_none_or(|o| o >= s + lead);
                     // The warm start has window op `v` at step `v`.
-                    let hidden_ok = far && !t.readers.iter().any(|v| (k..k + lead).contains(v));
+                    let (far, hidden_ok) = self.hidden_at(t, k);
                     let want = starts == Some(Start::SpillIn);
                     if far {
-                        let v0 = want && hidden_ok;
-                        e.hidden = Some(col(
-                            &mut pb,
-                            &mut start,
-                            hidden_cost,
-                            true,
-                            f64::from(u8::from(v0)),
-                        ));
-                        if v0 {
-                            before += hidden_cost;
-                        }
+                        e.hidden = Some(event(hidden_cost, want && hidden_ok));
                     }
-                    let v0 = want && !(far && hidden_ok);
-                    e.late = Some(col(
-                        &mut pb,
-                        &mut start,
-                        late_cost,
-                        true,
-                        f64::from(u8::from(v0)),
-                    ));
-                    if v0 {
-                        before += late_cost;
-                    }
+                    e.late = Some(event(late_cost, want && !hidden_ok));
                 }
                 if t.recompute.is_some() && first_ok && recompute_at[j][k] {
-                    let v0 = starts == Some(Start::Recompute);
-                    e.recompute = Some(col(
-                        &mut pb,
-                        &mut start,
-                        rc_cost,
-                        true,
-                        f64::from(u8::from(v0)),
-                    ));
-                    if v0 {
-                        before += rc_cost;
-                    }
+                    e.recompute = Some(event(rc_cost, starts == Some(Start::Recompute)));
                 }
                 if t.input_alloc {
                     let v0 = starts == Some(Start::Input);

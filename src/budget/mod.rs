@@ -755,17 +755,13 @@ fn run_joint(
     );
     if !report.whole {
         // Decomposed: the eviction bound over every order, against the final plan's cost.
-        let (fctx, fres) = match &improved {
-            Some(j) => (
-                Ctx::new(ctx.graph, &j.order, ctx.profile.clone(), ctx.params),
-                &j.residency,
-            ),
-            None => (
-                Ctx::new(ctx.graph, &ctx.order, ctx.profile.clone(), ctx.params),
-                &inc.residency,
-            ),
-        };
-        report.plan_cost_us = Some(joint::estimated_cost(&fctx, fres));
+        report.plan_cost_us = Some(match &improved {
+            Some(j) => {
+                let jctx = Ctx::new(ctx.graph, &j.order, ctx.profile.clone(), ctx.params);
+                joint::estimated_cost(&jctx, &j.residency)
+            }
+            None => joint::estimated_cost(ctx, &inc.residency),
+        });
         report.bound_us = Some(joint::eviction_bound(ctx, opts.budget));
     }
     let mut solver = report.note();
