@@ -7,7 +7,8 @@
 //! activation and temporary regions.
 //!
 //! Layers, each using only those above it (`tests/layering.rs` fails on a module cycle):
-//! the format ([`graph`] with [`graph::fused`], [`plan`](mod@plan) with its stats) and op
+//! the format ([`graph`] with [`graph::fused`], [`plan`](mod@plan) with its stats, the
+//! [`data_file`] of named tensor values) and op
 //! semantics ([`ops`]); the [`cost`] model; [`validate`](mod@validate), [`analysis`],
 //! [`trace`]; the [`planner`]; the conv-algorithm choice
 //! ([`conv_algo`]), [`budget`] and [`tiers`]; the rewrites ([`passes`]); the [`pipeline`];
@@ -19,6 +20,7 @@ pub mod analysis;
 pub mod budget;
 pub mod conv_algo;
 pub mod cost;
+pub mod data_file;
 pub mod graph;
 pub mod import;
 pub mod ops;

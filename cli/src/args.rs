@@ -282,6 +282,21 @@ pub struct RunArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Tensor file (safetensors) of values for graph inputs and weights, by tensor name
+    /// (repeatable; e.g. the weights `import onnx --weights-out` writes and an input).
+    /// Tensors it does not name are generated from --seed. Every name must be an input or
+    /// weight of the graph with the same dtype and size.
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub data: Vec<PathBuf>,
+    /// Write the graph outputs the plan's run computed here (safetensors; dtypes and
+    /// shapes from the graph).
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub outputs_out: Option<PathBuf>,
+    /// Fail (exit 1) when an op has no real kernel and would run the mixing kernel, whose
+    /// outputs are hashes rather than values. Without it, --data with such ops prints a
+    /// warning naming them.
+    #[arg(long)]
+    pub require_real_kernels: bool,
 }
 
 /// The arguments of `memplan import onnx`.
@@ -302,6 +317,10 @@ pub struct OnnxArgs {
     /// Graph alignment in bytes (a power of two).
     #[arg(long, default_value_t = memplan::graph::DEFAULT_ALIGNMENT)]
     pub alignment: u64,
+    /// Also write the weights' data (initializers and Constant values) here, as a tensor
+    /// file (safetensors) keyed by the graph's tensor names, for `memplan run --data`.
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub weights_out: Option<PathBuf>,
 }
 
 /// Options of `memplan serve` (defaults from `memplan_api::config`).

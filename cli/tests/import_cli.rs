@@ -98,3 +98,165 @@ fn import_failures_say_what_to_do_and_write_nothing() {
         assert!(!graph.exists(), "{args:?} wrote a graph");
     }
 }
+
+/// `memplan ARGS` in `dir`, asserting success; its stdout and stderr.
+fn ok(dir: &Path, args: &[&str]) -> (String, String) {
+    let out = memplan().current_dir(dir).args(args).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{args:?}: {stderr}{stdout}");
+    (stdout, stderr)
+}
+
+#[test]
+fn imported_weights_and_an_input_run_through_the_cli_to_the_hand_computed_outputs() {
+    use memplan::data_file::{self, TensorData, TensorFile};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("tiny.onnx"), onnx_writer::tiny_with_weights()).unwrap();
+    let (_, err) = ok(
+        d,
+        &[
+            "import",
+            "onnx",
+            "tiny.onnx",
+            "-o",
+            "g.json",
+            "--weights-out",
+            "w.safetensors",
+        ],
+    );
+    assert!(err.contains("weights: 5 tensors"), "{err}");
+    ok(d, &["plan", "g.json", "-o", "p.json"]);
+    let mut x = TensorFile::default();
+    x.tensors.insert(
+        "x".into(),
+        TensorData::from_f32(vec![1, 1, 3, 3], &onnx_writer::TINY_X),
+    );
+    std::fs::write(d.join("x.safetensors"), data_file::write(&x)).unwrap();
+    let (out, err) = ok(
+        d,
+        &[
+            "run",
+            "g.json",
+            "p.json",
+            "--data",
+            "w.safetensors",
+            "--data",
+            "x.safetensors",
+            "--outputs-out",
+            "y.safetensors",
+            "--require-real-kernels",
+        ],
+    );
+    assert!(out.contains("outputs equal     yes"), "{out}");
+    assert!(out.contains("6 inputs/weights from --data"), "{out}");
+    assert!(!err.contains("WARNING"), "{err}");
+    let y = data_file::read(&std::fs::read(d.join("y.safetensors")).unwrap()).unwrap();
+    let y = &y.tensors["y"];
+    assert_eq!(y.shape, vec![1, 4]);
+    for (a, b) in y.to_f32().unwrap().iter().zip(onnx_writer::tiny_expected()) {
+        assert!((a - b).abs() <= 1e-5, "{y:?}");
+    }
+}
+
+#[test]
+fn run_data_that_does_not_fit_the_graph_is_bad_input_naming_the_tensor() {
+    use memplan::data_file::{self, Dtype, TensorData, TensorFile};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("tiny.onnx"), onnx_writer::tiny_with_weights()).unwrap();
+    ok(d, &["import", "onnx", "tiny.onnx", "-o", "g.json"]);
+    ok(d, &["plan", "g.json", "-o", "p.json"]);
+    let cases: [(&str, TensorData, &str); 3] = [
+        (
+            "nope",
+            TensorData::from_f32(vec![1], &[0.0]),
+            "has no such tensor",
+        ),
+        (
+            "x",
+            TensorData::new("x", Dtype::I32, vec![9], vec![0; 36]).unwrap(),
+            "dtype I32 in the file, F32 in the graph",
+        ),
+        (
+            "x",
+            TensorData::from_f32(vec![4], &[0.0; 4]),
+            "16 bytes given",
+        ),
+    ];
+    for (name, t, want) in cases {
+        let mut f = TensorFile::default();
+        f.tensors.insert(name.into(), t);
+        std::fs::write(d.join("bad.safetensors"), data_file::write(&f)).unwrap();
+        let out = memplan()
+            .current_dir(d)
+            .args(["run", "g.json", "p.json", "--data", "bad.safetensors"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(&format!("{name:?}")) && err.contains(want),
+            "{err}"
+        );
+    }
+    // Not a tensor file at all.
+    std::fs::write(d.join("bad.safetensors"), b"{}").unwrap();
+    let out = memplan()
+        .current_dir(d)
+        .args(["run", "g.json", "p.json", "--data", "bad.safetensors"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("truncated tensor file"));
+}
+
+#[test]
+fn running_data_through_a_mixing_kernel_warns_and_fails_when_real_kernels_are_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("tiny.onnx"), onnx_writer::tiny_with_weights()).unwrap();
+    ok(
+        d,
+        &[
+            "import",
+            "onnx",
+            "tiny.onnx",
+            "-o",
+            "g.json",
+            "--weights-out",
+            "w.safetensors",
+        ],
+    );
+    // The linear layer renamed to a type without a kernel.
+    let g = std::fs::read_to_string(d.join("g.json")).unwrap();
+    std::fs::write(d.join("g.json"), g.replace("\"linear\"", "\"gemm\"")).unwrap();
+    ok(d, &["plan", "g.json", "-o", "p.json"]);
+    let (out, err) = ok(d, &["run", "g.json", "p.json", "--data", "w.safetensors"]);
+    assert!(
+        err.contains("WARNING: 1 ops ran the mixing kernel") && err.contains("fc (gemm)"),
+        "{err}"
+    );
+    assert!(out.contains("mixing kernel     1 ops: fc (gemm)"), "{out}");
+    let out = memplan()
+        .current_dir(d)
+        .args([
+            "run",
+            "g.json",
+            "p.json",
+            "--data",
+            "w.safetensors",
+            "--require-real-kernels",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("fc (gemm)") && err.contains("--require-real-kernels"),
+        "{err}"
+    );
+}

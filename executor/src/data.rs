@@ -85,6 +85,32 @@ pub fn unit_f32(h: u64) -> f32 {
 
 pub use memplan::ops::kernel::Fill;
 
+/// Values supplied for inputs and weights: the bytes of each tensor by name (e.g. read from a
+/// tensor file with `memplan::data_file`), used instead of the seeded generator.
+pub type TensorValues = std::collections::BTreeMap<String, Vec<u8>>;
+
+/// Where the initial bytes of inputs and weights come from: the supplied values where they
+/// name the tensor, else the seeded generator ([`generate`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    /// Seed of the generator.
+    pub seed: u64,
+    /// Supplied values (checked beforehand to name inputs or weights and match their sizes).
+    pub values: Option<&'a TensorValues>,
+}
+
+impl Source<'_> {
+    /// A source with the generator only.
+    pub fn seeded(seed: u64) -> Source<'static> {
+        Source { seed, values: None }
+    }
+
+    /// The supplied bytes of tensor `name`, if any.
+    pub fn supplied(&self, name: &str) -> Option<&[u8]> {
+        self.values?.get(name).map(Vec::as_slice)
+    }
+}
+
 /// Fills `out` as output `k` of a mixing kernel with seed `seed`.
 pub fn mix_fill(out: &mut [u8], fill: Fill, seed: u64, k: u64) {
     match fill {

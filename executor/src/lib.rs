@@ -3,7 +3,8 @@
 //! allocation (a plan is correct only if running it gives the same outputs
 //! as running without it).
 //!
-//! - [`data`]: seeded inputs and weights, the poison pattern, the mixing hash;
+//! - [`data`]: seeded inputs and weights (or supplied values, [`ExecOptions::data`]), the
+//!   poison pattern, the mixing hash;
 //! - [`kernels`]: kernel selection (real f32 math where shapes allow, mixing otherwise) and
 //!   the CPU kernels;
 //! - [`replay`]: the device-independent instruction replay over a [`replay::Backend`];
@@ -29,11 +30,13 @@ pub mod reference;
 pub mod replay;
 pub mod rewrite;
 
+pub use data::{Source, TensorValues};
 pub use kernels::KernelMode;
 use memplan::graph::{Graph, TensorKind};
 use memplan::plan::Plan;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 
@@ -48,7 +51,7 @@ pub enum Device {
 }
 
 /// Options of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ExecOptions {
     /// Device.
     pub device: Device,
@@ -56,6 +59,24 @@ pub struct ExecOptions {
     pub seed: u64,
     /// Real kernels or mixing everywhere.
     pub kernels: KernelMode,
+    /// Values for inputs and weights by tensor name, used instead of the generator by the
+    /// plan's run and the reference run alike (every name must be an input or weight of
+    /// the graph, with its exact size: else [`ExecError::Data`]). Tensors not named here
+    /// are generated from `seed`.
+    pub data: Option<Arc<TensorValues>>,
+    /// Refuse to run ([`ExecError::MixedKernels`]) when an op would run the mixing kernel:
+    /// with real data, a mixed op's output is a hash, not a value.
+    pub require_real_kernels: bool,
+}
+
+impl ExecOptions {
+    /// Where the initial bytes of inputs and weights come from.
+    pub fn source(&self) -> Source<'_> {
+        Source {
+            seed: self.seed,
+            values: self.data.as_deref(),
+        }
+    }
 }
 
 /// Why a run could not complete.
@@ -88,6 +109,96 @@ pub enum ExecError {
     /// The device is not available or failed.
     #[error("device: {0}")]
     Device(String),
+    /// A supplied value names no input or weight of the graph, or has the wrong size.
+    #[error("data for tensor {tensor:?}: {message}")]
+    Data {
+        /// The tensor as named in the data.
+        tensor: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Real kernels were required and these ops would run the mixing kernel.
+    #[error("{} ops have no real kernel and would run the mixing kernel (their outputs would be hashes, not values): {}", .ops.len(), .ops.join(", "))]
+    MixedKernels {
+        /// The ops, `name (type)`.
+        ops: Vec<String>,
+    },
+}
+
+/// Checks the supplied values against the graph: every name an input or weight, every size
+/// the tensor's.
+pub fn check_data(graph: &Graph, data: &TensorValues) -> Result<(), ExecError> {
+    let ids = graph.tensor_ids();
+    for (name, bytes) in data {
+        let fail = |message: String| ExecError::Data {
+            tensor: name.clone(),
+            message,
+        };
+        let Some(&t) = ids.get(name.as_str()) else {
+            return Err(fail(format!(
+                "the graph {:?} has no tensor of that name",
+                graph.name
+            )));
+        };
+        let tensor = graph.tensor(t);
+        if !matches!(tensor.kind, TensorKind::Input | TensorKind::Weight) {
+            return Err(fail(format!(
+                "it is an {} of the graph, computed by an op; only inputs and weights take data",
+                match tensor.kind {
+                    TensorKind::Output => "output",
+                    _ => "activation",
+                }
+            )));
+        }
+        if bytes.len() as u64 != tensor.size {
+            return Err(fail(format!(
+                "{} bytes given, the graph tensor has {} bytes{}",
+                bytes.len(),
+                tensor.size,
+                tensor
+                    .shape
+                    .as_ref()
+                    .map(|s| format!(" ({} {s:?})", tensor.dtype.as_deref().unwrap_or("?")))
+                    .unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The ops whose kernel is the mixing kernel (a fused op when one of its members is), as
+/// `name (type)`.
+pub fn mixed_ops(graph: &Graph, kernels: &[kernels::Kernel]) -> Vec<String> {
+    graph
+        .ops
+        .iter()
+        .zip(kernels)
+        .filter(|(_, k)| match k {
+            kernels::Kernel::Mix => true,
+            kernels::Kernel::Fused(f) => f.steps.iter().any(|s| s.kernel == kernels::Kernel::Mix),
+            _ => false,
+        })
+        .map(|(op, _)| format!("{} ({})", op.name, op.op_type))
+        .collect()
+}
+
+/// Checks the options' data against `graph` and, when real kernels are required, that no
+/// op of `kernels` mixes.
+fn check_options(
+    graph: &Graph,
+    kernels: &[kernels::Kernel],
+    opts: &ExecOptions,
+) -> Result<(), ExecError> {
+    if let Some(data) = &opts.data {
+        check_data(graph, data)?;
+    }
+    if opts.require_real_kernels {
+        let ops = mixed_ops(graph, kernels);
+        if !ops.is_empty() {
+            return Err(ExecError::MixedKernels { ops });
+        }
+    }
+    Ok(())
 }
 
 /// The first output that differs from the reference.
@@ -164,6 +275,15 @@ pub struct ExecReport {
     pub ops: usize,
     /// Ops per kernel (`conv2d`, `mix`, ...).
     pub kernels: BTreeMap<String, usize>,
+    /// The ops that ran the mixing kernel (`name (type)`): their outputs are hashes, so with
+    /// supplied data the outputs they reach are not values.
+    pub mixed_ops: Vec<String>,
+    /// Tensors whose initial bytes came from the supplied data (the rest were generated).
+    pub supplied_tensors: usize,
+    /// The plan run's graph outputs by name (bytes; f32 outputs as little-endian f32), in
+    /// tensor order. Not serialised.
+    #[serde(skip)]
+    pub output_values: Vec<(String, Vec<u8>)>,
     /// spill_out instructions.
     pub spill_outs: u64,
     /// spill_in instructions.
@@ -219,15 +339,15 @@ pub fn equivalence(
     opts: &ExecOptions,
     tol: f64,
 ) -> Result<Equivalence, ExecError> {
-    let want = reference::run(
+    let want = reference::run_with(
         original,
         &kernels::select_all(original, opts.kernels),
-        opts.seed,
+        &opts.source(),
     )?;
-    let got = reference::run(
+    let got = reference::run_with(
         rewritten,
         &kernels::select_all(rewritten, opts.kernels),
-        opts.seed,
+        &opts.source(),
     )?;
     let ids = rewritten.tensor_ids();
     let mut outputs = Vec::new();
@@ -275,25 +395,38 @@ fn kernel_counts(kernels: &[kernels::Kernel]) -> BTreeMap<String, usize> {
     m
 }
 
-/// Writes every placed weight's generated bytes into the weights region.
-fn load_weights(graph: &Graph, spans: &[Option<replay::Span>], seed: u64, region: &mut [u8]) {
+/// Writes every placed weight's initial bytes (supplied or generated) into the weights
+/// region.
+fn load_weights(
+    graph: &Graph,
+    spans: &[Option<replay::Span>],
+    src: &Source<'_>,
+    region: &mut [u8],
+) {
     let fill = replay::fills(graph);
     for (i, s) in spans.iter().enumerate() {
         if let Some((lo, hi)) = *s {
-            let bytes = reference::generated(graph, memplan::TensorId(i as u32), seed, fill[i]);
+            let bytes = reference::initial(graph, memplan::TensorId(i as u32), src, fill[i]);
             region[lo as usize..hi as usize].copy_from_slice(&bytes);
         }
     }
 }
 
+/// How many of the graph's tensors the options' data supplies.
+fn supplied_count(opts: &ExecOptions) -> usize {
+    opts.data.as_ref().map_or(0, |d| d.len())
+}
+
 fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecReport, ExecError> {
     let started = Instant::now();
     let kernels = kernels::select_all(graph, opts.kernels);
+    check_options(graph, &kernels, opts)?;
+    let src = opts.source();
     let spans = replay::weight_spans(graph, plan)?;
     let mut backend = cpu::CpuBackend::new(plan.arena_bytes, plan.weights_bytes, plan.host_bytes)?;
-    load_weights(graph, &spans, opts.seed, backend.weights.bytes_mut());
+    load_weights(graph, &spans, &src, backend.weights.bytes_mut());
     let fill = replay::fills(graph);
-    let mut gen = |t: memplan::TensorId| reference::generated(graph, t, opts.seed, fill[t.index()]);
+    let mut gen = |t: memplan::TensorId| reference::initial(graph, t, &src, fill[t.index()]);
     let step_start = Instant::now();
     let (counts, resident) = replay::replay(graph, plan, &kernels, &spans, &mut gen, &mut backend)?;
     let step_ms = step_start.elapsed().as_secs_f64() * 1e3;
@@ -301,9 +434,9 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
     for (t, span) in replay::final_outputs(graph, &resident)? {
         outputs.push((t, replay::Backend::read(&mut backend, span)?));
     }
-    let reference = reference::run(graph, &kernels, opts.seed)?;
+    let reference = reference::run_with(graph, &kernels, &src)?;
     let (first_mismatch, nonfinite) = compare(graph, &outputs, &reference.outputs, 0.0);
-    Ok(ExecReport::assemble(
+    let mut report = ExecReport::assemble(
         graph,
         plan,
         Run {
@@ -323,7 +456,13 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
             reference_nonfinite: nonfinite,
             started,
         },
-    ))
+    );
+    report.supplied_tensors = supplied_count(opts);
+    report.output_values = outputs
+        .into_iter()
+        .map(|(t, bytes)| (graph.tensor(t).name.clone(), bytes))
+        .collect();
+    Ok(report)
 }
 
 /// What one backend's run measured, for [`ExecReport::assemble`].
@@ -379,6 +518,9 @@ impl ExecReport {
             recomputes: c.recomputes,
             ops: graph.ops.len(),
             kernels: kernel_counts(run.kernels),
+            mixed_ops: mixed_ops(graph, run.kernels),
+            supplied_tensors: 0,
+            output_values: Vec::new(),
             spill_outs: c.spill_outs,
             spill_ins: c.spill_ins,
             spill_out_bytes: c.spill_out_bytes,

@@ -5,7 +5,7 @@
 //! tensors. Its outputs are what a correct plan must reproduce.
 
 use super::arena::AlignedBuf;
-use super::data::{self, Fill};
+use super::data::{self, Fill, Source};
 use super::kernels::cpu::{self as kernels, Operands, Scratch};
 use super::kernels::Kernel;
 use super::replay::fills;
@@ -36,8 +36,25 @@ pub fn generated(graph: &Graph, t: TensorId, seed: u64, fill: Fill) -> Vec<u8> {
     v
 }
 
-/// Runs the graph with one allocation per tensor.
+/// The initial bytes of input or weight `t`: its supplied value, else generated.
+pub fn initial(graph: &Graph, t: TensorId, src: &Source<'_>, fill: Fill) -> Vec<u8> {
+    match src.supplied(&graph.tensor(t).name) {
+        Some(bytes) => bytes.to_vec(),
+        None => generated(graph, t, src.seed, fill),
+    }
+}
+
+/// Runs the graph with one allocation per tensor, inputs and weights from `seed`.
 pub fn run(graph: &Graph, kernels_of: &[Kernel], seed: u64) -> Result<Reference, ExecError> {
+    run_with(graph, kernels_of, &Source::seeded(seed))
+}
+
+/// Runs the graph with one allocation per tensor, inputs and weights from `src`.
+pub fn run_with(
+    graph: &Graph,
+    kernels_of: &[Kernel],
+    src: &Source<'_>,
+) -> Result<Reference, ExecError> {
     let started = Instant::now();
     let fill = fills(graph);
     let order = graph
@@ -62,7 +79,7 @@ pub fn run(graph: &Graph, kernels_of: &[Kernel], seed: u64) -> Result<Reference,
             let id = TensorId(i as u32);
             let mut b = AlignedBuf::new(t.size, &format!("reference tensor {:?}", t.name))?;
             b.bytes_mut()
-                .copy_from_slice(&generated(graph, id, seed, fill[i]));
+                .copy_from_slice(&initial(graph, id, src, fill[i]));
             live += b.allocated();
             mem[i] = Some(b);
         }

@@ -51,6 +51,7 @@ fn gpu_runs_of_plain_and_spilled_plans_equal_the_isolated_run_and_the_cpu_in_mix
                 device: Device::Cuda,
                 seed: 3,
                 kernels: KernelMode::Mix,
+                ..ExecOptions::default()
             },
         )
         .unwrap();
@@ -81,6 +82,7 @@ fn gpu_real_kernels_reproduce_the_isolated_run_bitwise() {
             device: Device::Cuda,
             seed: 3,
             kernels: KernelMode::Real,
+            ..ExecOptions::default()
         },
     )
     .unwrap();

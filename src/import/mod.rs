@@ -3,7 +3,9 @@
 //! [`Graph::parse`](crate::Graph::parse)'s checks, so an imported graph obeys every rule of
 //! the format.
 //!
-//! - [`onnx`]: ONNX models (`.onnx`), with tensor sizes from the model's inferred shapes.
+//! - [`onnx`]: ONNX models (`.onnx`), with tensor sizes from the model's inferred shapes and
+//!   the weights' data ([`onnx_data`]).
 
 pub mod onnx;
+pub mod onnx_data;
 pub mod onnx_proto;

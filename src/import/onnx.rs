@@ -15,14 +15,26 @@
 //! and reshape-like ops get `inplace` hints when their output is as large as their first
 //! input. Flops are estimated for convolutions, matrix products and elementwise ops.
 //!
-//! Cost: O(nodes + values) after decoding; weights' data is never decoded (see
-//! [`super::onnx_proto`]).
+//! Weights' data: [`import_onnx_with_weights`] also returns every weight's bytes (initializers
+//! and `Constant` values, see [`super::onnx_data`]) as a [`TensorFile`] keyed by the graph's
+//! tensor names, with the dtype named after the ONNX element type (FLOAT → `F32`, INT64 →
+//! `I64`, ...) and exactly the graph tensor's size; weights with zero elements (which
+//! memplan sizes as one element) are left out and listed in [`OnnxImport::empty_weights`].
+//! The data also folds constant operands into attributes where a kernel takes them as
+//! parameters: `Clip` with constant `min`/`max` becomes `hardtanh` with `min_val`/`max_val`
+//! (an absent bound is ±f32::MAX), and its constant bound tensors leave the graph when no
+//! other op reads them.
+//!
+//! Cost: O(nodes + values + weight bytes) after decoding.
 
+use super::onnx_data::{constant_value, dtype_of, scalar_f64, tensor_bytes};
 use super::onnx_proto::{
     AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
 };
-use crate::graph::{Graph, GraphError, DEFAULT_ALIGNMENT};
+use crate::data_file::{TensorData, TensorFile};
+use crate::graph::{Graph, GraphError, TensorKind, DEFAULT_ALIGNMENT};
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use thiserror::Error;
 
@@ -85,6 +97,15 @@ pub enum OnnxError {
     /// The converted graph breaks a rule of memplan-graph/1.
     #[error("the imported graph is invalid: {0}")]
     Graph(#[from] GraphError),
+    /// An initializer's or `Constant`'s data cannot be read (external data, strings, a
+    /// byte count that contradicts its shape, a type the tensor file cannot hold, ...).
+    #[error("weight {tensor:?}: {message}")]
+    Data {
+        /// The initializer or `Constant` output.
+        tensor: String,
+        /// What is wrong, and what to do.
+        message: String,
+    },
 }
 
 /// Parses `NAME=d0,d1,...` (as given to `--input-shape`).
@@ -214,9 +235,86 @@ struct Value_ {
     size: u64,
 }
 
+/// An imported model with the data of its weights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnnxImport {
+    /// The graph.
+    pub graph: Graph,
+    /// Every weight's data by graph tensor name (sizes equal the graph tensors' sizes),
+    /// but the zero-element ones.
+    pub weights: TensorFile,
+    /// Weights with zero elements: the graph gives them one element's bytes, the model has
+    /// no data for them (any bytes will do).
+    pub empty_weights: Vec<String>,
+}
+
+/// The data of constant values (initializers and `Constant` outputs) by name: element type
+/// and little-endian bytes, or why they cannot be read.
+type Consts<'g> = HashMap<String, Result<(i32, Cow<'g, [u8]>), String>>;
+
 /// Reads an ONNX model and converts it (see the module docs).
 pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError> {
     let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    Ok(import_model(&model, opts)?.0)
+}
+
+/// Reads an ONNX model, converts it and reads its weights' data (see the module docs); an
+/// initializer without readable data (external data, strings, a byte count that contradicts
+/// its shape) is an error naming it.
+pub fn import_onnx_with_weights(bytes: &[u8], opts: &OnnxOptions) -> Result<OnnxImport, OnnxError> {
+    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let (graph, consts) = import_model(&model, opts)?;
+    let mut weights = TensorFile::default();
+    weights.metadata.insert("source".into(), "onnx".into());
+    weights.metadata.insert("graph".into(), graph.name.clone());
+    let mut empty_weights = Vec::new();
+    for t in graph
+        .tensors
+        .iter()
+        .filter(|t| t.kind == TensorKind::Weight)
+    {
+        let fail = |message: String| OnnxError::Data {
+            tensor: t.name.clone(),
+            message,
+        };
+        let (elem, bytes) = match consts.get(&t.name) {
+            Some(Ok(c)) => c,
+            Some(Err(m)) => return Err(fail(m.clone())),
+            None => {
+                return Err(fail(
+                    "a sparse initializer, whose data memplan does not read".into(),
+                ))
+            }
+        };
+        let shape = t.shape.clone().unwrap_or_default();
+        if shape.iter().product::<u64>() == 0 {
+            empty_weights.push(t.name.clone());
+            continue;
+        }
+        let dtype = dtype_of(*elem).map_err(fail)?;
+        if bytes.len() as u64 != t.size {
+            return Err(fail(format!(
+                "{} bytes of data for a graph tensor of {} bytes",
+                bytes.len(),
+                t.size
+            )));
+        }
+        let data = TensorData::new(&t.name, dtype, shape, bytes.to_vec())
+            .map_err(|e| fail(e.to_string()))?;
+        weights.tensors.insert(t.name.clone(), data);
+    }
+    Ok(OnnxImport {
+        graph,
+        weights,
+        empty_weights,
+    })
+}
+
+/// Converts a decoded model; returns the graph and the constants' data.
+fn import_model<'g>(
+    model: &'g ModelProto,
+    opts: &OnnxOptions,
+) -> Result<(Graph, Consts<'g>), OnnxError> {
     let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
     if graph.node.is_empty() {
         return Err(OnnxError::Shape(
@@ -241,7 +339,18 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
         resolve_value(name, &declared_of, &bindings, opts)
     };
     let mut values = Values::default();
-    values.add_weights_and_inputs(graph, &resolve)?;
+    let mut consts: Consts<'g> = HashMap::new();
+    values.add_weights_and_inputs(graph, &resolve, &mut consts)?;
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| {
+            o.domain
+                .as_deref()
+                .is_none_or(|d| d.is_empty() || d == "ai.onnx")
+        })
+        .and_then(|o| o.version);
+    let mut folded: HashSet<String> = HashSet::new();
     let outputs: HashSet<&str> = graph
         .output
         .iter()
@@ -250,7 +359,16 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
     let mut used_names: HashSet<String> = HashSet::new();
     let mut ops: Vec<Value> = Vec::new();
     for (i, node) in graph.node.iter().enumerate() {
-        if let Some(op) = node_op(node, i, &mut used_names, &mut values, &outputs, &resolve)? {
+        let mut ctx = NodeContext {
+            used_names: &mut used_names,
+            values: &mut values,
+            outputs: &outputs,
+            resolve: &resolve,
+            consts: &mut consts,
+            folded: &mut folded,
+            opset,
+        };
+        if let Some(op) = node_op(node, i, &mut ctx)? {
             ops.push(op);
         }
     }
@@ -269,7 +387,8 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
             }
         }
     }
-    graph_doc(&model, graph, opts, &values, ops)
+    let g = graph_doc(model, graph, opts, &values, &folded, ops)?;
+    Ok((g, consts))
 }
 
 /// Every `--input-shape` names a graph input that is not an initializer.
@@ -388,10 +507,11 @@ impl Values {
 
     /// Adds the weights (dense and sparse initializers), then the graph inputs that are not
     /// initializers.
-    fn add_weights_and_inputs(
+    fn add_weights_and_inputs<'g>(
         &mut self,
-        graph: &GraphProto,
+        graph: &'g GraphProto,
         resolve: &dyn Fn(&str) -> Result<Typed, OnnxError>,
+        consts: &mut Consts<'g>,
     ) -> Result<(), OnnxError> {
         // Weights: initializers (dense and sparse).
         for t in &graph.initializer {
@@ -400,7 +520,14 @@ impl Values {
                 continue;
             }
             let dims = tensor_dims(t, &format!("initializer {name:?}"))?;
-            self.add(&name, "weight", t.data_type.unwrap_or(0), dims)?;
+            let elem = t.data_type.unwrap_or(0);
+            let numel = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+            let data = numel
+                .ok_or_else(|| "its element count overflows u64".to_string())
+                .and_then(|n| tensor_bytes(t, elem, n))
+                .map(|b| (elem, b));
+            consts.insert(name.clone(), data);
+            self.add(&name, "weight", elem, dims)?;
         }
         for s in &graph.sparse_initializer {
             let Some(v) = &s.values else { continue };
@@ -428,16 +555,32 @@ impl Values {
     }
 }
 
-/// Converts node `i`: adds its outputs to `values` and returns its memplan op (`None` for a
-/// `Constant`, which becomes a weight). `used_names` holds the op names given so far.
+/// What converting a node reads and updates.
+struct NodeContext<'a, 'g> {
+    /// The op names given so far.
+    used_names: &'a mut HashSet<String>,
+    /// The tensors so far.
+    values: &'a mut Values,
+    /// The graph outputs' names.
+    outputs: &'a HashSet<&'a str>,
+    /// A value's element type and static shape.
+    resolve: &'a dyn Fn(&str) -> Result<Typed, OnnxError>,
+    /// Constants' data (a `Constant` node adds its value).
+    consts: &'a mut Consts<'g>,
+    /// Constants some node folded into its attributes (dropped unless read elsewhere).
+    folded: &'a mut HashSet<String>,
+    /// The standard domain's opset version.
+    opset: Option<i64>,
+}
+
+/// Converts node `i`: adds its outputs to the values and returns its memplan op (`None` for
+/// a `Constant`, which becomes a weight).
 fn node_op(
     node: &NodeProto,
     i: usize,
-    used_names: &mut HashSet<String>,
-    values: &mut Values,
-    outputs: &HashSet<&str>,
-    resolve: &dyn Fn(&str) -> Result<Typed, OnnxError>,
+    ctx: &mut NodeContext<'_, '_>,
 ) -> Result<Option<Value>, OnnxError> {
+    let (used_names, outputs, resolve) = (&mut *ctx.used_names, ctx.outputs, ctx.resolve);
     let op_type = node.op_type.clone().unwrap_or_default();
     let node_name = match node.name.as_deref() {
         Some(n) if !n.is_empty() && !used_names.contains(n) => n.to_string(),
@@ -475,6 +618,7 @@ fn node_op(
         .domain
         .as_deref()
         .is_none_or(|d| d.is_empty() || d == "ai.onnx");
+    let values = &mut *ctx.values;
     if standard && op_type == "Constant" {
         let (out, (elem, shape)) = constant(node, resolve).map_err(|e| match e {
             OnnxError::Shape(m) => fail(m),
@@ -483,6 +627,13 @@ fn node_op(
         if values.contains(&out) {
             return Err(fail(format!("writes {out:?}, which already exists")));
         }
+        let data = match node.attribute.first().and_then(constant_value) {
+            Some(Ok((e, s, bytes))) if (e, &s) == (elem, &shape) => Ok((elem, Cow::Owned(bytes))),
+            Some(Ok(_)) => Err("the Constant's value contradicts its declared type".to_string()),
+            Some(Err(m)) => Err(m),
+            None => Err("a Constant without a dense numeric value (sparse or strings)".to_string()),
+        };
+        ctx.consts.insert(out.clone(), data);
         values.add(&out, "weight", elem, shape)?;
         return Ok(None);
     }
@@ -516,7 +667,21 @@ fn node_op(
     }
     let shape_of = |n: &str| values.get(n).map(|v| v.shape.clone());
     let size_of = |n: &str| values.get(n).map(|v| v.size);
-    let (ty, attrs) = map_op(node, &op_type, standard, &shape_of).map_err(fail)?;
+    let clip = (standard && op_type == "Clip")
+        .then(|| clip_bounds(node, ctx.consts))
+        .flatten();
+    let (ty, attrs) = if let Some((lo, hi)) = clip {
+        // A clamp with constant bounds: the bounds become attributes, x the only input.
+        ctx.folded
+            .extend(node.input.iter().skip(1).filter(|n| !n.is_empty()).cloned());
+        inputs.truncate(1);
+        let mut a = Map::new();
+        a.insert("min_val".into(), json!(lo));
+        a.insert("max_val".into(), json!(hi));
+        ("hardtanh".to_string(), a)
+    } else {
+        map_op(node, &op_type, standard, ctx.opset, &shape_of).map_err(fail)?
+    };
     let mut op = Map::new();
     op.insert("name".into(), json!(node_name));
     op.insert("type".into(), json!(ty));
@@ -548,13 +713,21 @@ fn node_op(
 }
 
 /// The memplan graph document of the imported `values` and `ops`, parsed.
+/// Constants in `folded` that no op reads are left out.
 fn graph_doc(
     model: &ModelProto,
     graph: &GraphProto,
     opts: &OnnxOptions,
     values: &Values,
+    folded: &HashSet<String>,
     ops: Vec<Value>,
 ) -> Result<Graph, OnnxError> {
+    let read: HashSet<&str> = ops
+        .iter()
+        .filter_map(|op| op.get("inputs")?.as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     let opset = model
         .opset_import
         .iter()
@@ -580,7 +753,9 @@ fn graph_doc(
             "opset": opset,
             "input_shapes": opts.input_shapes,
         },
-        "tensors": values.values.iter().map(|v| json!({
+        "tensors": values.values.iter()
+            .filter(|v| !folded.contains(&v.name) || read.contains(v.name.as_str()))
+            .map(|v| json!({
             "name": v.name, "size": v.size, "shape": v.shape, "dtype": v.dtype, "kind": v.kind,
         })).collect::<Vec<_>>(),
         "ops": ops,
@@ -674,6 +849,27 @@ fn constant(
         _ => resolve(out)?,
     };
     Ok((out.clone(), (elem, shape)))
+}
+
+/// The bounds of a `Clip` when they are constants: attributes `min`/`max` (opset < 11) or
+/// inputs 1 and 2 holding one f32/f64 each; an absent bound is ±f32::MAX. `None` when a
+/// bound is computed at run time (the op then keeps its ONNX type).
+fn clip_bounds(node: &NodeProto, consts: &Consts<'_>) -> Option<(f64, f64)> {
+    let bound = |k: usize, attr_name: &str, default: f64| -> Option<f64> {
+        match node.input.get(k).filter(|n| !n.is_empty()) {
+            Some(name) => match consts.get(name.as_str())? {
+                Ok((elem, bytes)) => scalar_f64(*elem, bytes),
+                Err(_) => None,
+            },
+            None => Some(
+                attr(node, attr_name)
+                    .and_then(|a| a.f)
+                    .map_or(default, f64::from),
+            ),
+        }
+    };
+    let max = f64::from(f32::MAX);
+    Some((bound(1, "min", -max)?, bound(2, "max", max)?))
 }
 
 fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
@@ -805,6 +1001,7 @@ fn map_op(
     node: &NodeProto,
     op_type: &str,
     standard: bool,
+    opset: Option<i64>,
     shape_of: &dyn Fn(&str) -> Option<Vec<u64>>,
 ) -> Result<(String, Map<String, Value>), String> {
     let first_shape = node.input.first().and_then(|n| shape_of(n));
@@ -857,6 +1054,10 @@ fn map_op(
                 json!(attr_int(node, "ceil_mode").unwrap_or(0) != 0),
             );
             if op_type == "MaxPool" {
+                if node.output.get(1).is_some_and(|o| !o.is_empty()) {
+                    // ONNX's Indices flatten over N·C·H·W (PyTorch's: within each plane).
+                    a.insert("indices_layout".into(), json!("nchw"));
+                }
                 ("max_pool2d".into(), a)
             } else {
                 a.insert(
@@ -869,13 +1070,19 @@ fn map_op(
         "GlobalAveragePool" => simple("adaptive_avg_pool2d"),
         "GlobalMaxPool" => simple("adaptive_max_pool2d"),
         "Gemm" => {
+            // Y = A · op(B) + C: `linear` (weight [N, K], transB = 1) or, with transB = 0,
+            // `linear` with `trans_b: false` (weight [K, N]). Scaled or transposed-A forms
+            // keep the type `gemm` (no real kernel).
             let plain = attr_int(node, "transA").unwrap_or(0) == 0
                 && attr(node, "alpha").and_then(|x| x.f).unwrap_or(1.0) == 1.0
                 && attr(node, "beta").and_then(|x| x.f).unwrap_or(1.0) == 1.0;
-            if plain && attr_int(node, "transB").unwrap_or(0) == 1 {
-                simple("linear")
-            } else {
-                ("gemm".into(), raw_attrs(node))
+            match attr_int(node, "transB").unwrap_or(0) {
+                1 if plain => simple("linear"),
+                0 if plain => {
+                    a.insert("trans_b".into(), json!(false));
+                    ("linear".into(), a)
+                }
+                _ => ("gemm".into(), raw_attrs(node)),
             }
         }
         "MatMul" => simple("matmul"),
@@ -895,7 +1102,22 @@ fn map_op(
         "Mul" => simple("mul"),
         "Div" => simple("div"),
         "Softmax" => {
-            a.insert("dim".into(), json!(attr_int(node, "axis").unwrap_or(-1)));
+            // Before opset 13, Softmax flattens the input to 2-D at `axis` (default 1): the
+            // same as the last dimension only when `axis` is the last one.
+            let rank = first.map_or(0, <[u64]>::len) as i64;
+            let axis = if opset.is_some_and(|v| v < 13) {
+                let axis = attr_int(node, "axis").unwrap_or(1);
+                let axis = if axis < 0 { axis + rank } else { axis };
+                if axis == rank - 1 {
+                    -1
+                } else {
+                    a.insert("coerced_2d".into(), json!(true));
+                    axis
+                }
+            } else {
+                attr_int(node, "axis").unwrap_or(-1)
+            };
+            a.insert("dim".into(), json!(axis));
             ("softmax".into(), a)
         }
         "Concat" => {
@@ -938,6 +1160,7 @@ fn inplace_candidate(ty: &str) -> bool {
             | "div"
             | "reshape"
             | "clip"
+            | "hardtanh"
             | "leakyrelu"
             | "hardswish"
             | "hardsigmoid"

@@ -1,15 +1,16 @@
 //! The subset of ONNX's protobuf schema (onnx/onnx.proto, IR version ≤ 10) that the importer
 //! reads, with a small protobuf wire-format decoder: the graph's nodes, initializers, inputs,
-//! outputs and value_info, with tensor types and shapes. Field numbers follow onnx.proto
-//! exactly. Fields not declared here (tensor data, doc strings, subgraph bodies) are skipped
-//! without being copied, so a model of any size decodes cheaply. Repeated integers accept both
+//! outputs and value_info, with tensor types, shapes and data. Field numbers follow
+//! onnx.proto exactly. Fields not declared here (doc strings, subgraph bodies) are skipped
+//! without being copied; tensor data (initializers, `Constant` values) is copied once. Repeated integers accept both
 //! the packed and the unpacked encoding (proto2 writers emit unpacked `dims` and `ints`), as
 //! the protobuf specification requires of parsers.
 //!
 //! Hand-written rather than generated: the schema subset is small and stable, and a
 //! generated decoder's dependencies would perturb the build of HiGHS' bindings.
 //!
-//! Cost: one pass over the bytes; nesting is bounded by the schema (subgraphs are skipped).
+//! Cost: one pass over the bytes (the weights' bytes are copied once); nesting is bounded by
+//! the schema (subgraphs are skipped).
 
 use thiserror::Error;
 
@@ -28,7 +29,7 @@ pub struct DecodeError {
 /// One field's payload.
 enum Wire<'a> {
     Varint(u64),
-    Fixed64,
+    Fixed64(u64),
     Bytes(&'a [u8]),
     Fixed32(u32),
 }
@@ -94,8 +95,10 @@ impl<'a> Reader<'a> {
         let w = match wire {
             0 => Wire::Varint(self.varint()?),
             1 => {
-                self.take(8)?;
-                Wire::Fixed64
+                let b = self.take(8)?;
+                Wire::Fixed64(u64::from_le_bytes([
+                    b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                ]))
             }
             2 => {
                 let n = self.varint()?;
@@ -166,6 +169,19 @@ fn floats(r: &Reader<'_>, w: Wire<'_>, out: &mut Vec<f32>) -> Result<(), DecodeE
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
         ),
         _ => return Err(r.err("repeated float field with a bad encoding")),
+    }
+    Ok(())
+}
+
+/// Appends one unpacked double or a packed run.
+fn doubles(r: &Reader<'_>, w: Wire<'_>, out: &mut Vec<f64>) -> Result<(), DecodeError> {
+    match w {
+        Wire::Fixed64(v) => out.push(f64::from_bits(v)),
+        Wire::Bytes(b) if b.len() % 8 == 0 => out.extend(
+            b.chunks_exact(8)
+                .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])),
+        ),
+        _ => return Err(r.err("repeated double field with a bad encoding")),
     }
     Ok(())
 }
@@ -457,15 +473,36 @@ impl Dimension {
     }
 }
 
-/// `TensorProto` without its data.
+/// `TensorProto` with its data in any of the forms ONNX allows: `raw_data` (little-endian
+/// bytes) or one typed field, or a reference to external data (whose location the importer
+/// only reports).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TensorProto {
     /// Shape (1).
     pub dims: Vec<i64>,
     /// `TensorProto.DataType` (2).
     pub data_type: Option<i32>,
+    /// FLOAT and COMPLEX64 elements (4).
+    pub float_data: Vec<f32>,
+    /// INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16 and FLOAT8 elements, one
+    /// per value (5).
+    pub int32_data: Vec<i64>,
+    /// Strings (6): present means a STRING tensor.
+    pub has_string_data: bool,
+    /// INT64 elements (7).
+    pub int64_data: Vec<i64>,
     /// Name (8).
     pub name: Option<String>,
+    /// The elements as little-endian bytes (9).
+    pub raw_data: Option<Vec<u8>>,
+    /// DOUBLE and COMPLEX128 elements (10).
+    pub double_data: Vec<f64>,
+    /// UINT32 and UINT64 elements (11).
+    pub uint64_data: Vec<i64>,
+    /// `external_data` key/value pairs (13): where the data lives outside the model.
+    pub external_data: Vec<(String, String)>,
+    /// `data_location` (14): 1 means EXTERNAL.
+    pub data_location: Option<i32>,
 }
 
 impl TensorProto {
@@ -474,11 +511,34 @@ impl TensorProto {
             match f {
                 1 => ints(&r, w, &mut t.dims)?,
                 2 => t.data_type = Some(int(&r, w)? as i32),
+                4 => floats(&r, w, &mut t.float_data)?,
+                5 => ints(&r, w, &mut t.int32_data)?,
+                6 => t.has_string_data = true,
+                7 => ints(&r, w, &mut t.int64_data)?,
                 8 => t.name = Some(string(&r, w)?),
+                9 => t.raw_data = Some(blob(&r, w)?),
+                10 => doubles(&r, w, &mut t.double_data)?,
+                11 => ints(&r, w, &mut t.uint64_data)?,
+                13 => t.external_data.push(message(&r, w, string_pair)?),
+                14 => t.data_location = Some(int(&r, w)? as i32),
                 _ => {}
             }
         })
     }
+}
+
+/// `StringStringEntryProto` as `(key, value)`.
+fn string_pair(bytes: &[u8]) -> Result<(String, String), DecodeError> {
+    let mut r = Reader::new(bytes, "StringStringEntryProto");
+    let (mut k, mut v) = (String::new(), String::new());
+    while let Some((f, w)) = r.field()? {
+        match f {
+            1 => k = string(&r, w)?,
+            2 => v = string(&r, w)?,
+            _ => {}
+        }
+    }
+    Ok((k, v))
 }
 
 /// `SparseTensorProto` (only what sizes it).
@@ -508,20 +568,23 @@ mod tests {
 
     #[test]
     fn varints_packed_and_unpacked_integers_and_skipped_fields_decode() {
-        // TensorProto: dims 3 (unpacked), dims [300, 1] (packed), data_type 1, a skipped
-        // fixed64 (field 10) and raw_data (9), name "t".
+        // TensorProto: dims 3 (unpacked), dims [300, 1] (packed), data_type 1, a double
+        // (field 10, fixed64), raw_data (9), name "t", and a skipped doc_string (12).
         let bytes = [
             0x08, 3, // dims = 3
             0x0a, 3, 0xac, 0x02, 1, // dims packed: 300, 1
             0x10, 1, // data_type = 1
-            0x51, 0, 0, 0, 0, 0, 0, 0, 0, // field 10, fixed64
-            0x4a, 2, 0xff, 0xff, // raw_data (skipped)
+            0x51, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, // field 10, fixed64: 1.0
+            0x4a, 2, 0xff, 0xfe, // raw_data
             0x42, 1, b't', // name
+            0x62, 1, b'd', // doc_string (skipped)
         ];
         let t = TensorProto::decode(&bytes).unwrap();
         assert_eq!(t.dims, vec![3, 300, 1]);
         assert_eq!(t.data_type, Some(1));
         assert_eq!(t.name.as_deref(), Some("t"));
+        assert_eq!(t.double_data, vec![1.0]);
+        assert_eq!(t.raw_data.as_deref(), Some(&[0xff, 0xfe][..]));
     }
 
     #[test]

@@ -396,9 +396,23 @@ fn attr_f32(op: &Op, key: &str, default: f32) -> f32 {
 
 fn select_copy(graph: &Graph, op: &Op) -> Option<Kernel> {
     let out = graph.tensor(*op.outputs.first()?);
-    // `copy(dst, src)` copies its last input; the view-like ops have one input.
-    let src = op.inputs.len().checked_sub(1)?;
-    if op.inputs.len() > 2 || graph.tensor(op.inputs[src]).size != out.size {
+    // `copy(dst, src)` copies its last input; the view-like ops have one input, but
+    // `reshape` may also read a shape operand (ONNX Reshape's `shape`, Squeeze's `axes`),
+    // which the copy ignores: the output's shape is already static.
+    let ty = op.op_type.trim_start_matches("aten.").trim_end_matches('_');
+    let src = if ty == "copy" {
+        op.inputs.len().checked_sub(1)?
+    } else {
+        0
+    };
+    let max_inputs = match ty {
+        "copy" | "reshape" => 2,
+        _ => 1,
+    };
+    if op.inputs.is_empty()
+        || op.inputs.len() > max_inputs
+        || graph.tensor(op.inputs[src]).size != out.size
+    {
         return None;
     }
     Some(Kernel::Copy { src })
@@ -492,12 +506,18 @@ fn select_matmul(graph: &Graph, op: &Op) -> Option<Kernel> {
     // The inner dimension comes from b ([k, n], or [n, k] for a linear layer's weight); a
     // may carry folded view dimensions (e.g. [1, 512, 1, 1] for 512 features).
     let b_last2 = (db[db.len() - 2], db[db.len() - 1]);
-    let (k, b_trans) = if b_last2.1 == n && numel(da) == total_rows * b_last2.0 {
-        (b_last2.0, false)
-    } else if b_last2.0 == n && numel(da) == total_rows * b_last2.1 {
-        (b_last2.1, true)
-    } else {
-        return None;
+    let plain = b_last2.1 == n && numel(da) == total_rows * b_last2.0;
+    let transposed = b_last2.0 == n && numel(da) == total_rows * b_last2.1;
+    // A linear layer's weight is [n, k] (transposed) unless `trans_b: false` says [k, n];
+    // other products take b as [k, n] when its shape allows both (square matrices).
+    let prefer_trans =
+        op.op_type == "linear" && attr(op, "trans_b").and_then(Value::as_bool) != Some(false);
+    let (k, b_trans) = match (prefer_trans, plain, transposed) {
+        (true, _, true) => (b_last2.1, true),
+        (true, _, false) => return None,
+        (false, true, _) => (b_last2.0, false),
+        (false, false, true) if op.op_type != "linear" => (b_last2.1, true),
+        _ => return None,
     };
     if numel(db) == k * n {
         // one right operand for all rows (a linear layer, or a batched a times a matrix)
@@ -580,6 +600,10 @@ fn select_pool(graph: &Graph, op: &Op) -> Option<Kernel> {
         return None;
     }
     let max = op.op_type.contains("max");
+    // The kernels sweep dense windows: a dilated window has no real kernel.
+    if attr_pair(op, "dilation", 1)? != (1, 1) {
+        return None;
+    }
     let (h, w, oh, ow) = (ins[0][2], ins[0][3], out[2], out[3]);
     let ceil_attr = attr(op, "ceil_mode").and_then(Value::as_bool);
     // Attributes when given; otherwise the first common configuration that explains the
@@ -651,6 +675,11 @@ fn select_pool(graph: &Graph, op: &Op) -> Option<Kernel> {
                         tensor.dtype.as_deref() == Some("i64")
                             && tensor.size == (numel(&out) * 8) as u64
                     });
+                // The kernel writes indices within each plane (PyTorch's); indices over the
+                // whole N·C·H·W tensor (ONNX's, `indices_layout: "nchw"`) have no kernel.
+                if indices && attr(op, "indices_layout").and_then(Value::as_str) == Some("nchw") {
+                    return None;
+                }
                 return Some(Kernel::Pool(Pool {
                     max,
                     planes: out[0] * out[1],
@@ -706,12 +735,13 @@ fn select_softmax(graph: &Graph, op: &Op) -> Option<Kernel> {
 }
 
 fn select_reduce(graph: &Graph, op: &Op) -> Option<Kernel> {
-    let ins = inputs_dims(graph, op)?;
-    let out = f32_dims(graph, *op.outputs.first()?)?;
-    if ins.len() != 1 {
+    // A second input is ONNX's `axes` operand (opset 18): the reduced dimensions follow
+    // from the output's shape, so it is not read.
+    if op.inputs.len() > 2 {
         return None;
     }
-    let dims = ins[0].clone();
+    let out = f32_dims(graph, *op.outputs.first()?)?;
+    let dims = f32_dims(graph, *op.inputs.first()?)?;
     let reduce: Vec<bool> = if numel(&out) == 1 {
         vec![true; dims.len()]
     } else if out.len() == dims.len() && out.iter().zip(&dims).all(|(&o, &i)| o == i || o == 1) {
@@ -984,6 +1014,116 @@ mod tests {
             }
         );
         // Its execution is tested beside the CPU kernels (memplan-executor).
+    }
+
+    #[test]
+    fn a_square_linear_layer_multiplies_by_the_transposed_weight_unless_told_otherwise() {
+        // y = x · wᵀ for a [4, 4] weight: the shapes fit both orientations, the type decides.
+        let tensors = [
+            t("x", &[2, 4], "input"),
+            t("w", &[4, 4], "weight"),
+            t("y", &[2, 4], "output"),
+        ]
+        .join(",");
+        let k = |ty: &str, attrs: &str| {
+            let g = graph(
+                &tensors,
+                &format!(
+                    r#"{{"name": "l", "type": "{ty}", "inputs": ["x", "w"], "outputs": ["y"]{attrs}}}"#
+                ),
+            );
+            match select(&g, &g.ops[0], KernelMode::Real) {
+                Kernel::Matmul(m) => m.b_trans,
+                other => panic!("not a matmul: {other:?}"),
+            }
+        };
+        assert!(k("linear", ""));
+        assert!(!k("linear", r#", "attrs": {"trans_b": false}"#));
+        assert!(!k("matmul", ""));
+    }
+
+    #[test]
+    fn reshape_copies_its_data_operand_and_ignores_a_shape_operand() {
+        let g = graph(
+            &[
+                t("x", &[2, 3], "input"),
+                r#"{"name": "s", "size": 16, "shape": [2], "dtype": "i64", "kind": "weight"}"#
+                    .to_string(),
+                t("y", &[6], "output"),
+            ]
+            .join(","),
+            r#"{"name": "r", "type": "reshape", "inputs": ["x", "s"], "outputs": ["y"]}"#,
+        );
+        assert_eq!(
+            select(&g, &g.ops[0], KernelMode::Real),
+            Kernel::Copy { src: 0 }
+        );
+    }
+
+    #[test]
+    fn a_mean_with_an_axes_operand_reduces_the_dimensions_the_output_drops() {
+        let g = graph(
+            &[
+                t("x", &[1, 8, 3, 3], "input"),
+                r#"{"name": "axes", "size": 16, "shape": [2], "dtype": "i64", "kind": "weight"}"#
+                    .to_string(),
+                t("y", &[1, 8, 1, 1], "output"),
+            ]
+            .join(","),
+            r#"{"name": "m", "type": "mean", "inputs": ["x", "axes"], "outputs": ["y"]}"#,
+        );
+        assert_eq!(
+            select(&g, &g.ops[0], KernelMode::Real),
+            Kernel::Reduce {
+                mean: true,
+                dims: vec![1, 8, 3, 3],
+                reduce: vec![false, false, true, true]
+            }
+        );
+    }
+
+    #[test]
+    fn a_dilated_pooling_window_has_no_real_kernel() {
+        let pool = |dilation: u64| {
+            let g = graph(
+                &[
+                    t("x", &[1, 1, 6, 6], "input"),
+                    t("y", &[1, 1, 2, 2], "output"),
+                ]
+                .join(","),
+                &format!(
+                    r#"{{"name": "p", "type": "max_pool2d", "inputs": ["x"], "outputs": ["y"],
+                        "attrs": {{"kernel_size": [2, 2], "stride": [3, 3], "padding": [0, 0],
+                                   "dilation": [{dilation}, {dilation}]}}}}"#
+                ),
+            );
+            select(&g, &g.ops[0], KernelMode::Real)
+        };
+        // The output shape is also what an undilated 2×2 window gives: only the attribute
+        // tells them apart.
+        assert_eq!(pool(2), Kernel::Mix);
+        assert!(matches!(pool(1), Kernel::Pool(_)));
+    }
+
+    #[test]
+    fn max_pool_indices_over_the_whole_tensor_have_no_real_kernel() {
+        let pool = |layout: &str| {
+            let g = graph(
+                &[
+                    t("x", &[1, 2, 4, 4], "input"),
+                    t("y", &[1, 2, 2, 2], "output"),
+                    r#"{"name": "i", "size": 64, "shape": [1,2,2,2], "dtype": "i64", "kind": "output"}"#.to_string(),
+                ]
+                .join(","),
+                &format!(
+                    r#"{{"name": "p", "type": "max_pool2d", "inputs": ["x"], "outputs": ["y", "i"],
+                        "attrs": {{"kernel_size": [2, 2], "stride": [2, 2]{layout}}}}}"#
+                ),
+            );
+            select(&g, &g.ops[0], KernelMode::Real)
+        };
+        assert!(matches!(pool(""), Kernel::Pool(Pool { indices: true, .. })));
+        assert_eq!(pool(r#", "indices_layout": "nchw""#), Kernel::Mix);
     }
 
     #[test]

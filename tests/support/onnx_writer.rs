@@ -80,7 +80,8 @@ pub fn value_info(name: &str, elem: i64, dims: Option<&[D]>) -> Vec<u8> {
     v
 }
 
-/// `TensorProto` with dims, type, name and some raw data (which the importer must skip).
+/// `TensorProto` with dims, type, name and 16 bytes of raw data (which a graph-only import
+/// does not read; an import with weights finds them the wrong size unless they fit).
 pub fn tensor(name: &str, elem: i64, dims: &[i64]) -> Vec<u8> {
     let mut t = Vec::new();
     for &d in dims {
@@ -89,6 +90,62 @@ pub fn tensor(name: &str, elem: i64, dims: &[i64]) -> Vec<u8> {
     int(&mut t, 2, elem);
     string(&mut t, 8, name);
     bytes(&mut t, 9, &[0u8; 16]);
+    t
+}
+
+/// `TensorProto` of f32 `values` in `raw_data` (little-endian bytes).
+pub fn tensor_f32(name: &str, dims: &[i64], values: &[f32]) -> Vec<u8> {
+    let mut t = Vec::new();
+    for &d in dims {
+        int(&mut t, 1, d);
+    }
+    int(&mut t, 2, FLOAT);
+    string(&mut t, 8, name);
+    let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    bytes(&mut t, 9, &raw);
+    t
+}
+
+/// `TensorProto` of f32 `values` in the typed `float_data` field (packed).
+pub fn tensor_float_data(name: &str, dims: &[i64], values: &[f32]) -> Vec<u8> {
+    let mut t = Vec::new();
+    for &d in dims {
+        int(&mut t, 1, d);
+    }
+    int(&mut t, 2, FLOAT);
+    let packed: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    bytes(&mut t, 4, &packed);
+    string(&mut t, 8, name);
+    t
+}
+
+/// `TensorProto` of i64 `values` in the typed `int64_data` field (unpacked).
+pub fn tensor_int64_data(name: &str, dims: &[i64], values: &[i64]) -> Vec<u8> {
+    let mut t = Vec::new();
+    for &d in dims {
+        int(&mut t, 1, d);
+    }
+    int(&mut t, 2, INT64);
+    for &v in values {
+        int(&mut t, 7, v);
+    }
+    string(&mut t, 8, name);
+    t
+}
+
+/// `TensorProto` whose data lives in an external file `location`.
+pub fn tensor_external(name: &str, elem: i64, dims: &[i64], location: &str) -> Vec<u8> {
+    let mut t = Vec::new();
+    for &d in dims {
+        int(&mut t, 1, d);
+    }
+    int(&mut t, 2, elem);
+    string(&mut t, 8, name);
+    let mut entry = Vec::new();
+    string(&mut entry, 1, "location");
+    string(&mut entry, 2, location);
+    bytes(&mut t, 13, &entry);
+    int(&mut t, 14, 1);
     t
 }
 
@@ -202,15 +259,111 @@ pub fn graph(
 
 /// `ModelProto` (IR 8, opset 17).
 pub fn model(graph: &[u8]) -> Vec<u8> {
+    model_opset(graph, 17)
+}
+
+/// `ModelProto` (IR 8) importing the standard domain at `opset`.
+pub fn model_opset(graph: &[u8], opset: i64) -> Vec<u8> {
     let mut m = Vec::new();
     int(&mut m, 1, 8);
     string(&mut m, 2, "memplan-tests");
     bytes(&mut m, 7, graph);
-    let mut opset = Vec::new();
-    string(&mut opset, 1, "");
-    int(&mut opset, 2, 17);
-    bytes(&mut m, 8, &opset);
+    let mut o = Vec::new();
+    string(&mut o, 1, "");
+    int(&mut o, 2, opset);
+    bytes(&mut m, 8, &o);
     m
+}
+
+/// The input of [`tiny_with_weights`]: x = 1, 2, ..., 9 as [1, 1, 3, 3].
+pub const TINY_X: [f32; 9] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+/// Its conv weight [1, 1, 2, 2] (raw_data).
+pub const TINY_W: [f32; 4] = [0.1, 0.2, -0.3, 0.4];
+/// Its conv bias.
+pub const TINY_BIAS: f32 = 0.5;
+/// Its clip bounds: min from a `Constant` node, max from an initializer.
+pub const TINY_CLIP: (f32, f32) = (0.0, 2.5);
+/// Its Gemm weight B [4, 4] (float_data), used untransposed (transB = 0).
+pub const TINY_B: [f32; 16] = [
+    1.0, 0.0, 0.5, 0.0, //
+    0.0, 1.0, 0.0, -1.0, //
+    1.0, 1.0, 0.0, 0.0, //
+    -1.0, 2.0, 0.0, 3.0,
+];
+/// Its Gemm bias C [4].
+pub const TINY_C: [f32; 4] = [0.25, -0.25, 0.0, 1.0];
+
+/// A model small enough to compute by hand, with its weights' data: x [1,1,3,3] →
+/// Conv(w [1,1,2,2], bias, no padding) → [1,1,2,2] → Clip(min: a Constant, max: an
+/// initializer) → Reshape(shape: an int64_data initializer [1, 4]) → Gemm(B [4,4] with
+/// transB = 0, C [4]) → y [1, 4].
+pub fn tiny_with_weights() -> Vec<u8> {
+    let nodes = vec![
+        node(
+            "conv",
+            "Conv",
+            &["x", "w", "bias"],
+            &["c"],
+            &[attr_ints("kernel_shape", &[2, 2])],
+        ),
+        node(
+            "lo",
+            "Constant",
+            &[],
+            &["lo"],
+            &[attr_tensor("value", &tensor_f32("", &[], &[TINY_CLIP.0]))],
+        ),
+        node("clip", "Clip", &["c", "lo", "hi"], &["k"], &[]),
+        node("flat", "Reshape", &["k", "shape"], &["f"], &[]),
+        node(
+            "fc",
+            "Gemm",
+            &["f", "b", "cc"],
+            &["y"],
+            &[attr_int("transB", 0)],
+        ),
+    ];
+    let inits = vec![
+        tensor_f32("w", &[1, 1, 2, 2], &TINY_W),
+        tensor_f32("bias", &[1], &[TINY_BIAS]),
+        tensor_f32("hi", &[], &[TINY_CLIP.1]),
+        tensor_int64_data("shape", &[2], &[1, 4]),
+        tensor_float_data("b", &[4, 4], &TINY_B),
+        tensor_float_data("cc", &[4], &TINY_C),
+    ];
+    let dims = |d: &[i64]| d.iter().map(|&v| D::V(v)).collect::<Vec<_>>();
+    let inputs = vec![value_info("x", FLOAT, Some(&dims(&[1, 1, 3, 3])))];
+    let outputs = vec![value_info("y", FLOAT, Some(&dims(&[1, 4])))];
+    let vi = vec![
+        value_info("c", FLOAT, Some(&dims(&[1, 1, 2, 2]))),
+        value_info("k", FLOAT, Some(&dims(&[1, 1, 2, 2]))),
+        value_info("f", FLOAT, Some(&dims(&[1, 4]))),
+        value_info("lo", FLOAT, Some(&[])),
+    ];
+    model(&graph("tiny", &nodes, &inits, &inputs, &outputs, &vi))
+}
+
+/// [`tiny_with_weights`]'s output, computed directly from its definition.
+pub fn tiny_expected() -> [f32; 4] {
+    let x = |r: usize, c: usize| TINY_X[r * 3 + c];
+    let mut k = [0f32; 4];
+    for oy in 0..2 {
+        for ox in 0..2 {
+            let conv = TINY_W[0] * x(oy, ox)
+                + TINY_W[1] * x(oy, ox + 1)
+                + TINY_W[2] * x(oy + 1, ox)
+                + TINY_W[3] * x(oy + 1, ox + 1)
+                + TINY_BIAS;
+            k[oy * 2 + ox] = conv.clamp(TINY_CLIP.0, TINY_CLIP.1);
+        }
+    }
+    let mut y = TINY_C;
+    for (n, yn) in y.iter_mut().enumerate() {
+        for (kk, kv) in k.iter().enumerate() {
+            *yn += kv * TINY_B[kk * 4 + n];
+        }
+    }
+    y
 }
 
 /// A small CNN with a symbolic batch: Conv(3→4, 3×3, pad 1) → Relu → MaxPool(2) →

@@ -1,11 +1,14 @@
 //! `memplan import`: converts a model of another framework (ONNX) into a memplan-graph/1
-//! graph, with a one-line summary on stderr.
+//! graph, with a one-line summary on stderr; `--weights-out` also writes the weights' data
+//! as a tensor file (`memplan::data_file`).
 
 use crate::args::{ImportArgs, ImportFormat, OnnxArgs};
 use crate::common::{bad, mib, write_out};
 use anyhow::{Context, Result};
 use memplan::graph::Graph;
-use memplan::import::onnx::{import_onnx, parse_input_shape, OnnxOptions};
+use memplan::import::onnx::{
+    import_onnx, import_onnx_with_weights, parse_input_shape, OnnxOptions,
+};
 use std::process::ExitCode;
 
 /// Runs `memplan import`.
@@ -30,7 +33,22 @@ fn onnx(a: OnnxArgs) -> Result<ExitCode> {
     }
     let bytes =
         std::fs::read(&a.model).with_context(|| format!("cannot read {}", a.model.display()))?;
-    let g = import_onnx(&bytes, &opts).map_err(|e| bad(format!("{}: {e}", a.model.display())))?;
+    let fail = |e: memplan::import::onnx::OnnxError| bad(format!("{}: {e}", a.model.display()));
+    let (g, weights) = match &a.weights_out {
+        None => (import_onnx(&bytes, &opts).map_err(fail)?, None),
+        Some(path) => {
+            let i = import_onnx_with_weights(&bytes, &opts).map_err(fail)?;
+            if !i.empty_weights.is_empty() {
+                eprintln!(
+                    "note: {} weights have no elements and no data (left out of {}): {}",
+                    i.empty_weights.len(),
+                    path.display(),
+                    i.empty_weights.join(", ")
+                );
+            }
+            (i.graph, Some((path, i.weights)))
+        }
+    };
     eprintln!(
         "{}: {} ops, {} tensors ({} inputs, {} weights, {} outputs), arena tensors {}, weights {}",
         g.name,
@@ -43,6 +61,16 @@ fn onnx(a: OnnxArgs) -> Result<ExitCode> {
         mib(g.weights_bytes())
     );
     write_out(&a.output, &format!("{}\n", g.to_json()))?;
+    if let Some((path, weights)) = weights {
+        let bytes = memplan::data_file::write(&weights);
+        std::fs::write(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!(
+            "weights: {} tensors, {} in {}",
+            weights.tensors.len(),
+            mib(bytes.len() as u64),
+            path.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,28 +3,109 @@
 //! rewritten graph, also proves that it computes the original's outputs. Exit 0 if equal, 1
 //! if not (or if the plan is invalid or cannot be executed).
 //!
+//! `--data` supplies inputs and weights from tensor files (`memplan::data_file`) instead of
+//! the seeded generator; `--outputs-out` writes the outputs the plan's run computed.
+//!
 //! The only file of the command line that uses the executor.
 
 use crate::args::{DeviceArg, KernelsArg, RunArgs};
 use crate::common::{bad, graph_for_plan, load_graph, load_plan, write_out};
-use anyhow::Result;
+use anyhow::{Context, Result};
+use memplan::data_file::{self, Dtype, TensorData, TensorFile};
 use memplan::graph::Graph;
-use memplan_executor::{self as executor, Device, ExecError, ExecOptions, ExecReport, KernelMode};
+use memplan_executor::{
+    self as executor, Device, ExecError, ExecOptions, ExecReport, KernelMode, TensorValues,
+};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-/// The executor options the flags give.
-fn exec_options(device: DeviceArg, seed: u64, kernels: KernelsArg) -> ExecOptions {
+/// The executor options the flags give (without data).
+fn exec_options(a: &RunArgs) -> ExecOptions {
     ExecOptions {
-        device: match device {
+        device: match a.device {
             DeviceArg::Cpu => Device::Cpu,
             DeviceArg::Cuda => Device::Cuda,
         },
-        seed,
-        kernels: match kernels {
+        seed: a.seed,
+        kernels: match a.kernels {
             KernelsArg::Real => KernelMode::Real,
             KernelsArg::Mix => KernelMode::Mix,
         },
+        data: None,
+        require_real_kernels: a.require_real_kernels,
     }
+}
+
+/// The values of the `--data` files for graph `g`: every tensor must be an input or weight
+/// of `g` with the graph's dtype (where it has one) and size, named in one file only.
+fn load_data(paths: &[PathBuf], g: &Graph) -> Result<TensorValues> {
+    let mut values = TensorValues::new();
+    let ids = g.tensor_ids();
+    for path in paths {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let file = data_file::read(&bytes).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        for (name, t) in file.tensors {
+            let in_file = |msg: String| bad(format!("{}: tensor {name:?}: {msg}", path.display()));
+            let Some(&id) = ids.get(name.as_str()) else {
+                return Err(in_file(format!(
+                    "the graph {:?} has no such tensor",
+                    g.name
+                )));
+            };
+            let gt = g.tensor(id);
+            if let Some(want) = gt.dtype.as_deref().and_then(Dtype::from_graph) {
+                if want != t.dtype {
+                    return Err(in_file(format!(
+                        "dtype {} in the file, {} in the graph",
+                        t.dtype.name(),
+                        want.name()
+                    )));
+                }
+            }
+            if let Some(shape) = &gt.shape {
+                if *shape != t.shape {
+                    eprintln!(
+                        "warning: {}: tensor {name:?} has shape {:?}, the graph {shape:?}; its bytes are used as they are",
+                        path.display(),
+                        t.shape
+                    );
+                }
+            }
+            if values.insert(name.clone(), t.bytes).is_some() {
+                return Err(in_file("given by two --data files".into()));
+            }
+        }
+    }
+    executor::check_data(g, &values).map_err(|e| bad(e.to_string()))?;
+    Ok(values)
+}
+
+/// Writes the plan run's graph outputs to `path` as a tensor file (dtype and shape from the
+/// graph; raw bytes as U8 where the graph gives no dtype the format has).
+fn write_outputs(path: &Path, r: &ExecReport, g: &Graph) -> Result<()> {
+    let mut file = TensorFile::default();
+    file.metadata.insert("graph".into(), g.name.clone());
+    for (name, bytes) in &r.output_values {
+        let t = g
+            .tensor_by_name(name)
+            .map(|id| g.tensor(id))
+            .ok_or_else(|| anyhow::anyhow!("output {name:?} is not in graph {:?}", g.name))?;
+        let typed = t
+            .dtype
+            .as_deref()
+            .and_then(Dtype::from_graph)
+            .zip(t.shape.clone())
+            .and_then(|(d, shape)| TensorData::new(name, d, shape, bytes.clone()).ok());
+        let data = match typed {
+            Some(d) => d,
+            None => TensorData::new(name, Dtype::U8, vec![bytes.len() as u64], bytes.clone())?,
+        };
+        file.tensors.insert(name.clone(), data);
+    }
+    std::fs::write(path, data_file::write(&file))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Whether `g` runs conv algorithms chosen by memplan (which round differently from the
@@ -49,12 +130,15 @@ enum OriginalGraph<'a> {
 
 /// Runs `memplan run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
-    let opts = exec_options(a.device, a.seed, a.kernels);
+    let mut opts = exec_options(&a);
     let given = load_graph(&a.graph)?;
     let p = load_plan(&a.plan)?;
     let Some(g) = graph_for_plan(given.clone(), &p, &a.plan)? else {
         return Ok(ExitCode::from(1));
     };
+    if !a.data.is_empty() {
+        opts.data = Some(Arc::new(load_data(&a.data, &g)?));
+    }
     let original_tolerance = a.original_tolerance;
     // A plan that carries its rewritten graph is run on that graph, and the graph given is
     // the original it must compute the outputs of (bitwise unless conv algorithms were
@@ -107,8 +191,23 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             eprintln!("execution failed: {e}");
             return Ok(ExitCode::from(1));
         }
+        Err(e @ ExecError::MixedKernels { .. }) => {
+            eprintln!("refused (--require-real-kernels): {e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e @ ExecError::Data { .. }) => return Err(bad(e.to_string())),
         Err(e) => return Err(e.into()),
     };
+    if opts.data.is_some() && !r.mixed_ops.is_empty() {
+        eprintln!(
+            "WARNING: {} ops ran the mixing kernel, not real math, so the outputs they reach are hashes, not values computed from --data (--require-real-kernels makes this an error): {}",
+            r.mixed_ops.len(),
+            r.mixed_ops.join(", ")
+        );
+    }
+    if let Some(path) = &a.outputs_out {
+        write_outputs(path, &r, &g)?;
+    }
     if a.json {
         let mut text = serde_json::to_string_pretty(&r)?;
         text.push('\n');
@@ -176,6 +275,19 @@ fn print_report(r: &ExecReport, g: &Graph) {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if r.supplied_tensors > 0 {
+        println!(
+            "data              {} inputs/weights from --data, the others generated",
+            r.supplied_tensors
+        );
+    }
+    if !r.mixed_ops.is_empty() {
+        println!(
+            "mixing kernel     {} ops: {}",
+            r.mixed_ops.len(),
+            r.mixed_ops.join(", ")
+        );
+    }
     if let Some(d) = &r.device_memory {
         println!(
             "device memory     {} B taken by the plan's buffers (arena + weights = {} B, extra {} B); context {} B",

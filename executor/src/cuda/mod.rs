@@ -669,7 +669,7 @@ fn run_once(
     graph: &Graph,
     plan: &Plan,
     kernels: &[Kernel],
-    seed: u64,
+    src: &data::Source<'_>,
 ) -> Result<GpuRun, ExecError> {
     let spans = replay::weight_spans(graph, plan)?;
     let (free_before, _) = ctx.mem_get_info().map_err(dev("memory info"))?;
@@ -678,12 +678,12 @@ fn run_once(
     let (free_after, _) = ctx.mem_get_info().map_err(dev("memory info"))?;
     let mut region = vec![0u8; plan.weights_bytes as usize];
     data::poison(&mut region);
-    super::load_weights(graph, &spans, seed, &mut region);
+    super::load_weights(graph, &spans, src, &mut region);
     // SAFETY: the weights allocation has weights_bytes bytes.
     unsafe { drv::memcpy_htod_sync(b.weights, &region) }.map_err(dev("weights upload"))?;
     drop(region);
     let fill = replay::fills(graph);
-    let mut gen = |t: memplan::TensorId| reference::generated(graph, t, seed, fill[t.index()]);
+    let mut gen = |t: memplan::TensorId| reference::initial(graph, t, src, fill[t.index()]);
     let start = ctx
         .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         .map_err(dev("event"))?;
@@ -724,9 +724,11 @@ pub fn execute(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
         .collect();
     let _probe_module = funcs(&ctx)?;
     let (free_setup, _) = ctx.mem_get_info().map_err(dev("memory info"))?;
-    let run = run_once(&ctx, graph, plan, &kernels, opts.seed)?;
+    super::check_options(graph, &kernels, opts)?;
+    let src = opts.source();
+    let run = run_once(&ctx, graph, plan, &kernels, &src)?;
     let isolated = reference::isolated_plan(graph);
-    let iso = run_once(&ctx, graph, &isolated, &kernels, opts.seed)?;
+    let iso = run_once(&ctx, graph, &isolated, &kernels, &src)?;
     let iso_ref: Vec<Option<Vec<u8>>> = {
         let mut v = vec![None; graph.tensors.len()];
         for (t, b) in iso.outputs {
@@ -735,7 +737,7 @@ pub fn execute(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
         v
     };
     let (first_mismatch, _) = compare(graph, &run.outputs, &iso_ref, 0.0);
-    let cpu = reference::run(graph, &kernels, opts.seed)?;
+    let cpu = reference::run_with(graph, &kernels, &src)?;
     let tol = if opts.kernels == KernelMode::Mix {
         0.0
     } else {
@@ -793,5 +795,11 @@ pub fn execute(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
     );
     report.device_memory = Some(device_memory);
     report.notes = notes;
+    report.supplied_tensors = super::supplied_count(opts);
+    report.output_values = run
+        .outputs
+        .iter()
+        .map(|(t, bytes)| (graph.tensor(*t).name.clone(), bytes.clone()))
+        .collect();
     Ok(report)
 }

@@ -1,0 +1,460 @@
+//! `memplan._memplan`: the native half of the `memplan` Python package (PyO3, abi3).
+//!
+//! Idea: a thin layer over the same planning pipeline as the CLI, the HTTP service and the zoo
+//! batch ([`memplan::pipeline::run`]). Options are the pipeline's own
+//! [`PipelineOptions`] fields with their names and defaults (the JSON of the HTTP body's
+//! `options`), graphs and plans travel as JSON, and every error becomes a Python exception
+//! carrying the message the CLI prints for the same input. Planning, checking and placing
+//! release the GIL. The Python package (`python/memplan/__init__.py`) re-exports this module.
+
+#![deny(missing_docs)]
+
+use memplan::graph::{Graph, SAMPLE_JSON};
+use memplan::pipeline::{self, PipelineOptions, Rewrite};
+use memplan::plan::Plan as PlanDoc;
+use memplan_solver::placement::step::{self as place_step, PlaceOptions};
+use memplan_solver::{csv, Limits, PlacementProblem};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+create_exception!(
+    _memplan,
+    MemplanError,
+    PyException,
+    "Base class of every memplan error."
+);
+create_exception!(
+    _memplan,
+    BadInputError,
+    MemplanError,
+    "Bad input: a graph, plan, buffer list or option that cannot be used (the CLI's exit code 2)."
+);
+create_exception!(
+    _memplan,
+    InvalidPlanError,
+    MemplanError,
+    "The validator rejected a plan (the CLI's `invalid: ...`, exit code 1)."
+);
+create_exception!(
+    _memplan,
+    PlanningError,
+    MemplanError,
+    "The pipeline could not produce a plan for valid input (for example an internal solver failure)."
+);
+
+/// A bad-input exception with `msg`.
+fn bad(msg: impl Into<String>) -> PyErr {
+    BadInputError::new_err(msg.into())
+}
+
+/// `text` parsed by Python's `json.loads`.
+fn json_loads(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
+    Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
+}
+
+/// `obj` written by Python's `json.dumps` (a `TypeError` there names what cannot be written).
+fn json_dumps(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    obj.py()
+        .import("json")?
+        .call_method1("dumps", (obj,))?
+        .extract()
+}
+
+/// JSON text of a graph or plan argument and the label the CLI would put in front of an error
+/// about it: a dict (or any JSON-serialisable object) is written as JSON; a `str` that starts
+/// with `{` is JSON text; `"sample"` is the bundled sample graph (only when `sample_ok`); any
+/// other `str` or `os.PathLike` is a path to a file.
+fn document_text(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+    sample_ok: bool,
+) -> PyResult<(String, String)> {
+    let py = obj.py();
+    if obj.is_instance_of::<PyString>() {
+        let s: String = obj.extract()?;
+        let s = s.as_str();
+        if s.trim_start().starts_with('{') {
+            return Ok((s.to_string(), what.to_string()));
+        }
+        if sample_ok && s == "sample" {
+            return Ok((SAMPLE_JSON.to_string(), "bundled sample".to_string()));
+        }
+        return read_path(s);
+    }
+    if let Ok(b) = obj.extract::<Vec<u8>>() {
+        if obj.is_instance_of::<pyo3::types::PyBytes>() {
+            let text = String::from_utf8(b)
+                .map_err(|e| bad(format!("{what}: the bytes are not UTF-8: {e}")))?;
+            return Ok((text, what.to_string()));
+        }
+    }
+    let os = py.import("os")?;
+    if obj.is_instance(&os.getattr("PathLike")?)? {
+        let path: String = os.call_method1("fspath", (obj,))?.extract()?;
+        return read_path(&path);
+    }
+    if let Ok(to_json) = obj.getattr("to_json") {
+        if to_json.is_callable() {
+            return Ok((to_json.call0()?.extract()?, what.to_string()));
+        }
+    }
+    let text = json_dumps(obj).map_err(|e| {
+        bad(format!(
+            "{what}: expected a dict, JSON text or a path, got a value json.dumps refuses: {e}"
+        ))
+    })?;
+    Ok((text, what.to_string()))
+}
+
+/// The text of the file at `path`, labelled with the path (as the CLI does).
+fn read_path(path: &str) -> PyResult<(String, String)> {
+    std::fs::read_to_string(path)
+        .map(|t| (t, path.to_string()))
+        .map_err(|e| bad(format!("cannot read {path}: {e}")))
+}
+
+/// The graph an argument denotes (see [`document_text`]).
+fn load_graph(obj: &Bound<'_, PyAny>) -> PyResult<Graph> {
+    let (text, label) = document_text(obj, "graph", true)?;
+    Graph::parse(&text).map_err(|e| bad(format!("{label}: {e}")))
+}
+
+/// The plan an argument denotes: a [`Plan`] object, or a document (see [`document_text`]).
+fn load_plan(obj: &Bound<'_, PyAny>) -> PyResult<PlanDoc> {
+    if let Ok(p) = obj.cast::<Plan>() {
+        return Ok(p.borrow().plan.clone());
+    }
+    let (text, label) = document_text(obj, "plan", false)?;
+    PlanDoc::parse(&text).map_err(|e| bad(format!("{label}: {e}")))
+}
+
+/// The pipeline options of keyword arguments: the [`PipelineOptions`] field names and JSON
+/// values; `rewrite` may also be the CLI's comma list (`"fuse,tile"`, `"all"`, `"none"`).
+fn pipeline_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<PipelineOptions> {
+    let Some(options) = options else {
+        return Ok(PipelineOptions::default());
+    };
+    let text = json_dumps(options.as_any())
+        .map_err(|e| bad(format!("options: a value json.dumps refuses: {e}")))?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("options: {e}")))?;
+    if let Some(serde_json::Value::String(list)) = value.get("rewrite") {
+        let names: Vec<serde_json::Value> = Rewrite::parse_list(list)
+            .map_err(|e| bad(format!("options: {e}")))?
+            .into_iter()
+            .map(|r| serde_json::Value::from(r.name()))
+            .collect();
+        value["rewrite"] = serde_json::Value::Array(names);
+    }
+    let opts = PipelineOptions::deserialize(value).map_err(|e| bad(format!("options: {e}")))?;
+    opts.check().map_err(|e| bad(format!("options: {e}")))?;
+    Ok(opts)
+}
+
+/// A memory plan (memplan-plan/1): the instruction stream, the arena and host pool sizes,
+/// and the planner's statistics, with the graph it refers to.
+#[pyclass(module = "memplan", frozen)]
+struct Plan {
+    plan: PlanDoc,
+    /// memplan-graph/1 JSON of the graph the plan refers to, when known (plans made here).
+    graph_json: Option<String>,
+}
+
+#[pymethods]
+impl Plan {
+    /// A plan from memplan-plan/1 JSON text, a dict or a path.
+    #[staticmethod]
+    fn load(plan: &Bound<'_, PyAny>) -> PyResult<Plan> {
+        Ok(Plan {
+            plan: load_plan(plan)?,
+            graph_json: None,
+        })
+    }
+
+    /// The plan as memplan-plan/1 JSON text (what `memplan plan` writes).
+    fn to_json(&self) -> String {
+        self.plan.to_json()
+    }
+
+    /// The plan as a dict (`json.loads(plan.to_json())`).
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        json_loads(py, &self.plan.to_json())
+    }
+
+    /// The planner's statistics (`stats` of the plan document) as a dict.
+    #[getter]
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let text = serde_json::to_string(&self.plan.stats)
+            .map_err(|e| PlanningError::new_err(e.to_string()))?;
+        json_loads(py, &text)
+    }
+
+    /// The instruction stream as a list of dicts (`op` is alloc / exec / free / spill_out /
+    /// spill_in; offsets and sizes in bytes).
+    #[getter]
+    fn instructions(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let text = serde_json::to_string(&self.plan.instructions)
+            .map_err(|e| PlanningError::new_err(e.to_string()))?;
+        json_loads(py, &text)
+    }
+
+    /// Largest `offset + size` the plan reserves in the arena (bytes).
+    #[getter]
+    fn peak_bytes(&self) -> u64 {
+        self.plan.stats.peak_bytes
+    }
+
+    /// Arena size the plan needs (bytes).
+    #[getter]
+    fn arena_bytes(&self) -> u64 {
+        self.plan.arena_bytes
+    }
+
+    /// Host pool size for spills (bytes).
+    #[getter]
+    fn host_bytes(&self) -> u64 {
+        self.plan.host_bytes
+    }
+
+    /// The run's status (`optimal`, `heuristic`, `time_limit`, ...), or None.
+    #[getter]
+    fn status(&self) -> Option<&'static str> {
+        self.plan.stats.status.map(|s| s.as_str())
+    }
+
+    /// The graph the plan refers to as a dict (the input graph, or the rewritten one when a
+    /// rewrite changed it); None for a plan loaded from JSON without its graph.
+    #[getter]
+    fn graph(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.graph_json
+            .as_deref()
+            .map(|g| json_loads(py, g))
+            .transpose()
+    }
+
+    /// Validates the plan against `graph` (the input graph; a rewritten plan is checked
+    /// against the graph it carries). Returns the replay's figures; raises
+    /// `InvalidPlanError` naming the first violation.
+    #[pyo3(signature = (graph, budget=None))]
+    fn check(
+        &self,
+        py: Python<'_>,
+        graph: &Bound<'_, PyAny>,
+        budget: Option<u64>,
+    ) -> PyResult<Py<PyAny>> {
+        let g = load_graph(graph)?;
+        check_plan(py, g, &self.plan, budget)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<memplan.Plan graph={:?} peak_bytes={} instructions={} status={}>",
+            self.plan.graph,
+            self.plan.stats.peak_bytes,
+            self.plan.instructions.len(),
+            self.plan.stats.status.map_or("-", |s| s.as_str())
+        )
+    }
+}
+
+/// Validates `plan` against `graph` with the GIL released (see [`Plan::check`]).
+fn check_plan(
+    py: Python<'_>,
+    graph: Graph,
+    plan: &PlanDoc,
+    budget: Option<u64>,
+) -> PyResult<Py<PyAny>> {
+    let outcome = py.detach(|| {
+        let g = match pipeline::graph_for_plan(graph, plan) {
+            Ok(g) => g,
+            Err(e) if e.makes_plan_invalid() => {
+                return Err(InvalidPlanError::new_err(e.to_string()))
+            }
+            Err(e) => return Err(bad(format!("plan: {e}"))),
+        };
+        memplan::validate(&g, plan, budget).map_err(|v| InvalidPlanError::new_err(v.to_string()))
+    })?;
+    let report = serde_json::json!({
+        "peak": outcome.peak,
+        "max_live": outcome.max_live,
+        "host_peak": outcome.host_peak,
+        "execs": outcome.execs,
+        "spills": outcome.spills,
+    });
+    json_loads(py, &report.to_string())
+}
+
+/// Plans `graph` (a dict, JSON text, a path, or `"sample"`) with the pipeline options given
+/// as keyword arguments (their names and defaults are those of the HTTP body's `options`:
+/// `effort`, `time_limit_s`, `budget`, `rewrite`, `order`, `strategy`, `inplace`,
+/// `spill_strategy`, `tiers`, ...). The GIL is released while planning.
+#[pyfunction]
+#[pyo3(signature = (graph, **options))]
+fn plan(
+    py: Python<'_>,
+    graph: &Bound<'_, PyAny>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Plan> {
+    let original = load_graph(graph)?;
+    let opts = pipeline_options(options)?;
+    // The error leaves the GIL-free closure as (bad input?, message): what the exception needs.
+    let result = py.detach(|| {
+        pipeline::run(&original, &opts, &pipeline::Control::default())
+            .map(|r| (r.plan, r.graph.to_json()))
+            .map_err(|e| (e.is_bad_input(), e.to_string()))
+    });
+    match result {
+        Ok((plan, graph_json)) => Ok(Plan {
+            plan,
+            graph_json: Some(graph_json),
+        }),
+        Err((true, e)) => Err(bad(format!("{}: {e}", original.name))),
+        Err((false, e)) => Err(PlanningError::new_err(e)),
+    }
+}
+
+/// Validates `plan` (a `Plan`, dict, JSON text or path) against `graph`; see `Plan.check`.
+#[pyfunction]
+#[pyo3(signature = (graph, plan, budget=None))]
+fn check(
+    py: Python<'_>,
+    graph: &Bound<'_, PyAny>,
+    plan: &Bound<'_, PyAny>,
+    budget: Option<u64>,
+) -> PyResult<Py<PyAny>> {
+    let g = load_graph(graph)?;
+    let p = load_plan(plan)?;
+    check_plan(py, g, &p, budget)
+}
+
+/// One buffer of [`place`]: the JSON shape of `POST /v1/place`'s buffers.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BufferArg {
+    id: serde_json::Value,
+    lower: u64,
+    upper: u64,
+    size: u64,
+    #[serde(default)]
+    alignment: Option<u64>,
+}
+
+/// The id of a buffer as text (a string or a non-negative integer).
+fn buffer_id(i: usize, id: &serde_json::Value) -> PyResult<String> {
+    match id {
+        serde_json::Value::String(s) => Ok(s.clone()),
+        serde_json::Value::Number(n) if n.is_u64() => Ok(n.to_string()),
+        other => Err(bad(format!(
+            "buffers[{i}]: id {other} is neither a string nor a non-negative integer"
+        ))),
+    }
+}
+
+/// Places buffers in one arena with the solver portfolio and the exact search (the same step
+/// as `memplan place` and `POST /v1/place`). `buffers` is a list of dicts
+/// `{"id", "lower", "upper", "size", "alignment"?}` (lifetime `[lower, upper)`, bytes) or a
+/// minimalloc CSV (text or a path). Without `capacity` the peak is minimised. Returns a dict
+/// with `fits`, `peak_bytes`, `lower_bound_bytes`, `gap`, `load_bytes`, `status`, `method`,
+/// `elapsed_ms` and `buffers` (`{"id", "offset"}` in input order): the body of the
+/// `POST /v1/place` answer.
+#[pyfunction]
+#[pyo3(signature = (buffers, capacity=None, time_limit_s=1.0, alignment=1, heuristic=false))]
+fn place(
+    py: Python<'_>,
+    buffers: &Bound<'_, PyAny>,
+    capacity: Option<u64>,
+    time_limit_s: f64,
+    alignment: u64,
+    heuristic: bool,
+) -> PyResult<Py<PyAny>> {
+    if !alignment.is_power_of_two() {
+        return Err(bad(format!("alignment {alignment} is not a power of two")));
+    }
+    let time = Duration::try_from_secs_f64(time_limit_s).map_err(|_| {
+        bad(format!(
+            "time_limit_s {time_limit_s} is not a non-negative number of seconds"
+        ))
+    })?;
+    let (ids, mut problem) = if buffers.is_instance_of::<PyString>() {
+        let s: String = buffers.extract()?;
+        let s = s.as_str();
+        let (text, label) = if s.contains('\n') || s.contains(',') {
+            (s.to_string(), "buffers".to_string())
+        } else {
+            read_path(s)?
+        };
+        let parsed = csv::parse(&text, alignment).map_err(|e| bad(format!("{label}: {e}")))?;
+        (parsed.ids, parsed.problem)
+    } else {
+        let text = json_dumps(buffers)
+            .map_err(|e| bad(format!("buffers: a value json.dumps refuses: {e}")))?;
+        let list: Vec<serde_json::Value> = serde_json::from_str(&text)
+            .map_err(|_| bad("buffers: expected a list of dicts or a minimalloc CSV"))?;
+        let mut seen = BTreeMap::new();
+        let mut ids = Vec::with_capacity(list.len());
+        let mut out = Vec::with_capacity(list.len());
+        for (i, v) in list.into_iter().enumerate() {
+            let b = BufferArg::deserialize(v).map_err(|e| bad(format!("buffers[{i}]: {e}")))?;
+            let id = buffer_id(i, &b.id)?;
+            let buffer =
+                csv::check_buffer(b.lower, b.upper, b.size, b.alignment.unwrap_or(alignment))
+                    .map_err(|rule| bad(format!("buffers[{i}] (buffer `{id}`): {rule}")))?;
+            if let Some(first) = seen.insert(id.clone(), i) {
+                return Err(bad(format!(
+                    "buffers[{i}] (buffer `{id}`): id already used by buffers[{first}]"
+                )));
+            }
+            ids.push(id);
+            out.push(buffer);
+        }
+        (ids, PlacementProblem::new(out))
+    };
+    problem.capacity = capacity;
+    let opts = PlaceOptions {
+        limits: Limits::with_time(time),
+        exact: !heuristic,
+    };
+    let started = Instant::now();
+    let (r, problem) = py
+        .detach(|| place_step::place(&problem, &opts).map(|r| (r, problem)))
+        .map_err(|e| bad(format!("buffers: {e}")))?;
+    let placed: Vec<serde_json::Value> = ids
+        .iter()
+        .zip(&r.placement.offsets)
+        .map(|(id, &o)| serde_json::json!({"id": id, "offset": o}))
+        .collect();
+    let report = serde_json::json!({
+        "fits": r.fits,
+        "peak_bytes": r.stats.objective,
+        "lower_bound_bytes": r.stats.lower_bound,
+        "gap": r.stats.gap(),
+        "load_bytes": problem.load(),
+        "status": r.stats.status.as_str(),
+        "method": r.method,
+        "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
+        "buffers": placed,
+    });
+    json_loads(py, &report.to_string())
+}
+
+/// The native module: functions, the `Plan` class and the exception hierarchy.
+#[pymodule]
+fn _memplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(place, m)?)?;
+    m.add_class::<Plan>()?;
+    m.add("MemplanError", py.get_type::<MemplanError>())?;
+    m.add("BadInputError", py.get_type::<BadInputError>())?;
+    m.add("InvalidPlanError", py.get_type::<InvalidPlanError>())?;
+    m.add("PlanningError", py.get_type::<PlanningError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("PLAN_FORMAT", memplan::plan::PLAN_FORMAT)?;
+    Ok(())
+}

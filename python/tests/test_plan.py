@@ -1,0 +1,258 @@
+"""The native half of the memplan package: plan, check and place from Python give what the CLI
+gives, with the pipeline's option names and defaults, and errors as exceptions carrying the
+CLI's messages.
+
+Run: ``pip install ./python pytest && pytest python/tests`` (from the workspace root). The
+comparisons with the CLI use ``$MEMPLAN_BIN`` or ``$CARGO_TARGET_DIR/release/memplan`` when
+one exists, and skip otherwise (CI builds it first).
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import threading
+import time
+
+import pytest
+
+import memplan
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "resnet_block.train.json"
+
+
+def cli_binary():
+    """The memplan CLI, or None."""
+    candidates = [os.environ.get("MEMPLAN_BIN")]
+    target = os.environ.get("CARGO_TARGET_DIR")
+    if target:
+        candidates.append(os.path.join(target, "release", "memplan"))
+    candidates.append(str(ROOT / "target" / "release" / "memplan"))
+    candidates.append(os.path.expanduser("~/.cache/memplan-target/release/memplan"))
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def cli(*args):
+    """Runs the CLI; returns (exit code, stdout, stderr)."""
+    binary = cli_binary()
+    if binary is None:
+        pytest.skip("no memplan CLI binary (set MEMPLAN_BIN)")
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def sample_graph():
+    return json.loads(SAMPLE.read_text())
+
+
+def without_timing(text):
+    """Plan JSON with every timing field of its stats (`ms`, `*_ms`) set to 0, compact: two
+    runs of the same graph and options give equal text (memplan::zoo::determinism)."""
+
+    def blank(v):
+        if isinstance(v, dict):
+            return {k: (0 if k == "ms" or k.endswith("_ms") else blank(x)) for k, x in v.items()}
+        if isinstance(v, list):
+            return [blank(x) for x in v]
+        return v
+
+    d = json.loads(text)
+    d["stats"] = blank(d["stats"])
+    return json.dumps(d, sort_keys=True)
+
+
+def shared_zoo(name):
+    """A graph of ../shared/zoo, or skip."""
+    shared = pathlib.Path(os.environ.get("MEMPLAN_SHARED_DIR", ROOT.parent / "shared"))
+    path = shared / "zoo" / name
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return path
+
+
+def test_the_sample_plans_with_the_defaults_exactly_as_the_cli_plans_it(tmp_path):
+    out = tmp_path / "p.json"
+    code, _, err = cli("plan", str(SAMPLE), "-o", str(out))
+    assert code == 0, err
+    plan = memplan.plan(SAMPLE)
+    assert without_timing(plan.to_json()) == without_timing(out.read_text())
+
+
+def test_a_budget_and_rewrites_give_the_cli_plan_for_the_same_options(tmp_path):
+    out = tmp_path / "p.json"
+    code, _, err = cli("plan", str(SAMPLE), "--budget", "80%", "--rewrite", "fuse", "-o", str(out))
+    assert code == 0, err
+    plan = memplan.plan(SAMPLE, budget="80%", rewrite="fuse")
+    assert without_timing(plan.to_json()) == without_timing(out.read_text())
+    assert plan.stats["budget"]["budget_bytes"] > 0
+
+
+def test_a_dict_json_text_a_path_a_pathlike_and_sample_give_one_plan():
+    g = sample_graph()
+    plans = [
+        memplan.plan(g),
+        memplan.plan(json.dumps(g)),
+        memplan.plan(str(SAMPLE)),
+        memplan.plan(SAMPLE),
+        memplan.plan(SAMPLE.read_bytes()),
+        memplan.plan("sample"),
+    ]
+    texts = {without_timing(p.to_json()) for p in plans}
+    assert len(texts) == 1
+
+
+def test_the_rewrite_option_takes_the_cli_list_or_a_list_of_names():
+    a = memplan.plan(SAMPLE, rewrite="fuse,conv-algos")
+    b = memplan.plan(SAMPLE, rewrite=["conv-algos", "fuse"])
+    assert without_timing(a.to_json()) == without_timing(b.to_json())
+
+
+def test_the_plan_exposes_stats_instructions_and_the_graph_it_refers_to():
+    plan = memplan.plan(SAMPLE)
+    stats = plan.stats
+    assert stats["peak_bytes"] == plan.peak_bytes > 0
+    assert stats["lower_bound_bytes"] <= plan.peak_bytes
+    assert plan.status in {"optimal", "heuristic", "time_limit", "node_limit"}
+    ops = {i["op"] for i in plan.instructions}
+    assert {"alloc", "exec", "free"} <= ops
+    assert plan.graph["name"] == sample_graph()["name"]
+    d = plan.to_dict()
+    assert d["format"] == memplan.PLAN_FORMAT
+    assert d["instructions"] == plan.instructions
+    assert "peak_bytes=" in repr(plan)
+
+
+def test_a_plan_round_trips_through_json_and_checks_valid():
+    plan = memplan.plan(SAMPLE, budget="70%")
+    again = memplan.Plan.load(plan.to_json())
+    assert again.to_json() == plan.to_json()
+    assert again.graph is None
+    report = again.check(SAMPLE)
+    assert report["peak"] == plan.peak_bytes
+    assert report["execs"] >= len(sample_graph()["ops"])
+    assert memplan.check(sample_graph(), plan.to_dict()) == report
+
+
+def test_a_plan_with_two_live_tensors_overlapping_is_invalid_and_the_message_names_the_tensor(tmp_path):
+    plan = memplan.plan(SAMPLE).to_dict()
+    allocs = [i for i in plan["instructions"] if i["op"] == "alloc"]
+    # Move the second alloc onto the first one's bytes while the first may still be alive.
+    first, second = allocs[0], allocs[1]
+    second["offset"] = first["offset"]
+    with pytest.raises(memplan.InvalidPlanError) as e:
+        memplan.check(SAMPLE, plan)
+    message = str(e.value)
+    assert second["tensor"] in message or first["tensor"] in message
+    # The CLI says the same.
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(plan))
+    code, _, err = cli("check", str(SAMPLE), str(p))
+    assert code == 1
+    assert err.strip() == f"invalid: {message}"
+
+
+def test_a_malformed_graph_raises_bad_input_with_line_and_column_like_the_cli(tmp_path):
+    p = tmp_path / "g.json"
+    p.write_text('{"format": "memplan-graph/1",\n  "name": }')
+    with pytest.raises(memplan.BadInputError) as e:
+        memplan.plan(p)
+    assert "line 2" in str(e.value) and "column" in str(e.value)
+    assert isinstance(e.value, memplan.MemplanError)
+    code, _, err = cli("plan", str(p))
+    assert code == 2
+    assert str(e.value) in err
+
+
+def test_an_unknown_option_raises_bad_input_naming_the_option():
+    with pytest.raises(memplan.BadInputError, match="efort"):
+        memplan.plan(SAMPLE, efort=3)
+
+
+def test_a_bad_option_value_raises_bad_input_naming_the_option():
+    with pytest.raises(memplan.BadInputError, match="budget"):
+        memplan.plan(SAMPLE, budget="eighty")
+    with pytest.raises(memplan.BadInputError, match="rewrite"):
+        memplan.plan(SAMPLE, rewrite="fusion")
+    with pytest.raises(memplan.BadInputError, match="effort"):
+        memplan.plan(SAMPLE, effort=10**6)
+
+
+def test_a_missing_file_raises_bad_input_naming_the_path():
+    with pytest.raises(memplan.BadInputError, match="no-such-graph.json"):
+        memplan.plan("no-such-graph.json")
+
+
+def test_an_unparseable_plan_raises_bad_input():
+    with pytest.raises(memplan.BadInputError, match="plan"):
+        memplan.check(SAMPLE, '{"format": "memplan-plan/1"}')
+
+
+def test_the_gil_is_released_while_planning():
+    """Another Python thread keeps running while a plan is computed."""
+    g = shared_zoo("resnet50.32.train.json")
+    ticks = 0
+    done = threading.Event()
+    result = {}
+
+    def work():
+        started = time.perf_counter()
+        result["plan"] = memplan.plan(g, budget="60%")
+        result["seconds"] = time.perf_counter() - started
+        done.set()
+
+    t = threading.Thread(target=work)
+    t.start()
+    while not done.is_set():
+        ticks += 1
+        time.sleep(0.001)
+    t.join()
+    assert result["plan"].peak_bytes > 0
+    if result["seconds"] < 0.05:
+        pytest.skip(f"planning took {result['seconds'] * 1e3:.1f} ms, too short to observe")
+    # Holding the GIL for the whole call would allow at most a couple of ticks.
+    assert ticks >= 10, (ticks, result["seconds"])
+
+
+def test_place_fits_buffers_without_overlap_and_reports_the_bound():
+    buffers = [
+        {"id": "a", "lower": 0, "upper": 2, "size": 1024},
+        {"id": "b", "lower": 1, "upper": 3, "size": 512},
+        {"id": "c", "lower": 2, "upper": 4, "size": 1024},
+        {"id": 7, "lower": 0, "upper": 4, "size": 256, "alignment": 256},
+    ]
+    r = memplan.place(buffers)
+    assert r["fits"] is True
+    assert r["peak_bytes"] == r["lower_bound_bytes"] == r["load_bytes"] == 1792
+    assert [b["id"] for b in r["buffers"]] == ["a", "b", "c", "7"]
+    off = {b["id"]: b["offset"] for b in r["buffers"]}
+    assert off["7"] % 256 == 0
+    for x in buffers:
+        for y in buffers:
+            if x is y or x["upper"] <= y["lower"] or y["upper"] <= x["lower"]:
+                continue
+            ox, oy = off[str(x["id"])], off[str(y["id"])]
+            assert ox + x["size"] <= oy or oy + y["size"] <= ox
+
+
+def test_place_takes_a_minimalloc_csv_and_proves_a_too_small_capacity_infeasible():
+    text = "id,lower,upper,size\na,0,2,100\nb,1,3,100\n"
+    r = memplan.place(text, capacity=150)
+    assert r["fits"] is False
+    assert r["status"] == "infeasible"
+    assert memplan.place(text, capacity=200)["fits"] is True
+
+
+def test_place_refuses_duplicate_ids_and_bad_lifetimes_naming_the_buffer():
+    with pytest.raises(memplan.BadInputError, match=r"buffers\[1\] \(buffer `a`\)"):
+        memplan.place([{"id": "a", "lower": 0, "upper": 1, "size": 1},
+                       {"id": "a", "lower": 0, "upper": 1, "size": 1}])
+    with pytest.raises(memplan.BadInputError, match=r"buffers\[0\]"):
+        memplan.place([{"id": "x", "lower": 3, "upper": 1, "size": 1}])
+    with pytest.raises(memplan.BadInputError, match="power of two"):
+        memplan.place([{"id": "x", "lower": 0, "upper": 1, "size": 1}], alignment=3)
+    with pytest.raises(memplan.BadInputError, match=r"buffers\[0\]"):
+        memplan.place([{"id": "x", "lower": 0, "upper": 1, "size": 1, "colour": 2}])
