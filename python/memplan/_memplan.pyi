@@ -56,8 +56,8 @@ class Plan:
     @property
     def graph(self) -> Optional[Dict[str, Any]]:
         """The graph the plan refers to (rewritten when a rewrite changed it); None when loaded."""
-    def check(self, graph: GraphLike, budget: Optional[int] = None) -> Dict[str, int]:
-        """Validate against `graph`: {peak, max_live, host_peak, execs, spills}; raises InvalidPlanError."""
+    def check(self, graph: GraphLike, budget: Optional[int] = None) -> Dict[str, Any]:
+        """Validate against `graph`: {valid, peak_bytes, max_live_bytes, host_peak_bytes, execs, spills} (POST /v1/check's fields); raises InvalidPlanError."""
 
 def plan(
     graph: GraphLike,
@@ -80,7 +80,7 @@ def plan(
 ) -> Plan:
     """Plan `graph` with the pipeline options (names and defaults of the HTTP body's `options`)."""
 
-def check(graph: GraphLike, plan: PlanLike, budget: Optional[int] = None) -> Dict[str, int]:
+def check(graph: GraphLike, plan: PlanLike, budget: Optional[int] = None) -> Dict[str, Any]:
     """Validate `plan` against `graph`; raises InvalidPlanError naming the first violation."""
 
 def place(

@@ -238,8 +238,9 @@ impl Plan {
     }
 
     /// Validates the plan against `graph` (the input graph; a rewritten plan is checked
-    /// against the graph it carries). Returns the replay's figures; raises
-    /// `InvalidPlanError` naming the first violation.
+    /// against the graph it carries). Returns the replay's figures with the field names of
+    /// `POST /v1/check` (`valid`, `peak_bytes`, `max_live_bytes`, `host_peak_bytes`, `execs`,
+    /// `spills`); raises `InvalidPlanError` naming the first violation.
     #[pyo3(signature = (graph, budget=None))]
     fn check(
         &self,
@@ -279,10 +280,12 @@ fn check_plan(
         };
         memplan::validate(&g, plan, budget).map_err(|v| InvalidPlanError::new_err(v.to_string()))
     })?;
+    // The fields of `POST /v1/check`'s answer (and of the C ABI's `memplan_check`).
     let report = serde_json::json!({
-        "peak": outcome.peak,
-        "max_live": outcome.max_live,
-        "host_peak": outcome.host_peak,
+        "valid": true,
+        "peak_bytes": outcome.peak,
+        "max_live_bytes": outcome.max_live,
+        "host_peak_bytes": outcome.host_peak,
         "execs": outcome.execs,
         "spills": outcome.spills,
     });

@@ -103,11 +103,11 @@ def _write(tmp_path, graph, plan):
 def check_plan(graph, plan, tmp_path):
     """(valid per memplan, valid per ../shared/tools/check_plan.py or None without it, text)."""
     gp, pp = _write(tmp_path, graph, plan)
-    if NATIVE and hasattr(memplan, "Plan") and hasattr(memplan.Plan, "from_json"):
+    if NATIVE:
         try:
-            memplan.Plan.from_json(json.dumps(plan)).check(graph)
+            memplan.check(graph, plan)
             ok, text = True, ""
-        except Exception as e:  # the native checker raises on an invalid plan
+        except memplan.InvalidPlanError as e:
             ok, text = False, str(e)
     elif CLI is not None:
         r = subprocess.run([CLI, "check", gp, pp], capture_output=True, text=True)

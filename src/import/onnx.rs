@@ -341,15 +341,7 @@ fn import_model<'g>(
     let mut values = Values::default();
     let mut consts: Consts<'g> = HashMap::new();
     values.add_weights_and_inputs(graph, &resolve, &mut consts)?;
-    let opset = model
-        .opset_import
-        .iter()
-        .find(|o| {
-            o.domain
-                .as_deref()
-                .is_none_or(|d| d.is_empty() || d == "ai.onnx")
-        })
-        .and_then(|o| o.version);
+    let opset = standard_opset(model);
     let mut folded: HashSet<String> = HashSet::new();
     let outputs: HashSet<&str> = graph
         .output
@@ -389,6 +381,19 @@ fn import_model<'g>(
     }
     let g = graph_doc(model, graph, opts, &values, &folded, ops)?;
     Ok((g, consts))
+}
+
+/// The version of the standard (`ai.onnx`, or empty) domain the model imports, if it says.
+fn standard_opset(model: &ModelProto) -> Option<i64> {
+    model
+        .opset_import
+        .iter()
+        .find(|o| {
+            o.domain
+                .as_deref()
+                .is_none_or(|d| d.is_empty() || d == "ai.onnx")
+        })
+        .and_then(|o| o.version)
 }
 
 /// Every `--input-shape` names a graph input that is not an initializer.
@@ -728,15 +733,7 @@ fn graph_doc(
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let opset = model
-        .opset_import
-        .iter()
-        .find(|o| {
-            o.domain
-                .as_deref()
-                .is_none_or(|d| d.is_empty() || d == "ai.onnx")
-        })
-        .and_then(|o| o.version);
+    let opset = standard_opset(model);
     let name = opts
         .name
         .clone()
