@@ -49,6 +49,10 @@ pub enum Command {
     /// Run the HTTP service (POST /v1/plan, jobs, check, place, /metrics, /docs) until SIGTERM
     /// or Ctrl-C.
     Serve(ServeArgs),
+    /// Instantiate a symbolic plan (memplan-symbolic-plan/1, what `memplan plan` writes for a
+    /// graph with `symbols`) or a symbolic graph at one binding of its symbols: writes an
+    /// ordinary memplan-plan/1 plan or memplan-graph/1 graph.
+    Instantiate(InstantiateArgs),
     /// Execute a plan on real memory and compare every graph output with a reference run
     /// in which every tensor has its own allocation; exit 0 if equal, 1 if not (or if the
     /// plan is invalid or cannot be executed).
@@ -84,7 +88,9 @@ pub enum KernelsArg {
 /// The arguments of `memplan plan`.
 #[derive(clap::Args)]
 pub struct PlanArgs {
-    /// Graph file (memplan-graph/1 JSON); `sample` plans the bundled sample graph.
+    /// Graph file (memplan-graph/1 JSON); `sample` plans the bundled sample graph. A graph
+    /// with `symbols` (sizes as expressions over symbols) gets one symbolic plan for the
+    /// whole range (memplan-symbolic-plan/1; `memplan instantiate` turns it into a plan).
     pub graph: String,
     /// Write the plan here instead of stdout.
     #[arg(short, long)]
@@ -170,6 +176,20 @@ pub struct PlanArgs {
     /// modelled time (H200 roofline, or --device-profile).
     #[arg(long, default_value_t = 10.0, value_name = "PCT")]
     pub tile_overhead: f64,
+}
+
+/// The arguments of `memplan instantiate`.
+#[derive(clap::Args)]
+pub struct InstantiateArgs {
+    /// A symbolic plan (memplan-symbolic-plan/1) or a symbolic graph (memplan-graph/1 with
+    /// `symbols`).
+    pub input: PathBuf,
+    /// The value of every symbol, e.g. `B=17` or `B=17 S=128` (within the declared ranges).
+    #[arg(required = true, value_name = "SYMBOL=VALUE")]
+    pub binding: Vec<String>,
+    /// Write the concrete plan or graph here instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
 }
 
 /// The arguments of `memplan check`.

@@ -1,5 +1,5 @@
-//! The `memplan` command line: plan, check, place, stats, run (execute a plan and compare with a
-//! reference run), and serve (the HTTP service of the `memplan-api` crate).
+//! The `memplan` command line: plan, check, place, stats, instantiate (symbolic plans), run
+//! (execute a plan and compare with a reference run), and serve (the HTTP service of the `memplan-api` crate).
 //!
 //! This binary lives in its own crate because `memplan-api` depends on the `memplan` library:
 //! a `serve` command in the library's own package would make the two packages depend on each
@@ -45,5 +45,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Zoo(a) => commands::zoo::zoo(a),
         Command::Serve(a) => commands::serve::serve(a),
         Command::Run(a) => commands::run::run(a),
+        Command::Instantiate(a) => commands::instantiate::instantiate(a),
     }
 }

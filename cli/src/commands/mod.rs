@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod import;
+pub mod instantiate;
 pub mod place;
 pub mod plan;
 pub mod run;

@@ -3,17 +3,26 @@
 //! asked, the graph it refers to and a Chrome trace).
 
 use crate::args::PlanArgs;
-use crate::common::{bad, load_device_profile, load_graph, mib, write_file, write_out};
+use crate::common::{bad, load_device_profile, load_graph, mib, read, write_file, write_out};
 use anyhow::Result;
 use memplan::budget::BudgetSpec;
 use memplan::graph::Graph;
 use memplan::pipeline::{self, PipelineOptions, Rewrite};
 use memplan::planner::{OrderMode, Strategy};
+use std::path::Path;
 use std::process::ExitCode;
 
 /// Runs `memplan plan`.
 pub fn plan(a: PlanArgs) -> Result<ExitCode> {
-    let original = load_graph(&a.graph)?;
+    let original = if a.graph == "sample" {
+        load_graph(&a.graph)?
+    } else {
+        let text = read(Path::new(&a.graph))?;
+        if has_symbols(&text) {
+            return plan_symbolic(&a, &text);
+        }
+        Graph::parse(&text).map_err(|e| bad(format!("{}: {e}", a.graph)))?
+    };
     let opts = pipeline_options(&a, &original)?;
     let result = pipeline::run(&original, &opts, &pipeline::Control::default()).map_err(|e| {
         if e.is_bad_input() {
@@ -33,6 +42,64 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         let t = memplan::trace::chrome_trace(&result.graph, &result.plan)?;
         write_file(path, &format!("{t}\n"))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a graph document declares `symbols` (a symbolic graph, `memplan::symbolic`).
+fn has_symbols(text: &str) -> bool {
+    text.contains("\"symbols\"")
+        && serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .is_some_and(|v| v.get("symbols").is_some())
+}
+
+/// `memplan plan` on a symbolic graph: one plan for the whole range of its symbols (the max
+/// corner's order and stacking), written as memplan-symbolic-plan/1; stderr gets the
+/// instantiated peak at the corners and a few points between.
+fn plan_symbolic(a: &PlanArgs, text: &str) -> Result<ExitCode> {
+    use memplan::symbolic::{plan_symbolic, SymbolicError, SymbolicGraph};
+    if a.graph_out.is_some() || a.trace.is_some() {
+        return Err(bad(format!(
+            "{}: --graph-out and --trace need a concrete graph; plan the symbolic graph, then \
+             `memplan instantiate` it at a binding",
+            a.graph
+        )));
+    }
+    let graph = SymbolicGraph::parse(text).map_err(|e| bad(format!("{}: {e}", a.graph)))?;
+    let corner = graph
+        .instantiate(&graph.max_corner())
+        .map_err(|e| bad(format!("{}: {e}", a.graph)))?;
+    let opts = pipeline_options(a, &corner)?;
+    let plan = plan_symbolic(&graph, &opts).map_err(|e| match &e {
+        SymbolicError::Pipeline { source, .. } if !source.is_bad_input() => anyhow::Error::new(e),
+        _ => bad(format!("{}: {e}", corner.name)),
+    })?;
+    for b in plan.profile_points() {
+        let p = plan
+            .instantiate(&b)
+            .map_err(|e| anyhow::anyhow!("{}: at {b}: {e}", corner.name))?;
+        eprintln!(
+            "{}: at {b}: peak {} B ({}), LOAD of the order {} B",
+            corner.name,
+            p.stats.peak_bytes,
+            mib(p.stats.peak_bytes),
+            p.stats.load_bytes.unwrap_or(0)
+        );
+    }
+    eprintln!(
+        "{}: symbolic plan for {} ({} buffers, {} stacking edges); `memplan instantiate PLAN \
+         SYMBOL=VALUE` writes the plan for one binding",
+        corner.name,
+        graph
+            .symbols
+            .iter()
+            .map(|(s, r)| format!("{s} in [{}, {}]", r.min, r.max))
+            .collect::<Vec<_>>()
+            .join(", "),
+        plan.doc().buffers.len(),
+        plan.edges()
+    );
+    write_out(&a.output, &format!("{}\n", plan.to_json()))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,125 @@
+//! `memplan plan` on a symbolic graph (sizes as expressions over symbols) writes one
+//! memplan-symbolic-plan/1 plan for the whole range; `memplan instantiate` turns it (and the
+//! graph) into an ordinary plan and graph at a binding, which `check`, `check_plan.py` and
+//! `run` accept; bindings out of range or naming unknown symbols are refused (exit 2) naming
+//! the symbol.
+
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::{check_plan_py, memplan, tmp_file};
+
+fn tmp(name: &str) -> PathBuf {
+    tmp_file("symbolic-cli", name)
+}
+
+/// The bundled symbolic sample (the sample's batch as the symbol B in 1..=32).
+fn symbolic_sample() -> String {
+    format!(
+        "{}/../samples/resnet_block.train.symbolic.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[track_caller]
+fn ok(args: &[&str]) -> String {
+    let r = memplan(args);
+    let err = String::from_utf8_lossy(&r.stderr).into_owned();
+    assert!(r.status.success(), "memplan {args:?}: {err}");
+    err
+}
+
+#[test]
+fn a_symbolic_plan_instantiates_at_every_tried_batch_into_plans_that_check_and_run() {
+    let sp = tmp("sample.symplan.json");
+    let err = ok(&["plan", &symbolic_sample(), "-o", s(&sp)]);
+    assert!(err.contains("symbolic plan for B in [1, 32]"), "{err}");
+    assert!(
+        err.contains("at B=1: peak") && err.contains("at B=32: peak"),
+        "{err}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    assert_eq!(doc["format"], "memplan-symbolic-plan/1");
+    let mut peaks = Vec::new();
+    for b in [1u64, 3, 8, 32] {
+        let (p, g) = (tmp(&format!("p{b}.json")), tmp(&format!("g{b}.json")));
+        let binding = format!("B={b}");
+        ok(&["instantiate", s(&sp), &binding, "-o", s(&p)]);
+        ok(&["instantiate", &symbolic_sample(), &binding, "-o", s(&g)]);
+        let check = memplan(&["check", s(&g), s(&p)]);
+        assert!(
+            check.status.success(),
+            "B={b}: {}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        check_plan_py(&g, &p, None);
+        let run = memplan(&["run", s(&g), s(&p)]);
+        assert!(
+            run.status.success(),
+            "B={b}: {}",
+            String::from_utf8_lossy(&run.stdout)
+        );
+        let plan: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        peaks.push(plan["stats"]["peak_bytes"].as_u64().unwrap());
+    }
+    // The peak grows with the batch.
+    assert!(peaks.windows(2).all(|w| w[0] < w[1]), "{peaks:?}");
+}
+
+#[test]
+fn at_the_bundled_batch_the_instantiated_graph_is_the_bundled_sample() {
+    let g = tmp("g8.json");
+    ok(&["instantiate", &symbolic_sample(), "B=8", "-o", s(&g)]);
+    let ours: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap();
+    let sample = common::sample_json();
+    let sizes = |v: &serde_json::Value| -> Vec<(String, u64)> {
+        v["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().to_string(),
+                    t["size"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(sizes(&ours), sizes(&sample));
+}
+
+#[test]
+fn a_binding_out_of_range_or_naming_an_unknown_symbol_is_refused_naming_it() {
+    let sp = tmp("refuse.symplan.json");
+    ok(&["plan", &symbolic_sample(), "-o", s(&sp)]);
+    for (binding, says) in [
+        ("B=33", "\"B\" = 33 is out of its range 1..=32"),
+        ("B=0", "\"B\" = 0 is out of its range"),
+        ("S=4", "symbol \"S\" is not declared"),
+        ("B", "binding"),
+    ] {
+        for input in [s(&sp), symbolic_sample().as_str()] {
+            let r = memplan(&["instantiate", input, binding]);
+            let err = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(r.status.code(), Some(2), "{binding}: {err}");
+            assert!(err.contains(says), "{binding}: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_symbolic_graph_with_a_budget_or_a_trace_is_refused_saying_why() {
+    let r = memplan(&["plan", &symbolic_sample(), "--budget", "80%"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("budget"));
+    let r = memplan(&["plan", &symbolic_sample(), "--trace", s(&tmp("t.json"))]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("memplan instantiate"));
+}

@@ -1,0 +1,667 @@
+//! Dynamic shapes (issue 17, points 1 and 2): symbolic graphs, one plan for the whole range of
+//! the symbols, and its instantiations checked by the independent validator.
+
+use memplan::graph::{Graph, SAMPLE_JSON};
+use memplan::symbolic::{plan_symbolic, Binding, SymbolicError, SymbolicGraph, SymbolicPlan};
+use memplan::{validate, PipelineOptions, Rewrite, Strategy};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+/// Heuristics only: fast and deterministic, enough for property tests.
+fn quick() -> PipelineOptions {
+    PipelineOptions {
+        strategy: Strategy::Heuristic,
+        ..PipelineOptions::default()
+    }
+}
+
+/// Instantiates plan and graph at `b`, validates the plan against the graph and returns its
+/// peak.
+fn checked_peak(sg: &SymbolicGraph, sp: &SymbolicPlan, b: &Binding) -> u64 {
+    let g = sg.instantiate(b).unwrap();
+    let p = sp.instantiate(b).unwrap();
+    let r = validate(&g, &p, None);
+    assert!(r.is_ok(), "binding {b}: {}", r.unwrap_err());
+    assert_eq!(r.unwrap().peak, p.stats.peak_bytes, "binding {b}");
+    p.stats.peak_bytes
+}
+
+fn graph_err(text: &str) -> String {
+    SymbolicGraph::parse(text).unwrap_err().to_string()
+}
+
+/// A one-op graph with `symbols` and the tensor `x`'s `size`.
+fn one_op(symbols: Value, size: Value) -> String {
+    json!({
+        "format": "memplan-graph/1", "name": "one",
+        "symbols": symbols,
+        "tensors": [
+            {"name": "x", "size": size, "kind": "input"},
+            {"name": "y", "size": "4*B", "kind": "output"}],
+        "ops": [{"name": "f", "inputs": ["x"], "outputs": ["y"]}]
+    })
+    .to_string()
+}
+
+fn b_range() -> Value {
+    json!({"B": {"min": 1, "max": 64}})
+}
+
+#[test]
+fn a_size_expression_that_does_not_parse_names_the_tensor_and_the_column() {
+    let msg = graph_err(&one_op(b_range(), json!("4*B % 2")));
+    assert!(msg.contains("tensor \"x\" size"), "{msg}");
+    assert!(msg.contains("column 5") && msg.contains("'%'"), "{msg}");
+    let msg = graph_err(&one_op(b_range(), json!("B - 1")));
+    assert!(msg.contains("tensor \"x\"") && msg.contains("'-'"), "{msg}");
+}
+
+#[test]
+fn an_undeclared_symbol_names_the_tensor_and_the_symbol() {
+    let msg = graph_err(&one_op(b_range(), json!("4*B*S")));
+    assert!(
+        msg.contains("tensor \"x\" size") && msg.contains("\"S\"") && msg.contains("declared: B"),
+        "{msg}"
+    );
+    let msg = graph_err(&one_op(json!({}), json!("4*B")));
+    assert!(msg.contains("\"B\" is not declared"), "{msg}");
+}
+
+#[test]
+fn a_symbol_whose_min_is_above_its_max_or_below_one_is_refused_by_name() {
+    let msg = graph_err(&one_op(json!({"B": {"min": 9, "max": 4}}), json!("B")));
+    assert!(
+        msg.contains("symbol \"B\"") && msg.contains("min 9 is greater than max 4"),
+        "{msg}"
+    );
+    let msg = graph_err(&one_op(json!({"B": {"min": 0, "max": 4}}), json!("B")));
+    assert!(
+        msg.contains("symbol \"B\"") && msg.contains("min is 0"),
+        "{msg}"
+    );
+    let msg = graph_err(&one_op(json!({"B": {"min": 1}}), json!("B")));
+    assert!(
+        msg.contains("symbol \"B\"") && msg.contains("no max"),
+        "{msg}"
+    );
+    let msg = graph_err(&one_op(json!({"B": {"min": 1, "max": -2}}), json!("B")));
+    assert!(msg.contains("max is -2"), "{msg}");
+    let msg = graph_err(&one_op(
+        json!({"9B": {"min": 1, "max": 2}, "B": {"min": 1, "max": 2}}),
+        json!("B"),
+    ));
+    assert!(msg.contains("symbol \"9B\""), "{msg}");
+}
+
+#[test]
+fn a_size_that_is_zero_or_overflows_in_range_is_refused_naming_the_tensor() {
+    let msg = graph_err(&one_op(b_range(), json!("0*B")));
+    assert!(
+        msg.contains("tensor \"x\" size") && msg.contains("is 0"),
+        "{msg}"
+    );
+    let msg = graph_err(&one_op(b_range(), json!("288230376151711744*B")));
+    assert!(
+        msg.contains("tensor \"x\" size") && msg.contains("overflows u64") && msg.contains("B=64"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn every_other_rule_of_the_format_is_still_checked_by_the_graph_parser() {
+    let text = json!({
+        "format": "memplan-graph/1", "symbols": b_range(),
+        "tensors": [{"name": "x", "size": "B", "kind": "input"},
+                    {"name": "x", "size": "B", "kind": "output"}],
+        "ops": [{"name": "f", "inputs": ["x"], "outputs": ["x"]}]
+    });
+    let msg = graph_err(&text.to_string());
+    assert!(msg.contains("\"x\" is defined twice"), "{msg}");
+    let msg = graph_err(r#"{"format": "memplan-graph/1", "tensors": [}"#);
+    assert!(msg.contains("line 1"), "{msg}");
+}
+
+#[test]
+fn bindings_out_of_range_missing_or_unknown_are_errors_naming_the_symbol_and_its_range() {
+    let sg = SymbolicGraph::parse(&one_op(b_range(), json!("8*B + 64"))).unwrap();
+    let msg = sg
+        .instantiate(&Binding::new().with("B", 65))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("\"B\" = 65") && msg.contains("1..=64"),
+        "{msg}"
+    );
+    let msg = sg.instantiate(&Binding::new()).unwrap_err().to_string();
+    assert!(
+        msg.contains("\"B\" has no value") && msg.contains("1..=64"),
+        "{msg}"
+    );
+    let msg = sg
+        .instantiate(&Binding::new().with("B", 2).with("S", 3))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("\"S\" is not declared"), "{msg}");
+    let g = sg.instantiate(&Binding::parse("B=3").unwrap()).unwrap();
+    assert_eq!(g.tensors[0].size, 8 * 3 + 64);
+    assert_eq!(g.tensors[1].size, 12);
+    assert!(Binding::parse("B=x").is_err() && Binding::parse("=3").is_err());
+    // The symbolic plan says the same.
+    let sp = plan_symbolic(&sg, &quick()).unwrap();
+    let msg = sp
+        .instantiate(&Binding::new().with("B", 0))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("\"B\" = 0") && msg.contains("1..=64"), "{msg}");
+}
+
+#[test]
+fn a_graph_without_symbols_is_just_the_concrete_graph() {
+    let sg = SymbolicGraph::parse(SAMPLE_JSON).unwrap();
+    assert!(sg.is_concrete());
+    assert_eq!(
+        sg.instantiate(&Binding::new()).unwrap(),
+        Graph::parse(SAMPLE_JSON).unwrap()
+    );
+}
+
+#[test]
+fn shapes_and_workspaces_may_be_expressions_too() {
+    let text = json!({
+        "format": "memplan-graph/1", "name": "ws", "alignment": 64,
+        "symbols": {"B": {"min": 1, "max": 8}, "S": {"min": 2, "max": 16}},
+        "tensors": [
+            {"name": "x", "size": "B*S*4", "shape": ["B", "S"], "kind": "input"},
+            {"name": "y", "size": "(B + 1) * S * 4", "shape": ["B + 1", "S"], "kind": "output"}],
+        "ops": [{"name": "f", "inputs": ["x"], "outputs": ["y"], "workspace": "100*S"}]
+    })
+    .to_string();
+    let sg = SymbolicGraph::parse(&text).unwrap();
+    let b = Binding::new().with("B", 3).with("S", 5);
+    let g = sg.instantiate(&b).unwrap();
+    assert_eq!(g.tensors[1].shape, Some(vec![4, 5]));
+    assert_eq!(g.tensors[1].size, 80);
+    assert_eq!(g.ops[0].workspace, 500);
+    let msg = graph_err(&text.replace("100*S", "100*T"));
+    assert!(
+        msg.contains("op \"f\" workspace") && msg.contains("\"T\""),
+        "{msg}"
+    );
+    let msg = graph_err(&text.replace("\"B + 1\"", "\"B +\""));
+    assert!(msg.contains("tensor \"y\" shape[0]"), "{msg}");
+}
+
+#[test]
+fn rewrites_budgets_and_in_place_sharing_are_refused_saying_so() {
+    let sg = SymbolicGraph::parse(&one_op(b_range(), json!("8*B"))).unwrap();
+    let cases = [
+        (
+            PipelineOptions {
+                rewrite: vec![Rewrite::Fuse],
+                ..quick()
+            },
+            "rewrite",
+        ),
+        (
+            PipelineOptions {
+                budget: Some(memplan::budget::BudgetSpec::Bytes(1000)),
+                ..quick()
+            },
+            "budget",
+        ),
+        (
+            PipelineOptions {
+                inplace: true,
+                ..quick()
+            },
+            "inplace",
+        ),
+    ];
+    for (opts, word) in cases {
+        let e = plan_symbolic(&sg, &opts).unwrap_err();
+        assert!(matches!(e, SymbolicError::Options(_)), "{e}");
+        assert!(
+            e.to_string().contains(word) && e.to_string().contains("not supported"),
+            "{e}"
+        );
+    }
+}
+
+/// A transformer block (pre-norm attention + MLP, training-free inference with saved
+/// intermediates) with batch `B` and sequence length `S`: hidden 768, 12 heads, MLP 3072,
+/// f32. The attention scores grow with `S*S`.
+fn transformer_block() -> String {
+    let d = 768u64;
+    let act = |name: &str, kind: &str| json!({"name": name, "size": format!("{}*B*S", 4 * d), "shape": ["B", "S", d], "dtype": "f32", "kind": kind});
+    let w = |name: &str, size: u64| json!({"name": name, "size": size, "kind": "weight"});
+    let tensors = vec![
+        act("x", "input"),
+        w("ln1.w", 4 * d),
+        w("qkv.w", 4 * d * 3 * d),
+        w("proj.w", 4 * d * d),
+        w("ln2.w", 4 * d),
+        w("fc1.w", 4 * d * 4 * d),
+        w("fc2.w", 4 * 4 * d * d),
+        act("ln1", "activation"),
+        json!({"name": "qkv", "size": format!("{}*B*S", 4 * 3 * d), "kind": "activation"}),
+        json!({"name": "scores", "size": "48*B*S*S", "shape": ["B", 12, "S", "S"], "kind": "activation"}),
+        json!({"name": "probs", "size": "48*B*S*S", "kind": "activation"}),
+        act("attn", "activation"),
+        act("proj", "activation"),
+        act("res1", "activation"),
+        act("ln2", "activation"),
+        json!({"name": "fc1", "size": format!("{}*B*S", 16 * d), "kind": "activation"}),
+        json!({"name": "gelu", "size": format!("{}*B*S", 16 * d), "kind": "activation"}),
+        act("fc2", "activation"),
+        act("y", "output"),
+    ];
+    let op = |name: &str, ty: &str, inputs: &[&str], outputs: &[&str], ws: Option<&str>| {
+        let mut o = json!({"name": name, "type": ty, "inputs": inputs, "outputs": outputs});
+        if let Some(ws) = ws {
+            o["workspace"] = json!(ws);
+        }
+        o
+    };
+    let ops = vec![
+        op("ln1", "layer_norm", &["x", "ln1.w"], &["ln1"], None),
+        op(
+            "qkv",
+            "matmul",
+            &["ln1", "qkv.w"],
+            &["qkv"],
+            Some("1024*B*S + 65536"),
+        ),
+        op("scores", "bmm", &["qkv"], &["scores"], None),
+        op("softmax", "softmax", &["scores"], &["probs"], None),
+        op("attn", "bmm", &["probs", "qkv"], &["attn"], None),
+        op(
+            "proj",
+            "matmul",
+            &["attn", "proj.w"],
+            &["proj"],
+            Some("1024*B*S + 65536"),
+        ),
+        op("res1", "add", &["x", "proj"], &["res1"], None),
+        op("ln2", "layer_norm", &["res1", "ln2.w"], &["ln2"], None),
+        op(
+            "fc1",
+            "matmul",
+            &["ln2", "fc1.w"],
+            &["fc1"],
+            Some("4096*B*S"),
+        ),
+        op("gelu", "gelu", &["fc1"], &["gelu"], None),
+        op(
+            "fc2",
+            "matmul",
+            &["gelu", "fc2.w"],
+            &["fc2"],
+            Some("1024*B*S"),
+        ),
+        op("res2", "add", &["res1", "fc2"], &["y"], None),
+    ];
+    json!({
+        "format": "memplan-graph/1", "name": "transformer_block", "alignment": 256,
+        "symbols": {"B": {"min": 1, "max": 32}, "S": {"min": 16, "max": 512}},
+        "tensors": tensors, "ops": ops
+    })
+    .to_string()
+}
+
+#[test]
+fn a_transformer_block_with_symbolic_batch_and_sequence_plans_once_for_the_whole_range() {
+    let sg = SymbolicGraph::parse(&transformer_block()).unwrap();
+    let sp = plan_symbolic(&sg, &PipelineOptions::default()).unwrap();
+    let mut bindings = sp.profile_points();
+    for (b, s) in [(1, 512), (32, 16), (7, 100), (17, 333)] {
+        bindings.push(Binding::new().with("B", b).with("S", s));
+    }
+    for b in &bindings {
+        checked_peak(&sg, &sp, b);
+    }
+    // Monotone in each symbol.
+    let at = |b: u64, s: u64| checked_peak(&sg, &sp, &Binding::new().with("B", b).with("S", s));
+    for s in [16, 64, 512] {
+        assert!(at(1, s) <= at(8, s) && at(8, s) <= at(32, s));
+    }
+    for b in [1, 32] {
+        assert!(at(b, 16) <= at(b, 128) && at(b, 128) <= at(b, 512));
+    }
+    let profile = sp
+        .peak_profile(&sg, &sp.profile_points(), &PipelineOptions::default())
+        .unwrap();
+    for p in &profile.points {
+        eprintln!(
+            "transformer block {}: instantiated {} B, per-binding plan {} B, ratio {:.4}",
+            p.binding, p.peak_bytes, p.per_binding_bytes, p.ratio
+        );
+    }
+    let last = profile.points.last().unwrap();
+    assert_eq!(last.binding, sg.max_corner());
+    assert!(last.ratio <= 1.0 + 1e-12, "{last:?}");
+}
+
+/// `text` (a memplan-graph/1 document whose `meta.batch`, a number or a string of digits, is
+/// its batch) with a symbolic batch
+/// `B` in `1..=batch`: every non-weight tensor whose shape starts with the batch and whose
+/// size divides by it (activations, gradients, inputs), and every workspace that divides by
+/// it, scales by `B / batch`.
+fn with_symbolic_batch(text: &str) -> (String, u64) {
+    let mut doc: Value = serde_json::from_str(text).unwrap();
+    let meta = &doc["meta"]["batch"];
+    let batch = meta
+        .as_u64()
+        .or_else(|| meta.as_str().and_then(|s| s.parse().ok()))
+        .unwrap();
+    doc["symbols"] = json!({"B": {"min": 1, "max": batch}});
+    for t in doc["tensors"].as_array_mut().unwrap() {
+        let leads_with_batch = t["shape"].get(0).and_then(Value::as_u64) == Some(batch);
+        let size = t["size"].as_u64().unwrap();
+        if t["kind"] != "weight" && leads_with_batch && size % batch == 0 {
+            t["size"] = json!(format!("{}*B", size / batch));
+            t["shape"][0] = json!("B");
+        }
+    }
+    for o in doc["ops"].as_array_mut().unwrap() {
+        if let Some(w) = o["workspace"].as_u64().filter(|&w| w > 0 && w % batch == 0) {
+            o["workspace"] = json!(format!("{}*B", w / batch));
+        }
+    }
+    (doc.to_string(), batch)
+}
+
+/// The bundled sample with a symbolic batch `B` in `1..=8` (its batch).
+fn symbolic_sample() -> String {
+    let (text, batch) = with_symbolic_batch(SAMPLE_JSON);
+    assert_eq!(batch, 8);
+    // 6422528 bytes = 8 × 64×56×56 f32: the activations scale with B.
+    assert!(text.contains("\"802816*B\""));
+    text
+}
+
+#[test]
+fn the_symbolic_sample_stays_within_ten_percent_of_per_batch_plans_for_batch_1_to_8() {
+    let sg = SymbolicGraph::parse(&symbolic_sample()).unwrap();
+    // The max corner is the sample itself (batch 8).
+    let at_max = sg.instantiate(&sg.max_corner()).unwrap();
+    let sample = Graph::parse(SAMPLE_JSON).unwrap();
+    assert_eq!(
+        at_max.tensors.iter().map(|t| t.size).collect::<Vec<_>>(),
+        sample.tensors.iter().map(|t| t.size).collect::<Vec<_>>()
+    );
+    let opts = PipelineOptions::default();
+    let sp = plan_symbolic(&sg, &opts).unwrap();
+    let points: Vec<Binding> = (1..=8).map(|b| Binding::new().with("B", b)).collect();
+    for b in &points {
+        checked_peak(&sg, &sp, b);
+    }
+    let profile = sp.peak_profile(&sg, &points, &opts).unwrap();
+    for p in &profile.points {
+        eprintln!(
+            "sample {}: instantiated {} B, per-binding plan {} B, ratio {:.4}",
+            p.binding, p.peak_bytes, p.per_binding_bytes, p.ratio
+        );
+        assert!(p.ratio <= 1.10, "{p:?}");
+    }
+    eprintln!("sample worst ratio {:.4}", profile.worst_ratio);
+}
+
+#[test]
+fn a_symbolic_plan_round_trips_through_its_json_document() {
+    let sg = SymbolicGraph::parse(&symbolic_sample()).unwrap();
+    let sp = plan_symbolic(&sg, &quick()).unwrap();
+    let json = sp.to_json();
+    assert!(json.contains("\"format\": \"memplan-symbolic-plan/1\""));
+    let back = SymbolicPlan::parse(&json).unwrap();
+    assert_eq!(back, sp);
+    let b = Binding::new().with("B", 3);
+    assert_eq!(back.instantiate(&b).unwrap(), sp.instantiate(&b).unwrap());
+    // Structure errors are named.
+    let mut v: Value = serde_json::from_str(&json).unwrap();
+    v["buffers"][0]["below"] = json!([0]);
+    let msg = SymbolicPlan::parse(&v.to_string()).unwrap_err().to_string();
+    assert!(msg.contains("buffer 0") && msg.contains("earlier"), "{msg}");
+    let mut v: Value = serde_json::from_str(&json).unwrap();
+    v["buffers"][0]["size"] = json!("4*T");
+    let msg = SymbolicPlan::parse(&v.to_string()).unwrap_err().to_string();
+    assert!(msg.contains("\"T\" is not declared"), "{msg}");
+}
+
+/// A random DAG with symbols `B` in `1..=bmax` and `S` in `1..=smax`: each op reads 1–3
+/// earlier tensors and writes 1–2, sizes `a + b*B`, `c*B*S` or constants, some workspaces
+/// `a + b*B`, random alignments.
+fn random_symbolic_graph(n_ops: usize, bmax: u64, smax: u64, seed: u64) -> String {
+    let mut x = seed | 1;
+    let mut next = |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let size = |next: &mut dyn FnMut(u64) -> u64| -> Value {
+        match next(4) {
+            0 => json!(format!("{} + {}*B", next(5000), 1 + next(3000))),
+            1 => json!(format!("{}*B*S", 1 + next(200))),
+            2 => json!(format!("{}*B + {}*S + 3", next(900), next(900))),
+            _ => json!(1 + next(20000)),
+        }
+    };
+    let mut tensors = vec![json!({"name": "in0", "size": size(&mut next), "kind": "input"})];
+    let mut names = vec!["in0".to_string()];
+    let mut ops = Vec::new();
+    for k in 0..n_ops {
+        let n_in = 1 + next(3) as usize;
+        let mut inputs = Vec::new();
+        for _ in 0..n_in {
+            let pick = if next(2) == 0 {
+                names.len() - 1
+            } else {
+                next(names.len() as u64) as usize
+            };
+            inputs.push(names[pick].clone());
+        }
+        let mut outputs = Vec::new();
+        for j in 0..1 + next(2) {
+            let name = format!("t{k}_{j}");
+            let mut t = json!({"name": name, "size": size(&mut next), "kind": "activation"});
+            if next(4) == 0 {
+                t["alignment"] = json!(1u64 << (4 + next(6)));
+            }
+            tensors.push(t);
+            outputs.push(name.clone());
+            names.push(name);
+        }
+        let mut op =
+            json!({"name": format!("op{k}"), "type": "f", "inputs": inputs, "outputs": outputs});
+        if next(3) == 0 {
+            op["workspace"] = json!(format!("{} + {}*B", next(4000), next(500)));
+        }
+        ops.push(op);
+    }
+    // The last tensor made, and a few others, are outputs.
+    let last = tensors.len() - 1;
+    tensors[last]["kind"] = json!("output");
+    for t in tensors.iter_mut().take(last).skip(1) {
+        if next(6) == 0 {
+            t["kind"] = json!("output");
+        }
+    }
+    json!({
+        "format": "memplan-graph/1", "name": "random", "alignment": 64,
+        "symbols": {"B": {"min": 1, "max": bmax}, "S": {"min": 1, "max": smax}},
+        "tensors": tensors, "ops": ops
+    })
+    .to_string()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn every_instantiation_in_range_validates_and_the_max_corner_keeps_the_planned_peak(
+        n_ops in 1usize..30,
+        bmax in 1u64..64,
+        smax in 1u64..16,
+        seed in any::<u64>(),
+        picks in proptest::collection::vec((any::<u64>(), any::<u64>()), 4),
+    ) {
+        let sg = SymbolicGraph::parse(&random_symbolic_graph(n_ops, bmax, smax, seed)).unwrap();
+        let sp = plan_symbolic(&sg, &quick()).unwrap();
+        // The max corner: the same peak as the plan it was derived from.
+        let max = sg.max_corner();
+        let planned = memplan::pipeline::run(&sg.instantiate(&max).unwrap(), &quick(), &Default::default()).unwrap();
+        let at_max = checked_peak(&sg, &sp, &max);
+        prop_assert_eq!(at_max, planned.plan.stats.peak_bytes);
+        prop_assert_eq!(sp.doc().max_corner_peak_bytes, planned.plan.stats.peak_bytes);
+        // The min corner is never larger; neither is any binding with B at its min.
+        let at_min = checked_peak(&sg, &sp, &sg.min_corner());
+        prop_assert!(at_min <= at_max);
+        for (pb, ps) in picks {
+            let b = Binding::new().with("B", 1 + pb % bmax).with("S", 1 + ps % smax);
+            let peak = checked_peak(&sg, &sp, &b);
+            prop_assert!(peak <= at_max);
+            let low = Binding::new().with("B", 1).with("S", 1 + ps % smax);
+            let high = Binding::new().with("B", bmax).with("S", 1 + ps % smax);
+            prop_assert!(checked_peak(&sg, &sp, &low) <= checked_peak(&sg, &sp, &high));
+        }
+    }
+}
+
+/// A stack of `blocks` transformer blocks (12 ops each) with symbolic B and S.
+fn transformer_stack(blocks: usize) -> String {
+    let one: Value = serde_json::from_str(&transformer_block()).unwrap();
+    let mut tensors = vec![one["tensors"][0].clone()];
+    let mut ops = Vec::new();
+    for i in 0..blocks {
+        let rename = |n: &str| -> String {
+            if n == "x" {
+                if i == 0 {
+                    "x".into()
+                } else {
+                    format!("b{}.y", i - 1)
+                }
+            } else {
+                format!("b{i}.{n}")
+            }
+        };
+        for t in one["tensors"].as_array().unwrap().iter().skip(1) {
+            let mut t = t.clone();
+            t["name"] = json!(rename(t["name"].as_str().unwrap()));
+            if t["kind"] == "output" && i + 1 < blocks {
+                t["kind"] = json!("activation");
+            }
+            tensors.push(t);
+        }
+        for o in one["ops"].as_array().unwrap() {
+            let mut o = o.clone();
+            o["name"] = json!(rename(o["name"].as_str().unwrap()));
+            for field in ["inputs", "outputs"] {
+                let list: Vec<String> = o[field]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| rename(v.as_str().unwrap()))
+                    .collect();
+                o[field] = json!(list);
+            }
+            ops.push(o);
+        }
+    }
+    let mut doc = one;
+    doc["name"] = json!(format!("transformer_stack_{blocks}"));
+    doc["tensors"] = json!(tensors);
+    doc["ops"] = json!(ops);
+    doc.to_string()
+}
+
+/// Prints how long instantiating a ~1.6k-op symbolic plan takes (issue 17 target: under 1 ms).
+/// `cargo test --release -p memplan --test symbolic -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn instantiating_a_plan_of_1600_ops_takes_well_under_a_millisecond() {
+    let sg = SymbolicGraph::parse(&transformer_stack(134)).unwrap();
+    let opts = PipelineOptions {
+        effort: 0,
+        ..quick()
+    };
+    let started = std::time::Instant::now();
+    let sp = plan_symbolic(&sg, &opts).unwrap();
+    let plan_s = started.elapsed().as_secs_f64();
+    let b = Binding::new().with("B", 17).with("S", 333);
+    checked_peak(&sg, &sp, &b);
+    let mut times = Vec::new();
+    for _ in 0..200 {
+        let t = std::time::Instant::now();
+        let p = sp.instantiate(&b).unwrap();
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(p);
+    }
+    times.sort_by(f64::total_cmp);
+    eprintln!(
+        "{} ops, {} buffers, {} stacking edges, {} instructions; planning {:.2} s; \
+         instantiate: median {:.0} µs, p90 {:.0} µs, min {:.0} µs",
+        sg.workspaces.len(),
+        sp.doc().buffers.len(),
+        sp.edges(),
+        sp.doc().instructions.len(),
+        plan_s,
+        times[times.len() / 2],
+        times[times.len() * 9 / 10],
+        times[0]
+    );
+    assert!(times[times.len() / 2] < 1000.0);
+}
+
+/// Prints instantiation time and peak ratios on densenet121's training graph (1,584 ops) with
+/// a symbolic batch 1..=16, when `../shared/zoo` is present.
+/// `cargo test --release -p memplan --test symbolic -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn densenet121_training_with_a_symbolic_batch_instantiates_fast_and_validates() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/zoo/densenet121.16.train.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipped: {} not found", path.display());
+        return;
+    };
+    let (text, batch) = with_symbolic_batch(&text);
+    let sg = SymbolicGraph::parse(&text).unwrap();
+    let opts = quick();
+    let started = std::time::Instant::now();
+    let sp = plan_symbolic(&sg, &opts).unwrap();
+    let plan_s = started.elapsed().as_secs_f64();
+    let b = Binding::new().with("B", batch / 2 + 1);
+    checked_peak(&sg, &sp, &b);
+    let mut times = Vec::new();
+    for _ in 0..100 {
+        let t = std::time::Instant::now();
+        std::hint::black_box(sp.instantiate(&b).unwrap());
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    eprintln!(
+        "densenet121: {} ops, {} buffers, {} stacking edges; planning {:.2} s; instantiate \
+         median {:.0} µs, min {:.0} µs",
+        sg.workspaces.len(),
+        sp.doc().buffers.len(),
+        sp.edges(),
+        plan_s,
+        times[times.len() / 2],
+        times[0]
+    );
+    let points: Vec<Binding> = [1, 2, 4, 8, 12, 16]
+        .into_iter()
+        .filter(|&v| v <= batch)
+        .map(|v| Binding::new().with("B", v))
+        .collect();
+    for p in &points {
+        checked_peak(&sg, &sp, p);
+    }
+    let profile = sp.peak_profile(&sg, &points, &opts).unwrap();
+    for p in &profile.points {
+        eprintln!(
+            "densenet121 {}: instantiated {} B, per-binding plan {} B, ratio {:.4}",
+            p.binding, p.peak_bytes, p.per_binding_bytes, p.ratio
+        );
+    }
+}
