@@ -5,14 +5,19 @@
 //! control flow or bad input shapes get errors that name the culprit and say what to do.
 //! With weights: initializers' and constants' data (raw and typed) is read under the graph's
 //! tensor names and a hand-checkable model runs on it to the values computed by hand.
+//! With `--symbol` declarations, dim_params stay symbols: sizes become expressions, the
+//! symbolic graph parses, instantiates to the bound import and plans for its whole range.
 
 #[path = "support/onnx_writer.rs"]
 mod onnx_writer;
 
 use memplan::import::onnx::{
-    import_onnx, import_onnx_with_weights, parse_input_shape, OnnxOptions,
+    import_onnx, import_onnx_symbolic, import_onnx_with_weights, parse_input_shape, parse_symbol,
+    OnnxError, OnnxOptions,
 };
+use memplan::symbolic::{plan_symbolic, Binding, SymbolicGraph};
 use memplan::{plan, validate, PlanOptions, TensorKind};
+use memplan::{PipelineOptions, Strategy};
 use memplan_executor::{execute, ExecOptions};
 use onnx_writer::*;
 use std::collections::BTreeMap;
@@ -458,4 +463,273 @@ fn softmax_before_opset_13_is_a_last_axis_softmax_only_when_its_axis_is_the_last
     );
     // Opset 13: the default axis is the last.
     assert_eq!(kernel(&m(None, 13)), Kernel::Softmax { rows: 4, cols: 2 });
+}
+
+/// Options binding `shapes` (`--input-shape`) and declaring `symbols` (`--symbol`).
+fn sym_opts(shapes: &[&str], symbols: &[&str]) -> OnnxOptions {
+    OnnxOptions {
+        symbols: symbols.iter().map(|s| parse_symbol(s).unwrap()).collect(),
+        ..opts(shapes)
+    }
+}
+
+/// The graph's tensors as `(name, size, shape)` and ops as `(name, type, inputs, outputs,
+/// inplace)`, without flops (a symbolic import leaves them out).
+fn skeleton(g: &memplan::Graph) -> String {
+    let tensors: Vec<String> = g
+        .tensors
+        .iter()
+        .map(|t| format!("{} {} {:?} {:?}", t.name, t.size, t.shape, t.kind))
+        .collect();
+    let ops: Vec<String> = g
+        .ops
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {} {:?} {:?} {:?}",
+                o.name, o.op_type, o.inputs, o.outputs, o.inplace
+            )
+        })
+        .collect();
+    format!("{tensors:?}\n{ops:?}")
+}
+
+#[test]
+fn declared_symbols_become_size_expressions_of_a_symbolic_graph() {
+    let i = import_onnx_symbolic(&seq_mlp(), &sym_opts(&[], &["N=1..16", "S=1..512"])).unwrap();
+    let doc = &i.document;
+    assert_eq!(
+        doc["symbols"]["N"],
+        serde_json::json!({"min": 1, "max": 16})
+    );
+    assert_eq!(
+        doc["symbols"]["S"],
+        serde_json::json!({"min": 1, "max": 512})
+    );
+    let t = |n: &str| {
+        doc["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(t("x")["size"], "32*N*S");
+    assert_eq!(t("x")["shape"], serde_json::json!(["N", "S", 8]));
+    assert_eq!(t("h")["size"], "64*N*S");
+    assert_eq!(t("y")["size"], "16*N*S");
+    // Weights stay numbers.
+    assert_eq!(t("w1")["size"], 8 * 16 * 4);
+    // The document reads back as a symbolic graph, and the parsed form agrees.
+    let sg = SymbolicGraph::parse(&doc.to_string()).unwrap();
+    assert_eq!(sg, i.graph);
+    assert_eq!(sg.symbols.len(), 2);
+}
+
+#[test]
+fn a_symbolic_import_instantiates_to_the_import_with_bound_shapes() {
+    let i = import_onnx_symbolic(&small_cnn(true), &sym_opts(&[], &["batch=1..16"])).unwrap();
+    let t = |n: &str| {
+        i.document["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == n)
+            .unwrap()["size"]
+            .clone()
+    };
+    assert_eq!(t("x"), "768*batch");
+    assert_eq!(t("c"), "1024*batch");
+    assert_eq!(t("y"), "40*batch");
+    for n in [1, 3, 16] {
+        let at = i
+            .graph
+            .instantiate(&Binding::new().with("batch", n))
+            .unwrap();
+        let bound = import_onnx(&small_cnn(true), &opts(&[&format!("x={n},3,8,8")])).unwrap();
+        assert_eq!(skeleton(&at), skeleton(&bound), "batch = {n}");
+        // Flops are left out where a size is symbolic.
+        assert!(at.ops.iter().all(|o| o.flops.is_none()));
+    }
+}
+
+#[test]
+fn input_shapes_and_symbols_mix_with_bound_symbols_becoming_numbers() {
+    let i = import_onnx_symbolic(&seq_mlp(), &sym_opts(&["x=2,128,8"], &["N=1..16"]));
+    // `x=2,128,8` binds both N and S: N may not also be declared.
+    let e = i.unwrap_err().to_string();
+    assert!(
+        e.contains("--symbol N=1..16") && e.contains("also bound to 2"),
+        "{e}"
+    );
+    let i = import_onnx_symbolic(&seq_mlp(), &sym_opts(&[], &["S=1..512"]));
+    // N unbound and undeclared: the error names it and both options.
+    let e = i.unwrap_err().to_string();
+    assert!(
+        e.contains("\"N\"") && e.contains("--input-shape") && e.contains("--symbol N=MIN..MAX"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_bound_symbol_inside_an_expression_dim_param_becomes_a_number() {
+    // x[N, 4] and z[M, 4] concatenated on axis 0: y[N + M, 4], as symbolic shape inference
+    // writes it. z=3,4 binds M; N stays symbolic.
+    let g = graph(
+        "cat",
+        &[node(
+            "cat",
+            "Concat",
+            &["x", "z"],
+            &["y"],
+            &[attr_int("axis", 0)],
+        )],
+        &[],
+        &[
+            value_info("x", FLOAT, Some(&[D::P("N"), D::V(4)])),
+            value_info("z", FLOAT, Some(&[D::P("M"), D::V(4)])),
+        ],
+        &[value_info("y", FLOAT, Some(&[D::P("N + M"), D::V(4)]))],
+        &[],
+    );
+    let i = import_onnx_symbolic(&model(&g), &sym_opts(&["z=3,4"], &["N=1..8"])).unwrap();
+    let t = &i.document["tensors"];
+    assert_eq!(t[0]["size"], "16*N");
+    assert_eq!(t[1]["size"], 48);
+    assert_eq!(t[2]["size"], "48 + 16*N");
+    assert_eq!(t[2]["shape"], serde_json::json!(["3 + N", 4]));
+    let at2 = i.graph.instantiate(&Binding::new().with("N", 2)).unwrap();
+    assert_eq!(at2.tensors[2].size, 80);
+}
+
+#[test]
+fn a_symbolic_import_plans_once_and_validates_at_every_batch() {
+    let i = import_onnx_symbolic(&seq_mlp(), &sym_opts(&[], &["N=1..16", "S=1..64"])).unwrap();
+    let options = PipelineOptions {
+        strategy: Strategy::Heuristic,
+        ..PipelineOptions::default()
+    };
+    let sp = plan_symbolic(&i.graph, &options).unwrap();
+    for (n, s) in [(1, 1), (3, 17), (16, 64), (7, 1)] {
+        let b = Binding::new().with("N", n).with("S", s);
+        let g = i.graph.instantiate(&b).unwrap();
+        let p = sp.instantiate(&b).unwrap();
+        memplan::validate(&g, &p, None).unwrap();
+    }
+}
+
+#[test]
+fn the_graph_of_a_symbolic_import_is_the_one_at_every_symbols_max() {
+    let g = import_onnx(&small_cnn(true), &sym_opts(&[], &["batch=1..16"])).unwrap();
+    let bound = import_onnx(&small_cnn(true), &opts(&["x=16,3,8,8"])).unwrap();
+    assert_eq!(skeleton(&g), skeleton(&bound));
+}
+
+#[test]
+fn weights_of_a_symbolic_import_keep_their_static_sizes_and_data() {
+    let n = D::P("N");
+    let g = graph(
+        "mm",
+        &[node("mm", "MatMul", &["x", "w"], &["y"], &[])],
+        &[tensor_f32("w", &[2, 2], &[1.0, 2.0, 3.0, 4.0])],
+        &[value_info("x", FLOAT, Some(&[n.clone(), D::V(2)]))],
+        &[value_info("y", FLOAT, Some(&[n, D::V(2)]))],
+        &[],
+    );
+    let i = import_onnx_with_weights(&model(&g), &sym_opts(&[], &["N=1..4"])).unwrap();
+    let doc = i.symbolic.unwrap();
+    assert_eq!(doc["tensors"][1]["name"], "x");
+    assert_eq!(doc["tensors"][1]["size"], "8*N");
+    assert_eq!(doc["tensors"][0]["size"], 16);
+    assert_eq!(i.weights.tensors["w"].bytes.len(), 16);
+    // The graph beside it is the instance at N = 4.
+    let x = i.graph.tensor(i.graph.tensor_by_name("x").unwrap());
+    assert_eq!(x.size, 32);
+}
+
+#[test]
+fn bad_symbol_options_are_refused_naming_the_problem() {
+    let cases = [
+        ("batch", "expected NAME=MIN..MAX"),
+        ("batch=1-64", "expected a range MIN..MAX"),
+        ("batch=a..4", "\"a\" is not a non-negative integer"),
+        ("batch=0..4", "starts at 1"),
+        ("batch=8..4", "min 8 is greater than max 4"),
+        ("batch-size=1..4", "is not a symbol name"),
+    ];
+    for (spec, want) in cases {
+        let e = parse_symbol(spec).unwrap_err();
+        assert!(matches!(e, OnnxError::Symbol { .. }), "{spec}: {e}");
+        let e = e.to_string();
+        assert!(e.contains(spec) && e.contains(want), "{spec}: {e}");
+    }
+    assert_eq!(parse_symbol("N=1..16").unwrap(), ("N".to_string(), (1, 16)));
+}
+
+#[test]
+fn a_declared_symbol_the_model_never_uses_is_an_error_listing_its_dim_params() {
+    let e = import_onnx_symbolic(&small_cnn(true), &sym_opts(&[], &["batch=1..8", "B=1..8"]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--symbol B=1..8")
+            && e.contains("no dimension named \"B\"")
+            && e.contains("batch"),
+        "{e}"
+    );
+}
+
+#[test]
+fn arithmetic_on_a_symbolic_dimension_is_refused_naming_the_value() {
+    let o = sym_opts(&[], &["N=1..8", "H=8..32"]);
+    let e = import_onnx_symbolic(&strided_conv("(H-3)/2+1"), &o)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("value \"c\" dimension 2") && e.contains("(H-3)/2+1") && e.contains("'-'"),
+        "{e}"
+    );
+    let e = import_onnx_symbolic(&strided_conv("unk__1"), &o)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("value \"c\" dimension 2")
+            && e.contains("unk__1")
+            && e.contains("only multiply"),
+        "{e}"
+    );
+    // A dim_param that is an expression of the grammar is substituted.
+    let i = import_onnx_symbolic(&strided_conv("2*H+1"), &o).unwrap();
+    let c = i.document["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "c")
+        .unwrap()
+        .clone();
+    assert_eq!(c["shape"], serde_json::json!(["N", 4, "1 + 2*H", 3]));
+    // Binding H turns the expression into a number.
+    let i = import_onnx_symbolic(&strided_conv("(H-3)/2+1"), &sym_opts(&["x=1,3,9,8"], &[]));
+    assert!(
+        i.is_err(),
+        "a non-grammar dim_param stays an error even when bound"
+    );
+}
+
+#[test]
+fn same_padding_over_a_symbolic_spatial_dimension_is_refused_naming_the_node_and_value() {
+    let e = import_onnx_symbolic(&same_padded_conv(), &sym_opts(&[], &["N=1..8", "H=8..32"]))
+        .unwrap_err();
+    assert!(matches!(e, OnnxError::Node { .. }), "{e}");
+    let e = e.to_string();
+    assert!(
+        e.contains("node \"conv\" (Conv)")
+            && e.contains("auto_pad SAME_UPPER")
+            && e.contains("\"x\", whose dimension 2 is the expression \"H\""),
+        "{e}"
+    );
+    // With H bound (here with N, by the input's shape), the same model imports.
+    let i = import_onnx_symbolic(&same_padded_conv(), &sym_opts(&["x=2,3,8,8"], &[])).unwrap();
+    assert!(i.graph.is_concrete());
 }

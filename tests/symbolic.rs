@@ -2,7 +2,10 @@
 //! the symbols, and its instantiations checked by the independent validator.
 
 use memplan::graph::{Graph, SAMPLE_JSON};
-use memplan::symbolic::{plan_symbolic, Binding, SymbolicError, SymbolicGraph, SymbolicPlan};
+use memplan::symbolic::{
+    parse_histogram, plan_symbolic, plan_symbolic_with, reserve, Binding, SymbolicError,
+    SymbolicGraph, SymbolicOptions, SymbolicPlan,
+};
 use memplan::{validate, PipelineOptions, Rewrite, Strategy};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -664,4 +667,299 @@ fn densenet121_training_with_a_symbolic_batch_instantiates_fast_and_validates() 
             p.binding, p.peak_bytes, p.per_binding_bytes, p.ratio
         );
     }
+}
+
+/// Splits densenet121's training graph (B 1..=16) into pieces and prints the ratio at every
+/// batch and the planning time, when `../shared/zoo` is present; asserts the 1.05 target.
+/// `cargo test --release -p memplan --test symbolic -- --ignored --nocapture densenet121_split`
+#[test]
+#[ignore]
+fn densenet121_split_into_pieces_stays_within_five_percent_at_every_batch() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/zoo/densenet121.16.train.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipped: {} not found", path.display());
+        return;
+    };
+    let (text, _) = with_symbolic_batch(&text);
+    let sg = SymbolicGraph::parse(&text).unwrap();
+    let opts = quick();
+    let started = std::time::Instant::now();
+    let sp = plan_symbolic_with(&sg, &opts, &SymbolicOptions::default()).unwrap();
+    let plan_s = started.elapsed().as_secs_f64();
+    eprintln!(
+        "densenet121 split: planning {plan_s:.2} s, pieces {:?}",
+        sp.pieces()
+            .map(|(_, r)| r.iter().map(|r| (r.min, r.max)).collect::<Vec<_>>())
+    );
+    let worst = assert_pieces_within(&sg, &sp, &opts, 1.05);
+    eprintln!("densenet121 split: worst ratio {worst:.4}");
+}
+
+// ---- Sub-range pieces (plan_symbolic_with) ----
+
+/// Checks a split plan at every value of `B` in its range: every instantiation validates, and
+/// its peak is within `max_ratio` of the per-binding plan's, or (a single-value piece, the
+/// per-binding plan's own order) at most the per-binding peak. Returns the worst ratio.
+fn assert_pieces_within(
+    sg: &SymbolicGraph,
+    sp: &SymbolicPlan,
+    opts: &PipelineOptions,
+    max_ratio: f64,
+) -> f64 {
+    let r = sg.symbols["B"];
+    let points: Vec<Binding> = (r.min..=r.max)
+        .map(|v| sg.min_corner().with("B", v))
+        .collect();
+    for b in &points {
+        checked_peak(sg, sp, b);
+    }
+    let ranges = sp.pieces().map(|(_, r)| r).unwrap_or_default();
+    let profile = sp.peak_profile(sg, &points, opts).unwrap();
+    for p in &profile.points {
+        let v = p.binding.0["B"];
+        eprintln!(
+            "  B={v}: instantiated {} B, per-binding plan {} B, ratio {:.4}",
+            p.peak_bytes, p.per_binding_bytes, p.ratio
+        );
+        let single = ranges.iter().any(|r| r.min == v && r.max == v);
+        if single {
+            assert!(p.ratio <= 1.0 + 1e-12, "single-value piece at {}: {p:?}", v);
+        } else {
+            assert!(p.ratio <= max_ratio, "B={v}: {p:?}, pieces {ranges:?}");
+        }
+    }
+    profile.worst_ratio
+}
+
+/// One-symbol random graphs (`S` fixed at 1) whose one-piece plan is looser than 5 % at some
+/// batch.
+fn loose_random_graphs() -> Vec<(u64, SymbolicGraph, f64)> {
+    let opts = quick();
+    let mut out = Vec::new();
+    // (Seeds 2k and 2k+1 give the same graph.)
+    for seed in (1..=39u64).step_by(2) {
+        let sg = SymbolicGraph::parse(&random_symbolic_graph(30, 32, 1, seed)).unwrap();
+        let sp = plan_symbolic(&sg, &opts).unwrap();
+        let points: Vec<Binding> = (1..=32).map(|v| sg.min_corner().with("B", v)).collect();
+        let worst = sp.peak_profile(&sg, &points, &opts).unwrap().worst_ratio;
+        if worst > 1.05 {
+            out.push((seed, sg, worst));
+        }
+    }
+    out
+}
+
+#[test]
+fn splitting_the_batch_range_brings_every_batch_within_five_percent_of_its_own_plan() {
+    let opts = quick();
+    let loose = loose_random_graphs();
+    assert!(
+        loose.len() >= 3,
+        "want graphs that need splitting, got {}",
+        loose.len()
+    );
+    for (seed, sg, before) in &loose {
+        // Random graphs are far looser than real ones (up to 1.35 in one piece): allow a
+        // piece per batch value so that the cap does not stop the split.
+        // Their ratios are not monotone within a piece either: probe every value.
+        let split = SymbolicOptions {
+            max_pieces: 32,
+            exhaustive: true,
+            ..SymbolicOptions::default()
+        };
+        let sp = plan_symbolic_with(sg, &opts, &split).unwrap();
+        let (symbol, ranges) = sp.pieces().expect("a loose plan is split");
+        assert_eq!(symbol, "B");
+        // The default cap holds.
+        let capped = plan_symbolic_with(sg, &opts, &SymbolicOptions::default()).unwrap();
+        assert!(capped.pieces().unwrap().1.len() <= 8);
+        let after = assert_pieces_within(sg, &sp, &opts, 1.05);
+        eprintln!(
+            "seed {seed}: worst ratio {before:.4} in one piece, {after:.4} in {} pieces {:?}",
+            ranges.len(),
+            ranges.iter().map(|r| (r.min, r.max)).collect::<Vec<_>>()
+        );
+        // The document round-trips, pieces included, and instantiates the same.
+        let back = SymbolicPlan::parse(&sp.to_json()).unwrap();
+        assert_eq!(back, sp);
+    }
+}
+
+#[test]
+fn a_plan_that_is_already_within_the_target_stays_one_piece() {
+    let sg = SymbolicGraph::parse(&one_op(b_range(), json!("64*B"))).unwrap();
+    let sp = plan_symbolic_with(&sg, &quick(), &SymbolicOptions::default()).unwrap();
+    assert!(sp.pieces().is_none());
+    assert!(!sp.to_json().contains("\"split\""));
+}
+
+#[test]
+fn one_piece_allowed_means_no_split_and_bad_split_options_are_refused() {
+    let loose = loose_random_graphs();
+    let (_, sg, _) = &loose[0];
+    let one = SymbolicOptions {
+        max_pieces: 1,
+        ..SymbolicOptions::default()
+    };
+    assert!(plan_symbolic_with(sg, &quick(), &one)
+        .unwrap()
+        .pieces()
+        .is_none());
+    for bad in [
+        SymbolicOptions {
+            max_ratio: 0.9,
+            ..SymbolicOptions::default()
+        },
+        SymbolicOptions {
+            max_ratio: f64::NAN,
+            ..SymbolicOptions::default()
+        },
+        SymbolicOptions {
+            max_pieces: 0,
+            ..SymbolicOptions::default()
+        },
+    ] {
+        let e = plan_symbolic_with(sg, &quick(), &bad).unwrap_err();
+        assert!(matches!(e, SymbolicError::Options(_)), "{e}");
+    }
+}
+
+#[test]
+fn piece_ranges_that_are_unsorted_overlapping_or_not_covering_are_refused() {
+    let (_, sg, _) = &loose_random_graphs()[0];
+    let sp = plan_symbolic_with(sg, &quick(), &SymbolicOptions::default()).unwrap();
+    let doc: Value = serde_json::from_str(&sp.to_json()).unwrap();
+    let n = doc["split"]["pieces"].as_array().unwrap().len();
+    assert!(n >= 1);
+    let edit = |f: &dyn Fn(&mut Value)| {
+        let mut d = doc.clone();
+        f(&mut d);
+        SymbolicPlan::parse(&d.to_string()).unwrap_err().to_string()
+    };
+    // Not starting at the symbol's min.
+    let e = edit(&|d| d["split"]["pieces"][0]["range"]["min"] = json!(2));
+    assert!(e.contains("piece 0") && e.contains("contiguous"), "{e}");
+    // Reaching the max, which the top level serves.
+    let e = edit(&|d| {
+        let last = d["split"]["pieces"].as_array().unwrap().len() - 1;
+        d["split"]["pieces"][last]["range"]["max"] = json!(32);
+    });
+    assert!(e.contains("below the max 32"), "{e}");
+    // An undeclared split symbol.
+    let e = edit(&|d| d["split"]["symbol"] = json!("Q"));
+    assert!(e.contains("split symbol \"Q\""), "{e}");
+    // No pieces.
+    let e = edit(&|d| d["split"]["pieces"] = json!([]));
+    assert!(e.contains("no pieces"), "{e}");
+    if n >= 2 {
+        // A gap (or overlap) between pieces.
+        let e = edit(&|d| {
+            let m = d["split"]["pieces"][1]["range"]["min"].as_u64().unwrap();
+            d["split"]["pieces"][1]["range"]["min"] = json!(m + 1);
+        });
+        assert!(e.contains("piece 1"), "{e}");
+    }
+    // Piece templates are checked like the top level, naming the piece.
+    let e = edit(&|d| d["split"]["pieces"][0]["buffers"][0]["alignment"] = json!(3));
+    assert!(e.contains("piece 0: buffer 0"), "{e}");
+}
+
+// ---- P99 reservation (reserve) ----
+
+/// The bundled symbolic sample (two ResNet blocks, training, B in 1..=32).
+fn bundled_symbolic_sample() -> SymbolicGraph {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples/resnet_block.train.symbolic.json");
+    SymbolicGraph::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The skewed batch distribution of the reservation tests: B geometric with ratio 0.8 over
+/// 1..=32, as request counts `round(1000 × 0.8^(B-1))` (B=1: 1000, B=8: 210, B=21: 12,
+/// B=32: 1); the 0.99 quantile is B=21.
+fn geometric_histogram() -> String {
+    let values: serde_json::Map<String, Value> = (1..=32)
+        .map(|b| {
+            let w = (1000.0 * 0.8f64.powi(b - 1)).round();
+            (b.to_string(), json!(w))
+        })
+        .collect();
+    json!({ "B": values }).to_string()
+}
+
+#[test]
+fn the_p99_reservation_fits_the_quantile_batch_and_splits_the_batches_above_it() {
+    let sg = bundled_symbolic_sample();
+    let sp = plan_symbolic_with(&sg, &quick(), &SymbolicOptions::default()).unwrap();
+    let samples = parse_histogram(&geometric_histogram()).unwrap();
+    let r = reserve(&sp, &samples, 0.99, Some("B")).unwrap();
+    assert_eq!(r.quantile_binding, Binding::new().with("B", 21));
+    let at_or_below: Vec<u64> = (1..=21)
+        .map(|b| sp.peak_at(&Binding::new().with("B", b)).unwrap())
+        .collect();
+    assert_eq!(r.reserved_bytes, *at_or_below.iter().max().unwrap());
+    assert!(r.fitting_weight >= 0.99);
+    for b in &r.bindings {
+        let v = b.binding.0["B"];
+        if v <= 21 {
+            assert!(b.fits, "{b:?}");
+        }
+        if b.fits {
+            assert!(b.utilisation <= 1.0 && b.fallback.is_none(), "{b:?}");
+        } else {
+            let f = b.fallback.as_ref().unwrap();
+            assert_eq!(f.budget_bytes, r.reserved_bytes);
+            let s = f
+                .split
+                .as_ref()
+                .expect("a batch above the quantile is split");
+            assert!(s.chunk < v && s.chunks * s.chunk >= v && s.last_chunk <= s.chunk);
+            let chunk = sp.peak_at(&Binding::new().with("B", s.chunk)).unwrap();
+            assert!(chunk <= r.reserved_bytes, "{s}");
+            eprintln!("{s}");
+        }
+    }
+    assert!(r.bindings.iter().any(|b| !b.fits));
+    assert!(r.average_utilisation > 0.0 && r.average_utilisation <= 1.0);
+    eprintln!(
+        "sample, B ~ geometric(0.8) on 1..=32: reserved {} B at B=21, average utilisation \
+         {:.4}, fitting weight {:.4}",
+        r.reserved_bytes, r.average_utilisation, r.fitting_weight
+    );
+}
+
+#[test]
+fn a_quantile_of_one_reserves_for_the_largest_batch_and_everything_fits() {
+    let sg = bundled_symbolic_sample();
+    let sp = plan_symbolic(&sg, &quick()).unwrap();
+    let samples = parse_histogram(&geometric_histogram()).unwrap();
+    let r = reserve(&sp, &samples, 1.0, None).unwrap();
+    assert_eq!(r.quantile_binding, Binding::new().with("B", 32));
+    assert!(r.bindings.iter().all(|b| b.fits));
+    assert_eq!(r.fitting_weight, 1.0);
+}
+
+#[test]
+fn bad_histograms_and_reservation_inputs_are_refused_saying_what_is_wrong() {
+    let herr = |t: &str| parse_histogram(t).unwrap_err().to_string();
+    assert!(herr("[1, 2]").contains("expected an object"));
+    assert!(herr("{\"B\": {\"1\": 3}, \"S\": {\"1\": 1}}").contains("exactly one symbol"));
+    assert!(herr("{\"B\": {\"x\": 3}}").contains("key \"x\" is not a non-negative integer"));
+    assert!(herr("{\"B\": {\"2\": -1}}").contains("value 2: weight -1"));
+    assert!(herr("{\"B\": {}}").contains("lists no values"));
+    assert!(herr("{\"B\": ").contains("JSON error at line 1"));
+    let sg = bundled_symbolic_sample();
+    let sp = plan_symbolic(&sg, &quick()).unwrap();
+    let one = vec![(Binding::new().with("B", 4), 1.0)];
+    let rerr = |s: &[(Binding, f64)], q: f64, split: Option<&str>| {
+        reserve(&sp, s, q, split).unwrap_err().to_string()
+    };
+    assert!(rerr(&one, 0.0, None).contains("quantile 0 is not in (0, 1]"));
+    assert!(rerr(&one, 1.5, None).contains("quantile 1.5"));
+    assert!(rerr(&one, 0.9, Some("S")).contains("split symbol \"S\" is not declared"));
+    assert!(rerr(&[], 0.9, None).contains("no samples"));
+    let zero = vec![(Binding::new().with("B", 4), 0.0)];
+    assert!(rerr(&zero, 0.9, None).contains("no samples"));
+    let out = vec![(Binding::new().with("B", 64), 1.0)];
+    assert!(rerr(&out, 0.9, None).contains("out of its range 1..=32"));
 }

@@ -83,6 +83,7 @@ fn router_parts() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(routes::job_events))
         .routes(routes!(routes::job_plan))
         .routes(routes!(routes::post_check))
+        .routes(routes!(routes::post_instantiate))
         .routes(routes!(routes::post_place))
         .routes(routes!(routes::healthz))
         .routes(routes!(routes::metrics))

@@ -3,8 +3,9 @@
 use crate::auth::Client;
 use crate::error::{ApiError, Problem};
 use crate::model::{
-    CheckRequest, CheckResponse, GraphDoc, Health, JobList, JobListQuery, JobView, PlaceQuery,
-    PlaceRequest, PlaceResponse, PlanDoc, PlanQuery, PlanRequest,
+    CheckRequest, CheckResponse, GraphDoc, Health, InstantiateRequest, InstantiateResponse,
+    JobList, JobListQuery, JobView, PlaceQuery, PlaceRequest, PlaceResponse, PlanDoc, PlanQuery,
+    PlanRequest,
 };
 use crate::request::PlanInput;
 use crate::service::{AppState, PlaceBody};
@@ -417,6 +418,35 @@ pub async fn post_check(
 ) -> Result<Json<CheckResponse>, ApiError> {
     require_json(&headers)?;
     Ok(Json(svc.check(body).await?))
+}
+
+/// Instantiate a symbolic plan or graph.
+///
+/// Dynamic shapes: a symbolic plan (memplan-symbolic-plan/1, what `memplan plan` writes for a
+/// graph whose sizes are expressions over declared symbols) and/or the symbolic graph, with a
+/// value for every symbol, give the ordinary plan (memplan-plan/1, offsets computed in one pass
+/// over the plan's stacking order) and graph at that binding, as `memplan instantiate`. A binding
+/// out of a symbol's range, missing a symbol or naming an undeclared one is a 422 naming it.
+#[utoipa::path(
+    post,
+    path = "/v1/instantiate",
+    tag = "tools",
+    request_body(content = InstantiateRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The plan and/or graph at the binding", body = InstantiateResponse),
+        (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Unreadable symbolic plan or graph, a bad binding, or a graph over a size limit at the binding", body = Problem, content_type = "application/problem+json")
+    )
+)]
+pub async fn post_instantiate(
+    State(svc): State<AppState>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> Result<Json<InstantiateResponse>, ApiError> {
+    require_json(&headers)?;
+    Ok(Json(svc.instantiate(body).await?))
 }
 
 /// Place buffers.

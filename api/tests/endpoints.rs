@@ -440,6 +440,89 @@ async fn check_with_an_unreadable_plan_or_graph_is_a_422() {
     r.assert_problem(422, "format is \"x\"");
 }
 
+/// The bundled symbolic sample (the sample's batch as the symbol B in 1..=32).
+fn symbolic_sample() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../samples/resnet_block.train.symbolic.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn instantiate_gives_the_plan_and_graph_at_a_binding_as_the_library_does() {
+    use memplan::symbolic::{plan_symbolic, Binding, SymbolicGraph};
+    let api = start(config(None)).await;
+    let graph = symbolic_sample();
+    let sg = SymbolicGraph::parse(&graph.to_string()).unwrap();
+    let sp = plan_symbolic(&sg, &memplan::PipelineOptions::default()).unwrap();
+    let plan: Value = serde_json::from_str(&sp.to_json()).unwrap();
+    let r = api
+        .post_json(
+            "/v1/instantiate",
+            &json!({"plan": plan, "graph": graph, "binding": {"B": 3}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let v = r.json();
+    let at3 = sp.instantiate(&Binding::new().with("B", 3)).unwrap();
+    assert_eq!(v["peak_bytes"], at3.stats.peak_bytes);
+    let g = memplan::Graph::parse(&v["graph"].to_string()).unwrap();
+    let p = memplan::Plan::parse(&v["plan"].to_string()).unwrap();
+    assert_eq!(g, sg.instantiate(&Binding::new().with("B", 3)).unwrap());
+    memplan::validate(&g, &p, None).unwrap();
+    // The concrete pair checks through the service too.
+    let c = api
+        .post_json(
+            "/v1/check",
+            &json!({"graph": v["graph"], "plan": v["plan"]}),
+        )
+        .await
+        .json();
+    assert_eq!(c["valid"], true, "{c}");
+}
+
+#[tokio::test]
+async fn instantiate_refuses_bad_bindings_and_unreadable_documents_naming_the_culprit() {
+    let api = start(config(None)).await;
+    let graph = symbolic_sample();
+    for (binding, says) in [
+        (json!({"B": 33}), "\"B\" = 33 is out of its range 1..=32"),
+        (json!({"S": 2}), "symbol \"S\" is not declared"),
+        (json!({}), "\"B\""),
+    ] {
+        let r = api
+            .post_json(
+                "/v1/instantiate",
+                &json!({"graph": graph, "binding": binding}),
+            )
+            .await;
+        r.assert_problem(422, says);
+    }
+    let r = api
+        .post_json("/v1/instantiate", &json!({"binding": {"B": 1}}))
+        .await;
+    r.assert_problem(422, "give `plan`");
+    let r = api
+        .post_json(
+            "/v1/instantiate",
+            &json!({"plan": {"format": "memplan-symbolic-plan/1"}, "binding": {"B": 1}}),
+        )
+        .await;
+    let p = r.assert_problem(422, "symbolic plan");
+    assert_eq!(p["type"], "urn:memplan:problem:invalid-plan");
+    let mut bad = graph.clone();
+    bad["tensors"][0]["size"] = json!("802816*B - 1");
+    let r = api
+        .post_json(
+            "/v1/instantiate",
+            &json!({"graph": bad, "binding": {"B": 1}}),
+        )
+        .await;
+    let p = r.assert_problem(422, "input");
+    assert_eq!(p["type"], "urn:memplan:problem:invalid-graph");
+}
+
 const CSV: &str = "id,lower,upper,size\na,0,2,1024\nb,1,3,512\nc,2,4,1024\n";
 
 #[tokio::test]
@@ -733,6 +816,7 @@ fn every_schema_carries_an_example_and_every_operation_its_errors() {
         "/v1/jobs/{id}/events",
         "/v1/jobs/{id}/plan",
         "/v1/check",
+        "/v1/instantiate",
         "/v1/place",
         "/healthz",
         "/metrics",

@@ -53,6 +53,10 @@ pub enum Command {
     /// graph with `symbols`) or a symbolic graph at one binding of its symbols: writes an
     /// ordinary memplan-plan/1 plan or memplan-graph/1 graph.
     Instantiate(InstantiateArgs),
+    /// Choose the arena to reserve for a symbolic plan so that the bindings up to a quantile
+    /// of a histogram fit; print each binding's peak, utilisation and, above the quantile,
+    /// the fallback (split the batch, or a budgeted plan at the reserved size).
+    Reserve(ReserveArgs),
     /// Execute a plan on real memory and compare every graph output with a reference run
     /// in which every tensor has its own allocation; exit 0 if equal, 1 if not (or if the
     /// plan is invalid or cannot be executed).
@@ -95,6 +99,14 @@ pub struct PlanArgs {
     /// Write the plan here instead of stdout.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// Symbolic graphs only: split the widest symbol's range into pieces while a piece's
+    /// instantiated peak exceeds this many times the per-binding plan's (default 1.05).
+    #[arg(long, value_name = "R")]
+    pub max_ratio: Option<f64>,
+    /// Symbolic graphs only: at most this many pieces (default 8; 1 = one plan for the whole
+    /// range).
+    #[arg(long, value_name = "N")]
+    pub max_pieces: Option<usize>,
     /// Graph rewrites before planning, comma-separated: `fuse`, `conv-algos`, `tile`, `all`
     /// or `none` (the default: the graph is planned as given). When a rewrite changes the
     /// graph, the plan carries the rewritten graph (`rewritten_graph`), so `check` and
@@ -188,6 +200,24 @@ pub struct InstantiateArgs {
     #[arg(required = true, value_name = "SYMBOL=VALUE")]
     pub binding: Vec<String>,
     /// Write the concrete plan or graph here instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+/// The arguments of `memplan reserve`.
+#[derive(clap::Args)]
+pub struct ReserveArgs {
+    /// A symbolic plan (memplan-symbolic-plan/1, from `memplan plan` on a symbolic graph).
+    pub plan: PathBuf,
+    /// A histogram of one symbol: JSON `{"B": {"1": 120, "8": 40, ...}}` (value: weight).
+    pub histogram: PathBuf,
+    /// The share of the distribution's weight that must fit, in (0, 1].
+    #[arg(long, default_value_t = 0.99)]
+    pub quantile: f64,
+    /// The batch symbol to split for bindings above the reservation.
+    #[arg(long, value_name = "SYMBOL")]
+    pub split: Option<String>,
+    /// Write the reservation as JSON here.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 }
@@ -331,6 +361,11 @@ pub struct OnnxArgs {
     /// NAME=d0,d1,... (e.g. input=1,3,224,224).
     #[arg(long = "input-shape", value_name = "NAME=DIMS")]
     pub input_shape: Vec<String>,
+    /// Keep an ONNX dim_param symbolic with this range instead of binding it (repeatable):
+    /// NAME=MIN..MAX (e.g. batch=1..64); the output is then a symbolic graph whose sizes
+    /// depending on it are expressions ("602112*batch").
+    #[arg(long = "symbol", value_name = "NAME=MIN..MAX")]
+    pub symbol: Vec<String>,
     /// Graph name (default: the ONNX graph's name).
     #[arg(long)]
     pub name: Option<String>,

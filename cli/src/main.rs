@@ -1,4 +1,5 @@
-//! The `memplan` command line: plan, check, place, stats, instantiate (symbolic plans), run
+//! The `memplan` command line: plan, check, place, stats, instantiate and reserve (symbolic
+//! plans), run
 //! (execute a plan and compare with a reference run), and serve (the HTTP service of the `memplan-api` crate).
 //!
 //! This binary lives in its own crate because `memplan-api` depends on the `memplan` library:
@@ -46,5 +47,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => commands::serve::serve(a),
         Command::Run(a) => commands::run::run(a),
         Command::Instantiate(a) => commands::instantiate::instantiate(a),
+        Command::Reserve(a) => commands::reserve::reserve(a),
     }
 }

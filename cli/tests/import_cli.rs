@@ -260,3 +260,70 @@ fn running_data_through_a_mixing_kernel_warns_and_fails_when_real_kernels_are_re
         "{err}"
     );
 }
+
+#[test]
+fn import_with_a_symbol_writes_a_symbolic_graph_that_plans_and_instantiates() {
+    let model = common::tmp_file("import-symbol", "cnn.onnx");
+    std::fs::write(&model, onnx_writer::small_cnn(true)).unwrap();
+    let graph = common::tmp_file("import-symbol", "cnn.sym.json");
+    let m = model.to_str().unwrap();
+    let g = graph.to_str().unwrap();
+    let out = common::memplan(&["import", "onnx", m, "--symbol", "batch=1..16", "-o", g]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("symbolic: batch=1..16"), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&graph).unwrap()).unwrap();
+    assert_eq!(doc["symbols"]["batch"]["max"], 16);
+    let x = &doc["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "x")
+        .unwrap();
+    assert_eq!(x["size"], "768*batch");
+    // `memplan plan` plans it for the whole range; `instantiate` gives a concrete graph.
+    let plan = common::tmp_file("import-symbol", "cnn.sym.plan.json");
+    let p = plan.to_str().unwrap();
+    let out = common::memplan(&["plan", g, "-o", p]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let at3 = common::tmp_file("import-symbol", "cnn.3.json");
+    let out = common::memplan(&["instantiate", g, "batch=3", "-o", at3.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&at3).unwrap();
+    assert!(
+        text.contains("\"size\": 2304") || text.contains("\"size\":2304"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_symbol_options_fail_naming_the_option_and_write_nothing() {
+    let model = common::tmp_file("import-badsym", "cnn.onnx");
+    std::fs::write(&model, onnx_writer::small_cnn(true)).unwrap();
+    let graph = common::tmp_file("import-badsym", "g.json");
+    let m = model.to_str().unwrap();
+    let g = graph.to_str().unwrap();
+    for (spec, want) in [
+        ("batch=16..1", "min 16 is greater than max 1"),
+        ("batch:1..4", "expected NAME=MIN..MAX"),
+        ("seq=1..4", "no dimension named \"seq\""),
+    ] {
+        let out = common::memplan(&["import", "onnx", m, "--symbol", spec, "-o", g]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{spec}");
+        assert!(
+            err.contains(&format!("--symbol {spec}")) && err.contains(want),
+            "{spec}: {err}"
+        );
+        assert!(!graph.exists(), "{spec}");
+    }
+}

@@ -9,6 +9,29 @@
 //! inputs that declare them, then substituted everywhere. The importer does not infer shapes
 //! itself: a value without a static shape is an error that says how to add one.
 //!
+//! Symbolic import (issue 17): a `dim_param` declared in [`OnnxOptions::symbols`]
+//! (`--symbol NAME=MIN..MAX`) is kept as a symbol of that range instead of being bound: every
+//! size and shape that depends on it becomes an expression of [`crate::symbolic::expr`]
+//! (`"602112*N"`: the product of the static dims, the element size and the symbols), and the
+//! result is a symbolic graph ([`import_onnx_symbolic`], [`OnnxImport::symbolic`]) that
+//! [`crate::symbolic::SymbolicGraph::parse`] accepts. Symbols bound by `--input-shape` become
+//! numbers, so both options mix. A `dim_param` that is itself an expression of the grammar
+//! (`"2*N"`, as symbolic shape inference writes) is substituted too. Rules, each refused with
+//! an error naming the value or option:
+//! - a declared name must be a symbol of the grammar (`[A-Za-z_][A-Za-z0-9_]*`; a `dim_param`
+//!   such as `"batch-size"` cannot be declared: bind it with `--input-shape`), must occur as a
+//!   `dim_param` of the model (a declared but unused symbol is an error, like an
+//!   `--input-shape` for a missing input: it is almost always a typo) and must not also be
+//!   bound by `--input-shape`;
+//! - a dimension the grammar cannot express (`"(H-3)/2+1"`, or the fresh `unk__7` ONNX shape
+//!   inference writes after arithmetic on a symbolic dim) is an error: symbols are supported
+//!   on dims that only multiply (batch, sequence length), not on spatial dims a convolution
+//!   or `auto_pad: SAME_*` computes with;
+//! - 4-bit element types (two per byte) cannot have symbolic sizes.
+//!
+//! Ops on symbolic tensors carry no `flops` (a number in memplan-graph/1); in-place hints
+//! compare the size expressions. Weights are always static.
+//!
 //! Op types and attributes are mapped to memplan's vocabulary where the executor has a real
 //! kernel (Conv → `conv2d` with `stride/padding/dilation/groups`, Gemm → `linear`,
 //! MaxPool → `max_pool2d`, ...); other ops keep their ONNX type in lower case. Elementwise
@@ -33,6 +56,8 @@ use super::onnx_proto::{
 };
 use crate::data_file::{TensorData, TensorFile};
 use crate::graph::{Graph, GraphError, TensorKind, DEFAULT_ALIGNMENT};
+use crate::symbolic::expr::is_symbol_name;
+use crate::symbolic::{Poly, SymbolicGraph};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -50,6 +75,8 @@ pub struct OnnxOptions {
     pub name: Option<String>,
     /// Graph alignment in bytes (default 256).
     pub alignment: Option<u64>,
+    /// Symbols kept symbolic (`dim_param name → (min, max)`, inclusive), see the module docs.
+    pub symbols: BTreeMap<String, (u64, u64)>,
 }
 
 /// Why a model cannot be imported (each names the value, node or option at fault).
@@ -72,6 +99,17 @@ pub enum OnnxError {
         /// What is wrong.
         message: String,
     },
+    /// A `--symbol` option is malformed, or contradicts the model or the other options.
+    #[error("--symbol {spec}: {message}")]
+    Symbol {
+        /// The option as given (or the symbol's name).
+        spec: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The imported symbolic graph breaks a rule of the symbolic graph format.
+    #[error("the imported symbolic graph is invalid: {0}")]
+    Symbolic(String),
     /// A node cannot be represented (control flow, unknown value read, ...).
     #[error("node {node:?} ({op_type}): {message}")]
     Node {
@@ -132,6 +170,42 @@ pub fn parse_input_shape(spec: &str) -> Result<(String, Vec<u64>), OnnxError> {
             .collect::<Result<Vec<_>, _>>()?
     };
     Ok((name.to_string(), dims))
+}
+
+/// Parses `NAME=MIN..MAX` (as given to `--symbol`): a symbol name of the size-expression
+/// grammar and an inclusive range with `1 <= MIN <= MAX`.
+pub fn parse_symbol(spec: &str) -> Result<(String, (u64, u64)), OnnxError> {
+    let bad = |message: String| OnnxError::Symbol {
+        spec: spec.to_string(),
+        message,
+    };
+    let (name, range) = spec
+        .split_once('=')
+        .ok_or_else(|| bad("expected NAME=MIN..MAX (e.g. batch=1..64)".into()))?;
+    let name = name.trim();
+    if !is_symbol_name(name) {
+        return Err(bad(format!(
+            "{name:?} is not a symbol name (a letter or '_' followed by letters, digits or '_'); bind such a dim_param with --input-shape instead"
+        )));
+    }
+    let (lo, hi) = range
+        .split_once("..")
+        .ok_or_else(|| bad(format!("expected a range MIN..MAX, found {range:?}")))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| bad(format!("{x:?} is not a non-negative integer")))
+    };
+    let (min, max) = (num(lo)?, num(hi)?);
+    if min < 1 {
+        return Err(bad(
+            "the range starts at 1 or above (sizes must stay > 0)".into()
+        ));
+    }
+    if min > max {
+        return Err(bad(format!("min {min} is greater than max {max}")));
+    }
+    Ok((name.to_string(), (min, max)))
 }
 
 /// A dimension as the model declares it.
@@ -226,6 +300,30 @@ fn tensor_dims(t: &TensorProto, what: &str) -> Result<Vec<u64>, OnnxError> {
 /// An element type (`TensorProto.DataType`) and a static shape.
 type Typed = (i32, Vec<u64>);
 
+/// An element type and a shape whose dimensions may be expressions over declared symbols.
+type SymTyped = (i32, Vec<Poly>);
+
+/// The shape `dims` at every symbol's max.
+fn max_shape(
+    name: &str,
+    dims: &[Poly],
+    symbols: &BTreeMap<String, (u64, u64)>,
+) -> Result<Vec<u64>, OnnxError> {
+    dims.iter()
+        .map(|d| {
+            d.eval(|s| symbols.get(s).map(|r| r.1)).map_err(|_| {
+                OnnxError::Shape(format!(
+                    "value {name:?}: dimension {d} overflows u64 at the symbols' max"
+                ))
+            })
+        })
+        .collect()
+}
+
+fn constants(shape: Vec<u64>) -> Vec<Poly> {
+    shape.into_iter().map(Poly::constant).collect()
+}
+
 /// One imported tensor.
 struct Value_ {
     name: String,
@@ -233,6 +331,8 @@ struct Value_ {
     dtype: &'static str,
     shape: Vec<u64>,
     size: u64,
+    /// Shape and size in bytes as expressions, when a dimension is symbolic.
+    sym: Option<(Vec<Poly>, Poly)>,
 }
 
 /// An imported model with the data of its weights.
@@ -246,13 +346,28 @@ pub struct OnnxImport {
     /// Weights with zero elements: the graph gives them one element's bytes, the model has
     /// no data for them (any bytes will do).
     pub empty_weights: Vec<String>,
+    /// With [`OnnxOptions::symbols`]: the symbolic graph document (checked by
+    /// [`SymbolicGraph::parse`]); [`OnnxImport::graph`] is then its instance at every
+    /// symbol's max.
+    pub symbolic: Option<Value>,
+}
+
+/// A symbolic import: the document to write and its parsed form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SymbolicImport {
+    /// The symbolic graph document (memplan-graph/1 plus `symbols` and string sizes).
+    pub document: Value,
+    /// The document, parsed.
+    pub graph: SymbolicGraph,
 }
 
 /// The data of constant values (initializers and `Constant` outputs) by name: element type
 /// and little-endian bytes, or why they cannot be read.
 type Consts<'g> = HashMap<String, Result<(i32, Cow<'g, [u8]>), String>>;
 
-/// Reads an ONNX model and converts it (see the module docs).
+/// Reads an ONNX model and converts it (see the module docs). With
+/// [`OnnxOptions::symbols`] declared, the graph is the symbolic graph's instance at every
+/// symbol's max (the largest sizes); [`import_onnx_symbolic`] gives the symbolic graph.
 pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError> {
     let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
     Ok(import_model(&model, opts)?.0)
@@ -263,7 +378,7 @@ pub fn import_onnx(bytes: &[u8], opts: &OnnxOptions) -> Result<Graph, OnnxError>
 /// its shape) is an error naming it.
 pub fn import_onnx_with_weights(bytes: &[u8], opts: &OnnxOptions) -> Result<OnnxImport, OnnxError> {
     let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
-    let (graph, consts) = import_model(&model, opts)?;
+    let (graph, symbolic, consts) = import_model(&model, opts)?;
     let mut weights = TensorFile::default();
     weights.metadata.insert("source".into(), "onnx".into());
     weights.metadata.insert("graph".into(), graph.name.clone());
@@ -307,14 +422,32 @@ pub fn import_onnx_with_weights(bytes: &[u8], opts: &OnnxOptions) -> Result<Onnx
         graph,
         weights,
         empty_weights,
+        symbolic,
     })
+}
+
+/// Reads an ONNX model and converts it into a symbolic graph, keeping the `dim_param`s
+/// declared in [`OnnxOptions::symbols`] as symbols (see the module docs). Without declared
+/// symbols the document is an ordinary graph (no `symbols`, numeric sizes).
+pub fn import_onnx_symbolic(bytes: &[u8], opts: &OnnxOptions) -> Result<SymbolicImport, OnnxError> {
+    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let (graph, symbolic, _) = import_model(&model, opts)?;
+    let document = match symbolic {
+        Some(doc) => doc,
+        None => serde_json::from_str(&graph.to_json()).map_err(|e| {
+            OnnxError::Symbolic(format!("the graph's JSON does not read back: {e}"))
+        })?,
+    };
+    let graph = SymbolicGraph::parse(&document.to_string())
+        .map_err(|e| OnnxError::Symbolic(e.to_string()))?;
+    Ok(SymbolicImport { document, graph })
 }
 
 /// Converts a decoded model; returns the graph and the constants' data.
 fn import_model<'g>(
     model: &'g ModelProto,
     opts: &OnnxOptions,
-) -> Result<(Graph, Consts<'g>), OnnxError> {
+) -> Result<(Graph, Option<Value>, Consts<'g>), OnnxError> {
     let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
     if graph.node.is_empty() {
         return Err(OnnxError::Shape(
@@ -335,12 +468,13 @@ fn import_model<'g>(
     }
     check_input_shapes(graph, opts)?;
     let bindings = bind_symbols(graph, &declared_of, opts)?;
-    let resolve = |name: &str| -> Result<Typed, OnnxError> {
+    check_symbols(&declared_of, &bindings, opts)?;
+    let resolve = |name: &str| -> Result<SymTyped, OnnxError> {
         resolve_value(name, &declared_of, &bindings, opts)
     };
     let mut values = Values::default();
     let mut consts: Consts<'g> = HashMap::new();
-    values.add_weights_and_inputs(graph, &resolve, &mut consts)?;
+    values.add_weights_and_inputs(graph, &resolve, &mut consts, &opts.symbols)?;
     let opset = standard_opset(model);
     let mut folded: HashSet<String> = HashSet::new();
     let outputs: HashSet<&str> = graph
@@ -356,6 +490,7 @@ fn import_model<'g>(
             values: &mut values,
             outputs: &outputs,
             resolve: &resolve,
+            symbols: &opts.symbols,
             consts: &mut consts,
             folded: &mut folded,
             opset,
@@ -379,8 +514,8 @@ fn import_model<'g>(
             }
         }
     }
-    let g = graph_doc(model, graph, opts, &values, &folded, ops)?;
-    Ok((g, consts))
+    let (g, symbolic) = graph_doc(model, graph, opts, &values, &folded, ops)?;
+    Ok((g, symbolic, consts))
 }
 
 /// The version of the standard (`ai.onnx`, or empty) domain the model imports, if it says.
@@ -430,7 +565,7 @@ fn resolve_value(
     declared_of: &HashMap<&str, Declared>,
     bindings: &HashMap<String, u64>,
     opts: &OnnxOptions,
-) -> Result<Typed, OnnxError> {
+) -> Result<SymTyped, OnnxError> {
     let Some(d) = declared_of.get(name) else {
         return Err(OnnxError::Shape(format!(
             "the model has no type or shape for value {name:?}; {SHAPE_INFERENCE_HINT}"
@@ -442,7 +577,7 @@ fn resolve_value(
         ))
     })?;
     if let Some(given) = opts.input_shapes.get(name) {
-        return Ok((elem, given.clone()));
+        return Ok((elem, constants(given.clone())));
     }
     let Some(dims) = &d.dims else {
         return Err(OnnxError::Shape(format!(
@@ -452,12 +587,8 @@ fn resolve_value(
     let mut out = Vec::with_capacity(dims.len());
     for (i, dim) in dims.iter().enumerate() {
         out.push(match dim {
-            Dim::Static(v) => *v,
-            Dim::Symbol(s) => *bindings.get(s.as_str()).ok_or_else(|| {
-                OnnxError::Shape(format!(
-                    "value {name:?} dimension {i} is the symbol {s:?}, which no --input-shape binds; pass --input-shape INPUT=d0,d1,... for the graph input that declares {s:?}"
-                ))
-            })?,
+            Dim::Static(v) => Poly::constant(*v),
+            Dim::Symbol(s) => symbolic_dim(name, i, s, bindings, &opts.symbols)?,
             Dim::Unknown => {
                 return Err(OnnxError::Shape(format!(
                     "value {name:?} dimension {i} is unknown; {SHAPE_INFERENCE_HINT} (with the inputs' shapes fixed)"
@@ -466,6 +597,114 @@ fn resolve_value(
         });
     }
     Ok((elem, out))
+}
+
+/// Dimension `i` of value `name`, the `dim_param` `p`: a number when `--input-shape` binds it,
+/// the symbol when `--symbol` declares it, else an expression of the grammar over bound and
+/// declared symbols (`"2*N"`); anything else is an error naming the value and both options.
+fn symbolic_dim(
+    name: &str,
+    i: usize,
+    p: &str,
+    bindings: &HashMap<String, u64>,
+    symbols: &BTreeMap<String, (u64, u64)>,
+) -> Result<Poly, OnnxError> {
+    let unbound = |s: &str| {
+        let mut m = format!(
+            "value {name:?} dimension {i} is the symbol {s:?}, which no --input-shape binds and no --symbol declares; pass --input-shape INPUT=d0,d1,... for the graph input that declares {s:?}, or --symbol {s}=MIN..MAX to keep it symbolic"
+        );
+        if !symbols.is_empty() && s.starts_with("unk__") {
+            m.push_str(&format!(
+                " (ONNX shape inference names {s:?} a dimension it computed from others: symbols are supported on dims that only multiply, such as the batch, not on dims that go through arithmetic such as a convolution's spatial size)"
+            ));
+        }
+        OnnxError::Shape(m)
+    };
+    let lookup = |s: &str| -> Result<Poly, OnnxError> {
+        if let Some(&v) = bindings.get(s) {
+            Ok(Poly::constant(v))
+        } else if symbols.contains_key(s) {
+            Ok(Poly::symbol(s))
+        } else {
+            Err(unbound(s))
+        }
+    };
+    if is_symbol_name(p) {
+        return lookup(p);
+    }
+    let expr = Poly::parse(p).map_err(|e| {
+        OnnxError::Shape(format!(
+            "value {name:?} dimension {i} is {p:?}, which memplan's size expressions cannot write ({e}): symbols are supported on dims that only multiply (batch, sequence length); bind the symbols it uses with --input-shape"
+        ))
+    })?;
+    let overflow = || {
+        OnnxError::Shape(format!(
+            "value {name:?} dimension {i} ({p:?}) overflows u64"
+        ))
+    };
+    let mut out = Poly::constant(0);
+    for (mono, coeff) in expr.terms() {
+        let mut term = Poly::constant(coeff);
+        for (s, exp) in mono {
+            let f = lookup(s)?;
+            for _ in 0..*exp {
+                term = term.checked_mul(&f).ok_or_else(overflow)?;
+            }
+        }
+        out = out.checked_add(&term).ok_or_else(overflow)?;
+    }
+    Ok(out)
+}
+
+/// Checks the `--symbol` declarations against the model and the `--input-shape` bindings:
+/// each names a `dim_param` of the model and none is also bound.
+fn check_symbols(
+    declared_of: &HashMap<&str, Declared>,
+    bindings: &HashMap<String, u64>,
+    opts: &OnnxOptions,
+) -> Result<(), OnnxError> {
+    let mut params: Vec<&str> = declared_of
+        .values()
+        .filter_map(|d| d.dims.as_ref())
+        .flatten()
+        .filter_map(|d| match d {
+            Dim::Symbol(s) => Some(s.as_str()),
+            _ => None,
+        })
+        .collect();
+    params.sort_unstable();
+    params.dedup();
+    for (name, &(min, max)) in &opts.symbols {
+        let bad = |message: String| OnnxError::Symbol {
+            spec: format!("{name}={min}..{max}"),
+            message,
+        };
+        if !is_symbol_name(name) {
+            return Err(bad(format!("{name:?} is not a symbol name (a letter or '_' followed by letters, digits or '_')")));
+        }
+        if min < 1 || min > max {
+            return Err(bad("the range must satisfy 1 <= MIN <= MAX".into()));
+        }
+        if let Some(v) = bindings.get(name) {
+            return Err(bad(format!(
+                "{name:?} is also bound to {v} by --input-shape; give one or the other"
+            )));
+        }
+        let used = params.iter().any(|p| {
+            *p == name || Poly::parse(p).is_ok_and(|e| e.symbols().contains(&name.as_str()))
+        });
+        if !used {
+            return Err(bad(format!(
+                "the model has no dimension named {name:?} (its dim_params: {})",
+                if params.is_empty() {
+                    "none".to_string()
+                } else {
+                    params.join(", ")
+                }
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The imported tensors, in the order they were met, by name.
@@ -506,7 +745,45 @@ impl Values {
             dtype,
             shape,
             size,
+            sym: None,
         });
+        Ok(())
+    }
+
+    /// Adds tensor `name` whose dimensions may be expressions: its numeric shape and size are
+    /// those at every symbol's max (which bounds them), the expressions are kept besides.
+    fn add_dims(
+        &mut self,
+        name: &str,
+        kind: &'static str,
+        elem: i32,
+        dims: Vec<Poly>,
+        symbols: &BTreeMap<String, (u64, u64)>,
+    ) -> Result<(), OnnxError> {
+        let shape = max_shape(name, &dims, symbols)?;
+        self.add(name, kind, elem, shape)?;
+        if dims.iter().all(|d| d.as_constant().is_some()) {
+            return Ok(());
+        }
+        let overflow =
+            || OnnxError::Shape(format!("value {name:?}: size expression overflows u64"));
+        let (_, bytes) = element_type(elem).map_err(|what| OnnxError::ElementType {
+            value: name.to_string(),
+            elem_type: elem,
+            what,
+        })?;
+        if bytes == 0 {
+            return Err(OnnxError::Shape(format!(
+                "value {name:?} has a 4-bit element type (two per byte) and a symbolic shape, whose size memplan's expressions cannot write; bind its symbols with --input-shape"
+            )));
+        }
+        let size = dims
+            .iter()
+            .try_fold(Poly::constant(bytes), |a, d| a.checked_mul(d))
+            .ok_or_else(overflow)?;
+        if let Some(v) = self.values.last_mut() {
+            v.sym = Some((dims, size));
+        }
         Ok(())
     }
 
@@ -515,8 +792,9 @@ impl Values {
     fn add_weights_and_inputs<'g>(
         &mut self,
         graph: &'g GraphProto,
-        resolve: &dyn Fn(&str) -> Result<Typed, OnnxError>,
+        resolve: &dyn Fn(&str) -> Result<SymTyped, OnnxError>,
         consts: &mut Consts<'g>,
+        symbols: &BTreeMap<String, (u64, u64)>,
     ) -> Result<(), OnnxError> {
         // Weights: initializers (dense and sparse).
         for t in &graph.initializer {
@@ -553,8 +831,8 @@ impl Values {
             if name.is_empty() || self.contains(&name) {
                 continue;
             }
-            let (elem, shape) = resolve(&name)?;
-            self.add(&name, "input", elem, shape)?;
+            let (elem, dims) = resolve(&name)?;
+            self.add_dims(&name, "input", elem, dims, symbols)?;
         }
         Ok(())
     }
@@ -568,8 +846,10 @@ struct NodeContext<'a, 'g> {
     values: &'a mut Values,
     /// The graph outputs' names.
     outputs: &'a HashSet<&'a str>,
-    /// A value's element type and static shape.
-    resolve: &'a dyn Fn(&str) -> Result<Typed, OnnxError>,
+    /// A value's element type and shape (dimensions may be expressions).
+    resolve: &'a dyn Fn(&str) -> Result<SymTyped, OnnxError>,
+    /// The declared symbols.
+    symbols: &'a BTreeMap<String, (u64, u64)>,
     /// Constants' data (a `Constant` node adds its value).
     consts: &'a mut Consts<'g>,
     /// Constants some node folded into its attributes (dropped unless read elsewhere).
@@ -658,13 +938,13 @@ fn node_op(
                 "writes {name:?}, which is already a graph input, initializer or an earlier node's output"
             )));
         }
-        let (elem, shape) = resolve(name)?;
+        let (elem, dims) = resolve(name)?;
         let kind = if outputs.contains(name.as_str()) {
             "output"
         } else {
             "activation"
         };
-        values.add(name, kind, elem, shape)?;
+        values.add_dims(name, kind, elem, dims, ctx.symbols)?;
         outs.push(name.clone());
     }
     if outs.is_empty() {
@@ -685,6 +965,9 @@ fn node_op(
         a.insert("max_val".into(), json!(hi));
         ("hardtanh".to_string(), a)
     } else {
+        if let Some(m) = symbolic_padding(node, &op_type, standard, values) {
+            return Err(fail(m));
+        }
         map_op(node, &op_type, standard, ctx.opset, &shape_of).map_err(fail)?
     };
     let mut op = Map::new();
@@ -692,8 +975,14 @@ fn node_op(
     op.insert("type".into(), json!(ty));
     op.insert("inputs".into(), json!(inputs));
     op.insert("outputs".into(), json!(outs));
-    if let Some(f) = flops(&ty, node, &inputs, &outs, &shape_of) {
-        op.insert("flops".into(), json!(f));
+    let symbolic = inputs
+        .iter()
+        .chain(&outs)
+        .any(|n| values.get(n).is_some_and(|v| v.sym.is_some()));
+    if !symbolic {
+        if let Some(f) = flops(&ty, node, &inputs, &outs, &shape_of) {
+            op.insert("flops".into(), json!(f));
+        }
     }
     if !attrs.is_empty() {
         op.insert("attrs".into(), Value::Object(attrs));
@@ -702,6 +991,7 @@ fn node_op(
         && !inputs.is_empty()
         && size_of(&inputs[0]).is_some()
         && size_of(&inputs[0]) == size_of(&outs[0])
+        && sym_size(values, &inputs[0]) == sym_size(values, &outs[0])
         && values.get(&inputs[0]).is_some_and(|v| v.kind != "weight")
     {
         op.insert("inplace".into(), json!([[0, 0]]));
@@ -717,6 +1007,44 @@ fn node_op(
     Ok(Some(Value::Object(op)))
 }
 
+/// The size expression of value `name`, when it is symbolic.
+fn sym_size<'v>(values: &'v Values, name: &str) -> Option<&'v Poly> {
+    values.get(name)?.sym.as_ref().map(|(_, size)| size)
+}
+
+/// Why a convolution or pooling with `auto_pad: SAME_*` cannot be imported: its padding
+/// depends on a spatial dimension of its input that is symbolic (`None` when it does not).
+fn symbolic_padding(
+    node: &NodeProto,
+    op_type: &str,
+    standard: bool,
+    values: &Values,
+) -> Option<String> {
+    if !standard
+        || !matches!(
+            op_type,
+            "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool"
+        )
+    {
+        return None;
+    }
+    let auto = attr_str(node, "auto_pad").unwrap_or_default();
+    if auto != "SAME_UPPER" && auto != "SAME_LOWER" {
+        return None;
+    }
+    let x = node.input.first()?;
+    let (dims, _) = values.get(x)?.sym.as_ref()?;
+    let (d, p) = dims
+        .iter()
+        .enumerate()
+        .skip(2)
+        .find(|(_, p)| p.as_constant().is_none())?;
+    Some(format!(
+        "auto_pad {auto} pads by the spatial size of {x:?}, whose dimension {d} is the expression {:?}; the padding would need arithmetic memplan's size expressions cannot write (symbols are supported on dims that only multiply, such as the batch)",
+        p.to_string()
+    ))
+}
+
 /// The memplan graph document of the imported `values` and `ops`, parsed.
 /// Constants in `folded` that no op reads are left out.
 fn graph_doc(
@@ -726,7 +1054,7 @@ fn graph_doc(
     values: &Values,
     folded: &HashSet<String>,
     ops: Vec<Value>,
-) -> Result<Graph, OnnxError> {
+) -> Result<(Graph, Option<Value>), OnnxError> {
     let read: HashSet<&str> = ops
         .iter()
         .filter_map(|op| op.get("inputs")?.as_array())
@@ -739,7 +1067,13 @@ fn graph_doc(
         .clone()
         .or_else(|| graph.name.clone().filter(|n| !n.is_empty()))
         .unwrap_or_else(|| "onnx_model".to_string());
-    let doc = json!({
+    let kept = || {
+        values
+            .values
+            .iter()
+            .filter(|v| !folded.contains(&v.name) || read.contains(v.name.as_str()))
+    };
+    let mut doc = json!({
         "format": crate::graph::GRAPH_FORMAT,
         "name": name,
         "alignment": opts.alignment.unwrap_or(DEFAULT_ALIGNMENT),
@@ -750,14 +1084,49 @@ fn graph_doc(
             "opset": opset,
             "input_shapes": opts.input_shapes,
         },
-        "tensors": values.values.iter()
-            .filter(|v| !folded.contains(&v.name) || read.contains(v.name.as_str()))
-            .map(|v| json!({
+        "tensors": kept().map(|v| json!({
             "name": v.name, "size": v.size, "shape": v.shape, "dtype": v.dtype, "kind": v.kind,
         })).collect::<Vec<_>>(),
         "ops": ops,
     });
-    Ok(Graph::parse(&doc.to_string())?)
+    if opts.symbols.is_empty() {
+        return Ok((Graph::parse(&doc.to_string())?, None));
+    }
+    // Symbolic: the same document with `symbols` and expressions where a dimension is one.
+    let symbols: Map<String, Value> = opts
+        .symbols
+        .iter()
+        .map(|(s, &(min, max))| (s.clone(), json!({"min": min, "max": max})))
+        .collect();
+    if let Some(meta) = doc.get_mut("meta").and_then(Value::as_object_mut) {
+        meta.insert("symbols".into(), Value::Object(symbols.clone()));
+    }
+    doc["tensors"] = kept()
+        .map(|v| match &v.sym {
+            None => json!({
+                "name": v.name, "size": v.size, "shape": v.shape, "dtype": v.dtype, "kind": v.kind,
+            }),
+            Some((dims, size)) => json!({
+                "name": v.name,
+                "size": size.to_string(),
+                "shape": dims.iter().map(|d| match d.as_constant() {
+                    Some(c) => json!(c),
+                    None => json!(d.to_string()),
+                }).collect::<Vec<_>>(),
+                "dtype": v.dtype,
+                "kind": v.kind,
+            }),
+        })
+        .collect();
+    if let Some(o) = doc.as_object_mut() {
+        o.insert("symbols".into(), Value::Object(symbols));
+    }
+    let sg =
+        SymbolicGraph::parse(&doc.to_string()).map_err(|e| OnnxError::Symbolic(e.to_string()))?;
+    let max = sg
+        .instantiate(&sg.max_corner())
+        .map_err(|e| OnnxError::Symbolic(e.to_string()))?;
+    Ok((max, Some(doc)))
 }
 
 /// Binds every symbolic dimension declared by a graph input to the `--input-shape` given for
@@ -828,10 +1197,23 @@ fn join(d: &[u64]) -> String {
 /// A `Constant` node's output as a weight: shape and type from its `value*` attribute.
 fn constant(
     node: &NodeProto,
-    resolve: &dyn Fn(&str) -> Result<Typed, OnnxError>,
+    resolve: &dyn Fn(&str) -> Result<SymTyped, OnnxError>,
 ) -> Result<(String, Typed), OnnxError> {
     let Some(out) = node.output.first().filter(|o| !o.is_empty()) else {
         return Err(OnnxError::Shape("the Constant node writes no value".into()));
+    };
+    let resolve = |name: &str| -> Result<Typed, OnnxError> {
+        let (elem, dims) = resolve(name)?;
+        let shape = dims
+            .iter()
+            .map(Poly::as_constant)
+            .collect::<Option<Vec<u64>>>()
+            .ok_or_else(|| {
+                OnnxError::Shape(format!(
+                    "Constant {name:?} has a symbolic shape; a weight's shape must be static"
+                ))
+            })?;
+        Ok((elem, shape))
     };
     let attr = node.attribute.first();
     let (elem, shape) = match attr.map(|a| (a.name.as_deref().unwrap_or(""), a)) {

@@ -15,8 +15,16 @@
 //!   TFLite's arena planner and the symbolic / dynamic-shape planners of TVM and XLA-like
 //!   compilers; [`SymbolicPlan::instantiate`] computes the offsets for a binding as the longest
 //!   path in that stacking DAG in one pass, O(buffers + stacking edges), and writes an ordinary
-//!   memplan-plan/1 [`crate::Plan`]. The module doc of [`plan`](mod@plan) proves the layout
-//!   valid at every binding in range and documents the `memplan-symbolic-plan/1` format.
+//!   memplan-plan/1 [`crate::Plan`]. [`plan_symbolic_with`] splits the widest symbol's range
+//!   into pieces ([`SymbolicOptions`]: a target ratio to the per-binding plans, a cap on the
+//!   pieces), each planned at its own sub-range's max corner. The module doc of
+//!   [`plan`](mod@plan) proves the layout valid at every binding in range and documents the
+//!   `memplan-symbolic-plan/1` format, pieces included.
+//!
+//! - [`reserve`](mod@reserve): the P99 reservation (issue 17, point 3): the arena to reserve so
+//!   that the bindings up to a quantile of a weighted distribution fit, the utilisation at each
+//!   binding and the fallback above it (split the batch, or a budgeted plan at the reserved
+//!   size).
 //!
 //! All byte arithmetic is checked `u64`; errors are typed ([`ExprError`], [`SymbolicError`])
 //! and name the tensor, op or symbol concerned.
@@ -24,10 +32,15 @@
 pub mod expr;
 pub mod graph;
 pub mod plan;
+pub mod reserve;
 
 pub use expr::{ExprError, Poly};
 pub use graph::SymbolicGraph;
-pub use plan::{plan_symbolic, PeakPoint, PeakProfile, SymbolicPlan, SYMBOLIC_PLAN_FORMAT};
+pub use plan::{
+    plan_symbolic, plan_symbolic_with, PeakPoint, PeakProfile, SymbolicOptions, SymbolicPlan,
+    SYMBOLIC_PLAN_FORMAT,
+};
+pub use reserve::{parse_histogram, reserve, BatchSplit, Fallback, Reservation, ReservedBinding};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -242,6 +255,12 @@ pub enum SymbolicError {
     /// sharing) or refers to an unknown tensor.
     #[error("symbolic plan: {0}")]
     Unsupported(String),
+    /// A histogram of bindings (for [`reserve()`]) is malformed.
+    #[error("histogram: {0}")]
+    Histogram(String),
+    /// [`reserve()`]'s inputs cannot give a reservation (no samples, bad quantile, bad weight).
+    #[error("reserve: {0}")]
+    Reserve(String),
     /// A memplan-symbolic-plan/1 document is malformed.
     #[error("symbolic plan document: {0}")]
     Document(String),

@@ -77,13 +77,40 @@
 //!   the plan's `algo` extension when set).
 //! - `max_corner_peak_bytes`: the max-corner plan's peak (informative).
 //!
+//! - `split` (optional): `{"symbol": "B", "pieces": [{"range": {"min": 1, "max": 1},
+//!   "max_corner_peak_bytes": …, "weights": […], "buffers": […], "instructions": […]}, …]}`.
+//!   Each piece is a full template (fields as above) planned at the max corner of its
+//!   sub-range of the split symbol. The pieces' ranges are sorted and contiguous from the
+//!   symbol's `min`, and the last ends below its `max`; the top-level template serves the
+//!   values above the last piece up to `max`, so pieces plus top level cover the declared range
+//!   exactly once. A document without `split` is a one-piece plan (the format before pieces);
+//!   a reader that ignores `split` still gets a valid plan for the whole range (the top level
+//!   is planned at the global max corner), only a looser one at small bindings.
+//!
+//! # Pieces
+//!
+//! One stacking order fixed at the max corner can be loose at small bindings (densenet121
+//! training, B 1..16: 1.148 × the per-binding plan at B = 1). [`plan_symbolic_with`] splits
+//! the range of the symbol with the widest range (largest max/min): starting from the whole
+//! range, it takes the piece with the worst ratio (instantiated peak ÷ the per-binding plan's
+//! peak, the worst of three probes: the piece's min, geometric middle and arithmetic middle
+//! of the split symbol, other symbols at their min, or every value with
+//! [`SymbolicOptions::exhaustive`]; per-binding peaks are cached) above [`SymbolicOptions::max_ratio`], cuts it at
+//! the geometric middle `⌊√(lo·hi)⌋` into `[lo, mid]` (planned afresh at its own max corner)
+//! and `[mid+1, hi]` (keeps the parent's plan), and repeats until every piece is within the
+//! target, holds a single value, or there are [`SymbolicOptions::max_pieces`] pieces. Each
+//! piece is valid on its sub-range by the argument above (its sub-range's max corner plays
+//! σ); [`SymbolicPlan::instantiate`] picks the piece holding the binding's value of the split
+//! symbol. A single-value piece is the per-binding plan's order and stacking at that value,
+//! so its ratio is at most 1.
+//!
 //! [`SymbolicPlan::parse`] checks the structure (indices in range, `below` pointing backwards,
 //! symbols declared); the validity of the layout follows from how [`plan_symbolic`] derives
 //! it, and [`crate::validate()`] checks any instantiation.
 
 use super::expr::Poly;
 use super::graph::SymbolicGraph;
-use super::{Binding, SymbolicError, Symbols};
+use super::{Binding, SymbolRange, SymbolicError, Symbols};
 use crate::graph::{Graph, TensorId};
 use crate::pipeline::{self, Control, PipelineOptions};
 use crate::plan::{Instruction, Plan, PlanStats, PlanStatus, WeightSlot, PLAN_FORMAT};
@@ -177,6 +204,34 @@ pub struct SymbolicPlanDoc {
     pub buffers: Vec<BufferTemplate>,
     /// The instruction template.
     pub instructions: Vec<Step>,
+    /// Sub-range pieces of one symbol (module doc, "Pieces"); absent for a one-piece plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitDoc>,
+}
+
+/// The pieces of a split plan: finer templates for the low sub-ranges of one symbol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitDoc {
+    /// The symbol whose range is split.
+    pub symbol: String,
+    /// Sorted, contiguous sub-ranges from the symbol's `min`; the top-level template covers
+    /// the values above the last piece up to the symbol's `max`.
+    pub pieces: Vec<PieceDoc>,
+}
+
+/// One piece: a template planned at the max corner of its sub-range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PieceDoc {
+    /// The split symbol's sub-range this template serves.
+    pub range: SymbolRange,
+    /// The peak of the plan at the sub-range's max corner (bytes).
+    pub max_corner_peak_bytes: u64,
+    /// The weights region, in stacking order.
+    pub weights: Vec<WeightTemplate>,
+    /// Arena buffers in topological order of the stacking DAG.
+    pub buffers: Vec<BufferTemplate>,
+    /// The instruction template.
+    pub instructions: Vec<Step>,
 }
 
 /// A polynomial with symbol indices, for evaluation without lookups.
@@ -222,8 +277,28 @@ impl Compiled {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SymbolicPlan {
     doc: SymbolicPlanDoc,
+    /// The top-level template's compiled sizes.
+    top: CompiledTemplate,
+    /// Each piece's compiled sizes (same order as `doc.split.pieces`).
+    pieces: Vec<CompiledTemplate>,
+    /// Index of the split symbol among the declared symbols.
+    split_index: usize,
+}
+
+/// The compiled sizes of one template.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct CompiledTemplate {
     buffer_sizes: Vec<Compiled>,
     weight_sizes: Vec<Compiled>,
+}
+
+/// A template's parts, borrowed from the top level or from a piece.
+#[derive(Clone, Copy)]
+struct TemplateRef<'a> {
+    weights: &'a [WeightTemplate],
+    buffers: &'a [BufferTemplate],
+    instructions: &'a [Step],
+    compiled: &'a CompiledTemplate,
 }
 
 impl Serialize for SymbolicPlan {
@@ -300,15 +375,183 @@ pub fn plan_symbolic(
     if let Some(m) = options_error(options) {
         return Err(SymbolicError::Options(m));
     }
-    let max = graph.max_corner();
-    let concrete = graph.instantiate(&max)?;
-    let res = pipeline::run(&concrete, options, &Control::default()).map_err(|e| {
-        SymbolicError::Pipeline {
-            binding: max.to_string(),
+    let (concrete, plan) = plan_at(graph, &graph.max_corner(), options)?;
+    SymbolicPlan::from_max_corner_plan(graph, &concrete, &plan)
+}
+
+/// The graph instantiated at `binding` and the pipeline's plan of it (with `options`).
+fn plan_at(
+    graph: &SymbolicGraph,
+    binding: &Binding,
+    options: &PipelineOptions,
+) -> Result<(Graph, Plan), SymbolicError> {
+    let g = graph.instantiate(binding)?;
+    let res =
+        pipeline::run(&g, options, &Control::default()).map_err(|e| SymbolicError::Pipeline {
+            binding: binding.to_string(),
             source: Box::new(e),
+        })?;
+    Ok((g, res.plan))
+}
+
+/// How [`plan_symbolic_with`] splits the range of one symbol into pieces.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SymbolicOptions {
+    /// Split a piece while its instantiated peak at its sub-range's min corner exceeds this
+    /// many times the per-binding plan's peak there (default 1.05).
+    pub max_ratio: f64,
+    /// At most this many pieces, the top-level template included (default 8; 1 = no split).
+    pub max_pieces: usize,
+    /// Probe every value of a piece's sub-range instead of three (one per-binding plan per
+    /// value of the split symbol): then, unless the cap stops the split, the target holds at
+    /// every value (other symbols at their min). Default false.
+    pub exhaustive: bool,
+}
+
+impl Default for SymbolicOptions {
+    fn default() -> SymbolicOptions {
+        SymbolicOptions {
+            max_ratio: 1.05,
+            max_pieces: 8,
+            exhaustive: false,
         }
-    })?;
-    SymbolicPlan::from_max_corner_plan(graph, &concrete, &res.plan)
+    }
+}
+
+/// One piece while [`plan_symbolic_with`] splits.
+struct Work {
+    lo: u64,
+    hi: u64,
+    plan: SymbolicPlan,
+    ratio: f64,
+}
+
+/// [`plan_symbolic`], then split (module doc, "Pieces"): the symbol with the widest range
+/// (largest max/min) is cut geometrically while a piece's ratio (the worst at its min corner
+/// and its geometric and arithmetic middles, other symbols at their min) is above
+/// `split.max_ratio`, the piece holds more than one value and there are fewer than
+/// `split.max_pieces` pieces. Each split piece is planned at its own max corner; the upper
+/// half keeps its parent's plan.
+pub fn plan_symbolic_with(
+    graph: &SymbolicGraph,
+    options: &PipelineOptions,
+    split: &SymbolicOptions,
+) -> Result<SymbolicPlan, SymbolicError> {
+    if !(split.max_ratio.is_finite() && split.max_ratio >= 1.0) || split.max_pieces == 0 {
+        return Err(SymbolicError::Options(format!(
+            "max_ratio must be a finite number >= 1 (got {}) and max_pieces >= 1 (got {})",
+            split.max_ratio, split.max_pieces
+        )));
+    }
+    let whole = plan_symbolic(graph, options)?;
+    let Some((symbol, range)) = graph
+        .symbols
+        .iter()
+        .max_by(|(_, a), (_, b)| {
+            (a.max as f64 / a.min as f64).total_cmp(&(b.max as f64 / b.min as f64))
+        })
+        .map(|(s, r)| (s.clone(), *r))
+    else {
+        return Ok(whole);
+    };
+    if split.max_pieces < 2 || range.min == range.max {
+        return Ok(whole);
+    }
+    let at = |base: Binding, v: u64| base.with(&symbol, v);
+    let mut per_binding: HashMap<u64, u64> = HashMap::new();
+    let mut measure_at = |plan: &SymbolicPlan, lo: u64| -> Result<f64, SymbolicError> {
+        let b = at(graph.min_corner(), lo);
+        let peak = plan.peak_at(&b)?;
+        let per = match per_binding.get(&lo) {
+            Some(&p) => p,
+            None => {
+                let own = plan_at(graph, &b, options)?.1.stats.peak_bytes;
+                per_binding.insert(lo, own);
+                own
+            }
+        };
+        Ok(if per == 0 {
+            1.0
+        } else {
+            peak as f64 / per as f64
+        })
+    };
+    // A piece's ratio: the worst at its min, its geometric and its arithmetic middle.
+    let mut measure = |plan: &SymbolicPlan, lo: u64, hi: u64| -> Result<f64, SymbolicError> {
+        let geo = (((lo as f64) * (hi as f64)).sqrt().floor() as u64).clamp(lo, hi);
+        let mut worst = measure_at(plan, lo)?;
+        let probes: Vec<u64> = if split.exhaustive {
+            (lo + 1..hi).collect()
+        } else {
+            vec![geo, lo + (hi - lo) / 2]
+        };
+        for v in probes {
+            if v != lo && v != hi {
+                worst = worst.max(measure_at(plan, v)?);
+            }
+        }
+        Ok(worst)
+    };
+    let ratio = measure(&whole, range.min, range.max)?;
+    let mut pieces = vec![Work {
+        lo: range.min,
+        hi: range.max,
+        plan: whole,
+        ratio,
+    }];
+    while pieces.len() < split.max_pieces {
+        let Some(k) = pieces
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.ratio > split.max_ratio && w.lo < w.hi)
+            .max_by(|(_, a), (_, b)| a.ratio.total_cmp(&b.ratio))
+            .map(|(k, _)| k)
+        else {
+            break;
+        };
+        let (lo, hi) = (pieces[k].lo, pieces[k].hi);
+        // Geometric middle, lo <= mid < hi.
+        let mid = (((lo as f64) * (hi as f64)).sqrt().floor() as u64).clamp(lo, hi - 1);
+        let (concrete, plan) = plan_at(graph, &at(graph.max_corner(), mid), options)?;
+        let low = SymbolicPlan::from_max_corner_plan(graph, &concrete, &plan)?;
+        let low_ratio = measure(&low, lo, mid)?;
+        let up_ratio = measure(&pieces[k].plan, mid + 1, hi)?;
+        pieces[k].lo = mid + 1;
+        pieces[k].ratio = up_ratio;
+        pieces.insert(
+            k,
+            Work {
+                lo,
+                hi: mid,
+                plan: low,
+                ratio: low_ratio,
+            },
+        );
+    }
+    let Some(top) = pieces.pop() else {
+        return Err(SymbolicError::Unsupported("no pieces".into()));
+    };
+    if pieces.is_empty() {
+        return Ok(top.plan);
+    }
+    let mut doc = top.plan.doc;
+    doc.split = Some(SplitDoc {
+        symbol,
+        pieces: pieces
+            .into_iter()
+            .map(|w| PieceDoc {
+                range: SymbolRange {
+                    min: w.lo,
+                    max: w.hi,
+                },
+                max_corner_peak_bytes: w.plan.doc.max_corner_peak_bytes,
+                weights: w.plan.doc.weights,
+                buffers: w.plan.doc.buffers,
+                instructions: w.plan.doc.instructions,
+            })
+            .collect(),
+    });
+    SymbolicPlan::from_doc(doc)
 }
 
 /// A buffer while the stacking is derived.
@@ -531,6 +774,7 @@ impl SymbolicPlan {
             weights,
             buffers,
             instructions: steps,
+            split: None,
         })
     }
 
@@ -551,73 +795,96 @@ impl SymbolicPlan {
                 )));
             }
         }
-        let n = doc.buffers.len();
-        let mut buffer_sizes = Vec::with_capacity(n);
-        for (i, b) in doc.buffers.iter().enumerate() {
-            let what = || {
-                b.tensor
-                    .as_deref()
-                    .or(b.workspace_of.as_deref())
-                    .unwrap_or("?")
-                    .to_string()
-            };
-            if b.tensor.is_some() == b.workspace_of.is_some() {
-                return Err(bad(format!(
-                    "buffer {i} must name exactly one of tensor and workspace_of"
-                )));
+        let top = check_template(
+            &doc.symbols,
+            "",
+            &doc.weights,
+            &doc.buffers,
+            &doc.instructions,
+        )?;
+        let mut pieces = Vec::new();
+        let mut split_index = 0;
+        if let Some(split) = &doc.split {
+            let (index, range) = doc
+                .symbols
+                .iter()
+                .enumerate()
+                .find(|(_, (name, _))| **name == split.symbol)
+                .map(|(i, (_, r))| (i, *r))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "split symbol {:?} is not declared in \"symbols\"",
+                        split.symbol
+                    ))
+                })?;
+            split_index = index;
+            if split.pieces.is_empty() {
+                return Err(bad("split has no pieces; omit \"split\" instead".into()));
             }
-            if !b.alignment.is_power_of_two() {
-                return Err(bad(format!(
-                    "buffer {i} ({}) alignment {} is not a power of two",
-                    what(),
-                    b.alignment
-                )));
-            }
-            if let Some(&u) = b.below.iter().find(|&&u| u as usize >= i) {
-                return Err(bad(format!(
-                    "buffer {i} ({}) lists buffer {u} below it; below lists name earlier \
-                     buffers only",
-                    what()
-                )));
-            }
-            buffer_sizes.push(
-                Compiled::new(&b.size, &doc.symbols)
-                    .map_err(|m| bad(format!("buffer {i} ({}) size: {m}", what())))?,
-            );
-        }
-        let mut weight_sizes = Vec::with_capacity(doc.weights.len());
-        for w in &doc.weights {
-            if !w.alignment.is_power_of_two() {
-                return Err(bad(format!(
-                    "weight {:?} alignment {} is not a power of two",
-                    w.tensor, w.alignment
-                )));
-            }
-            weight_sizes.push(
-                Compiled::new(&w.size, &doc.symbols)
-                    .map_err(|m| bad(format!("weight {:?} size: {m}", w.tensor)))?,
-            );
-        }
-        for (pos, s) in doc.instructions.iter().enumerate() {
-            let b = match s {
-                Step::Alloc { buffer, .. } | Step::Free { buffer, .. } => Some(*buffer),
-                Step::Exec {
-                    workspace_buffer, ..
-                } => *workspace_buffer,
-            };
-            if let Some(b) = b {
-                if b as usize >= n {
+            let mut next = range.min;
+            for (k, p) in split.pieces.iter().enumerate() {
+                if p.range.min != next || p.range.max < p.range.min || p.range.max >= range.max {
                     return Err(bad(format!(
-                        "instruction {pos} names buffer {b} of {n} buffers"
+                        "piece {k} has range {}..={} of {:?}; pieces must be sorted and \
+                         contiguous from {} (this one starting at {next}) and end below the \
+                         max {}, which the top-level template serves",
+                        p.range.min, p.range.max, split.symbol, range.min, range.max
                     )));
                 }
+                next = p.range.max + 1;
+                pieces.push(check_template(
+                    &doc.symbols,
+                    &format!("piece {k}: "),
+                    &p.weights,
+                    &p.buffers,
+                    &p.instructions,
+                )?);
             }
         }
         Ok(SymbolicPlan {
             doc,
-            buffer_sizes,
-            weight_sizes,
+            top,
+            pieces,
+            split_index,
         })
+    }
+
+    /// The template serving the resolved binding `vals`: the first piece whose sub-range holds
+    /// the split symbol's value, else the top level.
+    fn template(&self, vals: &[u64]) -> TemplateRef<'_> {
+        if let Some(split) = &self.doc.split {
+            let v = vals.get(self.split_index).copied().unwrap_or(0);
+            for (p, c) in split.pieces.iter().zip(&self.pieces) {
+                if v <= p.range.max {
+                    return TemplateRef {
+                        weights: &p.weights,
+                        buffers: &p.buffers,
+                        instructions: &p.instructions,
+                        compiled: c,
+                    };
+                }
+            }
+        }
+        TemplateRef {
+            weights: &self.doc.weights,
+            buffers: &self.doc.buffers,
+            instructions: &self.doc.instructions,
+            compiled: &self.top,
+        }
+    }
+
+    /// The split symbol and its pieces' sub-ranges followed by the top-level template's
+    /// sub-range; `None` for a one-piece plan.
+    pub fn pieces(&self) -> Option<(&str, Vec<SymbolRange>)> {
+        let split = self.doc.split.as_ref()?;
+        let full = self.doc.symbols.get(&split.symbol)?;
+        let mut ranges: Vec<SymbolRange> = split.pieces.iter().map(|p| p.range).collect();
+        let lo = ranges.last().map_or(full.min, |r| r.max + 1);
+        ranges.push(SymbolRange {
+            min: lo,
+            max: full.max,
+        });
+        Some((split.symbol.as_str(), ranges))
     }
 
     /// The document.
@@ -658,43 +925,15 @@ impl SymbolicPlan {
     /// an error naming the symbol and its range.
     pub fn instantiate(&self, binding: &Binding) -> Result<Plan, SymbolicError> {
         let vals = binding.resolve(&self.doc.symbols)?;
+        let t = self.template(&vals);
         let overflow = |what: String| SymbolicError::Overflow {
             what,
             binding: binding.to_string(),
         };
-        let n = self.doc.buffers.len();
-        let mut size = vec![0u64; n];
-        let mut off = vec![0u64; n];
-        let mut peak = 0u64;
-        for (i, (b, c)) in self.doc.buffers.iter().zip(&self.buffer_sizes).enumerate() {
-            let name = || {
-                b.tensor.as_ref().map_or_else(
-                    || format!("op {:?} workspace", b.workspace_of.as_deref().unwrap_or("")),
-                    |t| format!("tensor {t:?}"),
-                )
-            };
-            let s = c
-                .eval(&vals)
-                .ok_or_else(|| overflow(format!("{} size", name())))?;
-            let mut o = 0u64;
-            for &u in &b.below {
-                let u = u as usize;
-                let top = off[u]
-                    .checked_add(size[u])
-                    .and_then(|e| align_up(e, b.alignment))
-                    .ok_or_else(|| overflow(format!("{} offset", name())))?;
-                o = o.max(top);
-            }
-            let end = o
-                .checked_add(s)
-                .ok_or_else(|| overflow(format!("{} end", name())))?;
-            size[i] = s;
-            off[i] = o;
-            peak = peak.max(end);
-        }
-        let mut weights = Vec::with_capacity(self.doc.weights.len());
+        let (size, off, peak) = stack(t, &vals, binding)?;
+        let mut weights = Vec::with_capacity(t.weights.len());
         let mut weights_bytes = 0u64;
-        for (w, c) in self.doc.weights.iter().zip(&self.weight_sizes) {
+        for (w, c) in t.weights.iter().zip(&t.compiled.weight_sizes) {
             let what = || overflow(format!("weight {:?}", w.tensor));
             let s = c.eval(&vals).ok_or_else(what)?;
             let o = align_up(weights_bytes, w.alignment).ok_or_else(what)?;
@@ -704,9 +943,9 @@ impl SymbolicPlan {
                 offset: o,
             });
         }
-        let mut instructions = Vec::with_capacity(self.doc.instructions.len());
+        let mut instructions = Vec::with_capacity(t.instructions.len());
         let (mut live, mut load) = (0u64, 0u64);
-        for s in &self.doc.instructions {
+        for s in t.instructions {
             instructions.push(match s {
                 Step::Alloc {
                     tensor,
@@ -770,6 +1009,13 @@ impl SymbolicPlan {
         })
     }
 
+    /// The instantiated peak (arena bytes) at `binding`, without building the plan: one pass
+    /// over the buffers.
+    pub fn peak_at(&self, binding: &Binding) -> Result<u64, SymbolicError> {
+        let vals = binding.resolve(&self.doc.symbols)?;
+        Ok(stack(self.template(&vals), &vals, binding)?.2)
+    }
+
     /// A few bindings to profile: the min corner, every symbol at 1/4, 1/2 and 3/4 of its
     /// range (rounded down), and the max corner, without repeats.
     pub fn profile_points(&self) -> Vec<Binding> {
@@ -804,14 +1050,7 @@ impl SymbolicPlan {
         let mut out = Vec::with_capacity(points.len());
         for b in points {
             let plan = self.instantiate(b)?;
-            let g = graph.instantiate(b)?;
-            let own = pipeline::run(&g, options, &Control::default()).map_err(|e| {
-                SymbolicError::Pipeline {
-                    binding: b.to_string(),
-                    source: Box::new(e),
-                }
-            })?;
-            let per = own.plan.stats.peak_bytes;
+            let per = plan_at(graph, b, options)?.1.stats.peak_bytes;
             out.push(PeakPoint {
                 binding: b.clone(),
                 peak_bytes: plan.stats.peak_bytes,
@@ -830,6 +1069,126 @@ impl SymbolicPlan {
             worst_ratio,
         })
     }
+}
+
+/// The offsets of a template's buffers at `vals` (module doc): sizes, offsets and the peak.
+fn stack(
+    t: TemplateRef<'_>,
+    vals: &[u64],
+    binding: &Binding,
+) -> Result<(Vec<u64>, Vec<u64>, u64), SymbolicError> {
+    let overflow = |what: String| SymbolicError::Overflow {
+        what,
+        binding: binding.to_string(),
+    };
+    let n = t.buffers.len();
+    let mut size = vec![0u64; n];
+    let mut off = vec![0u64; n];
+    let mut peak = 0u64;
+    for (i, (b, c)) in t.buffers.iter().zip(&t.compiled.buffer_sizes).enumerate() {
+        let name = || {
+            b.tensor.as_ref().map_or_else(
+                || format!("op {:?} workspace", b.workspace_of.as_deref().unwrap_or("")),
+                |t| format!("tensor {t:?}"),
+            )
+        };
+        let s = c
+            .eval(vals)
+            .ok_or_else(|| overflow(format!("{} size", name())))?;
+        let mut o = 0u64;
+        for &u in &b.below {
+            let u = u as usize;
+            let top = off[u]
+                .checked_add(size[u])
+                .and_then(|e| align_up(e, b.alignment))
+                .ok_or_else(|| overflow(format!("{} offset", name())))?;
+            o = o.max(top);
+        }
+        let end = o
+            .checked_add(s)
+            .ok_or_else(|| overflow(format!("{} end", name())))?;
+        size[i] = s;
+        off[i] = o;
+        peak = peak.max(end);
+    }
+    Ok((size, off, peak))
+}
+
+/// Checks one template's structure (module doc) and compiles its sizes; `label` prefixes
+/// messages (`"piece 2: "`).
+fn check_template(
+    symbols: &Symbols,
+    label: &str,
+    weights: &[WeightTemplate],
+    buffers: &[BufferTemplate],
+    instructions: &[Step],
+) -> Result<CompiledTemplate, SymbolicError> {
+    let bad = |m: String| SymbolicError::Document(format!("{label}{m}"));
+    let n = buffers.len();
+    let mut buffer_sizes = Vec::with_capacity(n);
+    for (i, b) in buffers.iter().enumerate() {
+        let what = || {
+            b.tensor
+                .as_deref()
+                .or(b.workspace_of.as_deref())
+                .unwrap_or("?")
+                .to_string()
+        };
+        if b.tensor.is_some() == b.workspace_of.is_some() {
+            return Err(bad(format!(
+                "buffer {i} must name exactly one of tensor and workspace_of"
+            )));
+        }
+        if !b.alignment.is_power_of_two() {
+            return Err(bad(format!(
+                "buffer {i} ({}) alignment {} is not a power of two",
+                what(),
+                b.alignment
+            )));
+        }
+        if let Some(&u) = b.below.iter().find(|&&u| u as usize >= i) {
+            return Err(bad(format!(
+                "buffer {i} ({}) lists buffer {u} below it; below lists name earlier buffers only",
+                what()
+            )));
+        }
+        buffer_sizes.push(
+            Compiled::new(&b.size, symbols)
+                .map_err(|m| bad(format!("buffer {i} ({}) size: {m}", what())))?,
+        );
+    }
+    let mut weight_sizes = Vec::with_capacity(weights.len());
+    for w in weights {
+        if !w.alignment.is_power_of_two() {
+            return Err(bad(format!(
+                "weight {:?} alignment {} is not a power of two",
+                w.tensor, w.alignment
+            )));
+        }
+        weight_sizes.push(
+            Compiled::new(&w.size, symbols)
+                .map_err(|m| bad(format!("weight {:?} size: {m}", w.tensor)))?,
+        );
+    }
+    for (pos, s) in instructions.iter().enumerate() {
+        let b = match s {
+            Step::Alloc { buffer, .. } | Step::Free { buffer, .. } => Some(*buffer),
+            Step::Exec {
+                workspace_buffer, ..
+            } => *workspace_buffer,
+        };
+        if let Some(b) = b {
+            if b as usize >= n {
+                return Err(bad(format!(
+                    "instruction {pos} names buffer {b} of {n} buffers"
+                )));
+            }
+        }
+    }
+    Ok(CompiledTemplate {
+        buffer_sizes,
+        weight_sizes,
+    })
 }
 
 /// Entry `i` of a symbolic graph's size list: an error when the symbolic graph is not the one

@@ -191,6 +191,15 @@ pub fn attr_float(name: &str, v: f32) -> Vec<u8> {
     a
 }
 
+/// A STRING attribute.
+pub fn attr_string(name: &str, v: &str) -> Vec<u8> {
+    let mut a = Vec::new();
+    string(&mut a, 1, name);
+    string(&mut a, 4, v);
+    int(&mut a, 20, 3);
+    a
+}
+
 /// A TENSOR attribute.
 pub fn attr_tensor(name: &str, t: &[u8]) -> Vec<u8> {
     let mut a = Vec::new();
@@ -431,4 +440,90 @@ pub fn small_cnn(with_value_info: bool) -> Vec<u8> {
         Vec::new()
     };
     model(&graph("small_cnn", &nodes, &inits, &inputs, &outputs, &vi))
+}
+
+/// A transformer-like block with two symbols, batch `N` and sequence `S`:
+/// x[N, S, 8] · w1[8, 16] → h → Relu → r · w2[16, 4] → y[N, S, 4], with every intermediate
+/// shape in `value_info` (as after ONNX shape inference).
+pub fn seq_mlp() -> Vec<u8> {
+    let (n, s) = (D::P("N"), D::P("S"));
+    let dims = |k: i64| [n.clone(), s.clone(), D::V(k)];
+    let nodes = vec![
+        node("mm1", "MatMul", &["x", "w1"], &["h"], &[]),
+        node("act", "Relu", &["h"], &["r"], &[]),
+        node("mm2", "MatMul", &["r", "w2"], &["y"], &[]),
+    ];
+    let inits = vec![tensor("w1", FLOAT, &[8, 16]), tensor("w2", FLOAT, &[16, 4])];
+    let inputs = vec![value_info("x", FLOAT, Some(&dims(8)))];
+    let outputs = vec![value_info("y", FLOAT, Some(&dims(4)))];
+    let vi = vec![
+        value_info("h", FLOAT, Some(&dims(16))),
+        value_info("r", FLOAT, Some(&dims(16))),
+    ];
+    model(&graph("seq_mlp", &nodes, &inits, &inputs, &outputs, &vi))
+}
+
+/// A stride-2 3×3 convolution on x[N, 3, H, 8] (H symbolic) → c[N, 4, `out_h`, 3] → Relu
+/// → y; `out_h` is the dim_param shape inference wrote for the computed height (an
+/// expression such as `"(H-3)/2+1"`, or a fresh `"unk__1"`).
+pub fn strided_conv(out_h: &'static str) -> Vec<u8> {
+    let (n, h) = (D::P("N"), D::P("H"));
+    let c = [n.clone(), D::V(4), D::P(out_h), D::V(3)];
+    let nodes = vec![
+        node(
+            "conv",
+            "Conv",
+            &["x", "w"],
+            &["c"],
+            &[
+                attr_ints("kernel_shape", &[3, 3]),
+                attr_ints("strides", &[2, 2]),
+            ],
+        ),
+        node("act", "Relu", &["c"], &["y"], &[]),
+    ];
+    let inits = vec![tensor("w", FLOAT, &[4, 3, 3, 3])];
+    let inputs = vec![value_info("x", FLOAT, Some(&[n, D::V(3), h, D::V(8)]))];
+    let outputs = vec![value_info("y", FLOAT, Some(&c))];
+    let vi = vec![value_info("c", FLOAT, Some(&c))];
+    model(&graph(
+        "strided_conv",
+        &nodes,
+        &inits,
+        &inputs,
+        &outputs,
+        &vi,
+    ))
+}
+
+/// A 3×3 convolution with `auto_pad: SAME_UPPER` on x[N, 3, H, 8] (H symbolic) → c[N, 4, H,
+/// 8] → Relu → y: the padding depends on H.
+pub fn same_padded_conv() -> Vec<u8> {
+    let (n, h) = (D::P("N"), D::P("H"));
+    let c = [n.clone(), D::V(4), h.clone(), D::V(8)];
+    let nodes = vec![
+        node(
+            "conv",
+            "Conv",
+            &["x", "w"],
+            &["c"],
+            &[
+                attr_ints("kernel_shape", &[3, 3]),
+                attr_string("auto_pad", "SAME_UPPER"),
+            ],
+        ),
+        node("act", "Relu", &["c"], &["y"], &[]),
+    ];
+    let inits = vec![tensor("w", FLOAT, &[4, 3, 3, 3])];
+    let inputs = vec![value_info("x", FLOAT, Some(&[n, D::V(3), h, D::V(8)]))];
+    let outputs = vec![value_info("y", FLOAT, Some(&c))];
+    let vi = vec![value_info("c", FLOAT, Some(&c))];
+    model(&graph(
+        "same_padded_conv",
+        &nodes,
+        &inits,
+        &inputs,
+        &outputs,
+        &vi,
+    ))
 }

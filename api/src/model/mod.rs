@@ -14,6 +14,7 @@
 mod check;
 mod documents;
 mod health;
+mod instantiate;
 mod jobs;
 mod names;
 mod options;
@@ -27,6 +28,7 @@ pub use documents::{
     PlanStatsDoc, TensorDoc, TensorKindDoc, TierStatDoc, TriedStatDoc, WeightSlotDoc,
 };
 pub use health::Health;
+pub use instantiate::{InstantiateRequest, InstantiateResponse};
 pub use jobs::{
     JobLinks, JobList, JobListQuery, JobStatus, JobView, Progress, DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,

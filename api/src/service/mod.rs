@@ -57,6 +57,7 @@ mod check;
 mod clients;
 mod events;
 mod health;
+mod instantiate;
 mod jobs;
 mod lifecycle;
 mod place;

@@ -1,13 +1,15 @@
 //! `memplan import`: converts a model of another framework (ONNX) into a memplan-graph/1
 //! graph, with a one-line summary on stderr; `--weights-out` also writes the weights' data
-//! as a tensor file (`memplan::data_file`).
+//! as a tensor file (`memplan::data_file`). With `--symbol NAME=MIN..MAX` the graph is a
+//! symbolic graph (`memplan::symbolic`): that dim_param stays a symbol and the sizes that
+//! depend on it are expressions; the summary then counts the graph at every symbol's max.
 
 use crate::args::{ImportArgs, ImportFormat, OnnxArgs};
 use crate::common::{bad, mib, write_out};
 use anyhow::{Context, Result};
 use memplan::graph::Graph;
 use memplan::import::onnx::{
-    import_onnx, import_onnx_with_weights, parse_input_shape, OnnxOptions,
+    import_onnx, import_onnx_with_weights, parse_input_shape, parse_symbol, OnnxOptions,
 };
 use std::process::ExitCode;
 
@@ -31,11 +33,25 @@ fn onnx(a: OnnxArgs) -> Result<ExitCode> {
             return Err(bad(format!("--input-shape {n} is given twice")));
         }
     }
+    for spec in &a.symbol {
+        let (n, range) = parse_symbol(spec).map_err(|e| bad(e.to_string()))?;
+        if opts.symbols.insert(n.clone(), range).is_some() {
+            return Err(bad(format!("--symbol {n} is given twice")));
+        }
+    }
     let bytes =
         std::fs::read(&a.model).with_context(|| format!("cannot read {}", a.model.display()))?;
     let fail = |e: memplan::import::onnx::OnnxError| bad(format!("{}: {e}", a.model.display()));
-    let (g, weights) = match &a.weights_out {
-        None => (import_onnx(&bytes, &opts).map_err(fail)?, None),
+    let (g, symbolic, weights) = match &a.weights_out {
+        None if opts.symbols.is_empty() => (import_onnx(&bytes, &opts).map_err(fail)?, None, None),
+        None => {
+            let i = memplan::import::onnx::import_onnx_symbolic(&bytes, &opts).map_err(fail)?;
+            let max = i
+                .graph
+                .instantiate(&i.graph.max_corner())
+                .map_err(|e| bad(e.to_string()))?;
+            (max, Some(i.document), None)
+        }
         Some(path) => {
             let i = import_onnx_with_weights(&bytes, &opts).map_err(fail)?;
             if !i.empty_weights.is_empty() {
@@ -46,7 +62,7 @@ fn onnx(a: OnnxArgs) -> Result<ExitCode> {
                     i.empty_weights.join(", ")
                 );
             }
-            (i.graph, Some((path, i.weights)))
+            (i.graph, i.symbolic, Some((path, i.weights)))
         }
     };
     eprintln!(
@@ -60,7 +76,22 @@ fn onnx(a: OnnxArgs) -> Result<ExitCode> {
         mib(memplan::passes::arena_tensor_bytes(&g)),
         mib(g.weights_bytes())
     );
-    write_out(&a.output, &format!("{}\n", g.to_json()))?;
+    let text = match symbolic {
+        Some(doc) => {
+            let symbols: Vec<String> = opts
+                .symbols
+                .iter()
+                .map(|(s, (lo, hi))| format!("{s}={lo}..{hi}"))
+                .collect();
+            eprintln!(
+                "symbolic: {} (sizes above at every symbol's max)",
+                symbols.join(", ")
+            );
+            serde_json::to_string_pretty(&doc).context("cannot write the symbolic graph")?
+        }
+        None => g.to_json(),
+    };
+    write_out(&a.output, &format!("{text}\n"))?;
     if let Some((path, weights)) = weights {
         let bytes = memplan::data_file::write(&weights);
         std::fs::write(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;

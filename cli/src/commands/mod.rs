@@ -6,6 +6,7 @@ pub mod import;
 pub mod instantiate;
 pub mod place;
 pub mod plan;
+pub mod reserve;
 pub mod run;
 pub mod serve;
 pub mod stats;

@@ -23,6 +23,12 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         }
         Graph::parse(&text).map_err(|e| bad(format!("{}: {e}", a.graph)))?
     };
+    if a.max_ratio.is_some() || a.max_pieces.is_some() {
+        return Err(bad(format!(
+            "{}: --max-ratio and --max-pieces apply to symbolic graphs (with \"symbols\") only",
+            a.graph
+        )));
+    }
     let opts = pipeline_options(&a, &original)?;
     let result = pipeline::run(&original, &opts, &pipeline::Control::default()).map_err(|e| {
         if e.is_bad_input() {
@@ -57,7 +63,7 @@ fn has_symbols(text: &str) -> bool {
 /// corner's order and stacking), written as memplan-symbolic-plan/1; stderr gets the
 /// instantiated peak at the corners and a few points between.
 fn plan_symbolic(a: &PlanArgs, text: &str) -> Result<ExitCode> {
-    use memplan::symbolic::{plan_symbolic, SymbolicError, SymbolicGraph};
+    use memplan::symbolic::{plan_symbolic_with, SymbolicError, SymbolicGraph, SymbolicOptions};
     if a.graph_out.is_some() || a.trace.is_some() {
         return Err(bad(format!(
             "{}: --graph-out and --trace need a concrete graph; plan the symbolic graph, then \
@@ -70,7 +76,14 @@ fn plan_symbolic(a: &PlanArgs, text: &str) -> Result<ExitCode> {
         .instantiate(&graph.max_corner())
         .map_err(|e| bad(format!("{}: {e}", a.graph)))?;
     let opts = pipeline_options(a, &corner)?;
-    let plan = plan_symbolic(&graph, &opts).map_err(|e| match &e {
+    let mut split = SymbolicOptions::default();
+    if let Some(r) = a.max_ratio {
+        split.max_ratio = r;
+    }
+    if let Some(n) = a.max_pieces {
+        split.max_pieces = n;
+    }
+    let plan = plan_symbolic_with(&graph, &opts, &split).map_err(|e| match &e {
         SymbolicError::Pipeline { source, .. } if !source.is_bad_input() => anyhow::Error::new(e),
         _ => bad(format!("{}: {e}", corner.name)),
     })?;
@@ -99,6 +112,18 @@ fn plan_symbolic(a: &PlanArgs, text: &str) -> Result<ExitCode> {
         plan.doc().buffers.len(),
         plan.edges()
     );
+    if let Some((symbol, ranges)) = plan.pieces() {
+        eprintln!(
+            "{}: {} pieces of {symbol}: {}",
+            corner.name,
+            ranges.len(),
+            ranges
+                .iter()
+                .map(|r| format!("[{}, {}]", r.min, r.max))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
     write_out(&a.output, &format!("{}\n", plan.to_json()))?;
     Ok(ExitCode::SUCCESS)
 }

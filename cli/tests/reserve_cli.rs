@@ -1,0 +1,98 @@
+//! `memplan reserve` (the P99 reservation of a symbolic plan) and the split flags of
+//! `memplan plan` (`--max-ratio`, `--max-pieces`) on the bundled symbolic sample.
+
+mod common;
+use common::{memplan, tmp_file};
+use serde_json::{json, Value};
+
+/// The bundled symbolic sample (B in 1..=32).
+fn symbolic_sample() -> String {
+    format!(
+        "{}/../samples/resnet_block.train.symbolic.json",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// Plans the symbolic sample with `extra` flags and returns the plan's path.
+fn symbolic_plan(name: &str, extra: &[&str]) -> String {
+    let out = tmp_file("reserve", name);
+    let sample = symbolic_sample();
+    let mut args = vec!["plan", sample.as_str(), "-o", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = memplan(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out.to_string_lossy().into_owned()
+}
+
+/// B geometric with ratio 0.5 over 1, 2, 4, …, 32 as request counts.
+fn histogram(name: &str) -> String {
+    let path = tmp_file("reserve", name);
+    let h = json!({"B": {"1": 320, "2": 160, "4": 80, "8": 40, "16": 20, "32": 1}});
+    std::fs::write(&path, h.to_string()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn reserve_prints_a_table_and_writes_the_reservation_with_the_splits_above_the_quantile() {
+    let plan = symbolic_plan("plan.json", &[]);
+    let hist = histogram("hist.json");
+    let out = tmp_file("reserve", "reservation.json");
+    let o = memplan(&[
+        "reserve",
+        &plan,
+        &hist,
+        "--quantile",
+        "0.99",
+        "--split",
+        "B",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // 621 requests: B ≤ 16 holds 620 of them (99.8 %), so the quantile batch is 16.
+    assert!(stdout.contains("binding B=16"), "{stdout}");
+    assert!(stdout.contains("split B=32 → 2 × B=16"), "{stdout}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let reserved = r["reserved_bytes"].as_u64().unwrap();
+    assert!(reserved > 0);
+    for b in r["bindings"].as_array().unwrap() {
+        if b["fits"].as_bool().unwrap() {
+            assert!(b["utilisation"].as_f64().unwrap() <= 1.0, "{b}");
+        } else {
+            assert_eq!(b["fallback"]["budget_bytes"].as_u64(), Some(reserved));
+            assert_eq!(b["fallback"]["split"]["chunks"].as_u64(), Some(2));
+        }
+    }
+}
+
+#[test]
+fn reserve_refuses_a_bad_histogram_or_quantile_with_exit_code_2_saying_why() {
+    let plan = symbolic_plan("plan-bad.json", &[]);
+    let hist = tmp_file("reserve", "bad-hist.json");
+    std::fs::write(&hist, r#"{"B": {"one": 3}}"#).unwrap();
+    let o = memplan(&["reserve", &plan, hist.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("key \"one\" is not a non-negative integer"),
+        "{err}"
+    );
+    let good = histogram("hist-q.json");
+    let o = memplan(&["reserve", &plan, &good, "--quantile", "1.5"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("quantile 1.5 is not in (0, 1]"));
+}
+
+#[test]
+fn plan_split_flags_shape_the_pieces_and_are_refused_on_a_concrete_graph() {
+    let one = symbolic_plan("one-piece.json", &["--max-pieces", "1"]);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(one).unwrap()).unwrap();
+    assert!(doc.get("split").is_none());
+    let o = memplan(&["plan", &symbolic_sample(), "--max-ratio", "0.5"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("max_ratio must be"));
+    let o = memplan(&["plan", "sample", "--max-ratio", "1.1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("apply to symbolic graphs"));
+}

@@ -1,0 +1,305 @@
+//! The P99 reservation (issue 17, point 3): given a symbolic plan and a weighted distribution
+//! of bindings, the arena bytes to reserve so that the bindings up to a quantile fit, the
+//! utilisation at each binding, and what happens above the quantile.
+//!
+//! # The rule
+//!
+//! Samples are merged by binding and sorted by their values (in the symbols' order,
+//! lexicographically; for one symbol simply by value). The *quantile binding* is the first one
+//! at which the cumulative weight reaches `quantile × total`. The reserved bytes are the largest
+//! instantiated peak ([`SymbolicPlan::peak_at`]) over the bindings up to and including it: for a
+//! one-piece plan peaks are monotone in the binding, so this is the quantile binding's peak;
+//! with pieces ([`super::plan_symbolic_with`]) a smaller binding may have a larger peak.
+//!
+//! Per binding: its peak, `utilisation = peak / reserved` (above 1 when it does not fit) and
+//! whether it fits. A binding that does not fit gets a [`Fallback`]: the budget of a budgeted
+//! plan with spills at the reserved size (reported, not run), and, when a split symbol is
+//! named, the batch split: the largest value `b'` below the binding's value whose binding fits,
+//! and `⌈b / b'⌉` chunks of it (the last one smaller when `b'` does not divide `b`).
+//! [`Reservation::average_utilisation`] is the weighted mean utilisation over the fitting
+//! bindings.
+//!
+//! # Histogram format (JSON)
+//!
+//! ```json
+//! {"B": {"1": 120, "2": 60, "4": 30, "8": 15, "16": 4, "32": 1}}
+//! ```
+//!
+//! One symbol, mapping each value (a decimal integer as the key) to its weight (a finite
+//! number ≥ 0, e.g. a count of requests). [`parse_histogram`] reads it.
+
+use super::plan::SymbolicPlan;
+use super::{Binding, SymbolicError};
+use serde::Serialize;
+use std::fmt;
+
+/// The batch split of a binding that does not fit: `chunks` runs at `symbol = chunk` (the last
+/// at `symbol = last_chunk`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BatchSplit {
+    /// The split symbol.
+    pub symbol: String,
+    /// The binding's value of the symbol.
+    pub value: u64,
+    /// The largest value below `value` whose binding fits the reservation.
+    pub chunk: u64,
+    /// How many chunks cover `value`: `⌈value / chunk⌉`.
+    pub chunks: u64,
+    /// The last chunk's value (`value - (chunks - 1) × chunk`; equals `chunk` when it divides).
+    pub last_chunk: u64,
+}
+
+impl fmt::Display for BatchSplit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.symbol;
+        write!(
+            f,
+            "{s}={} → {} × {s}={}",
+            self.value, self.chunks, self.chunk
+        )?;
+        if self.last_chunk != self.chunk {
+            write!(f, " (last {s}={})", self.last_chunk)?;
+        }
+        Ok(())
+    }
+}
+
+/// What to do with a binding whose peak exceeds the reservation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fallback {
+    /// Split the batch ([`BatchSplit`]); `None` without a split symbol or when no smaller value
+    /// fits.
+    pub split: Option<BatchSplit>,
+    /// The other fallback: a budgeted plan (spills, recomputes) with this budget, the reserved
+    /// bytes. Reported, not planned.
+    pub budget_bytes: u64,
+}
+
+/// One binding of a [`Reservation`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReservedBinding {
+    /// The binding.
+    pub binding: Binding,
+    /// Its weight in the distribution (merged over repeats).
+    pub weight: f64,
+    /// The instantiated peak (bytes).
+    pub peak_bytes: u64,
+    /// `peak_bytes / reserved_bytes` (above 1 when it does not fit).
+    pub utilisation: f64,
+    /// Whether `peak_bytes <= reserved_bytes`.
+    pub fits: bool,
+    /// The fallback, for a binding that does not fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+}
+
+/// The arena to reserve for a quantile of a distribution of bindings (module doc).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reservation {
+    /// The quantile asked, in (0, 1].
+    pub quantile: f64,
+    /// The binding at that quantile.
+    pub quantile_binding: Binding,
+    /// The reserved arena bytes.
+    pub reserved_bytes: u64,
+    /// Weighted mean of `utilisation` over the bindings that fit.
+    pub average_utilisation: f64,
+    /// Fraction of the total weight that fits (≥ `quantile`).
+    pub fitting_weight: f64,
+    /// Every binding, sorted.
+    pub bindings: Vec<ReservedBinding>,
+}
+
+/// The reservation for `quantile` of `samples` (binding, weight) under `plan` (module doc).
+/// `split_symbol` names the batch symbol to split above the reservation. Errors: no samples,
+/// a total weight of 0, a weight that is negative or not finite, a quantile outside (0, 1], an
+/// undeclared split symbol, or a binding the plan refuses.
+pub fn reserve(
+    plan: &SymbolicPlan,
+    samples: &[(Binding, f64)],
+    quantile: f64,
+    split_symbol: Option<&str>,
+) -> Result<Reservation, SymbolicError> {
+    let err = |m: String| SymbolicError::Reserve(m);
+    if !(quantile > 0.0 && quantile <= 1.0) {
+        return Err(err(format!("quantile {quantile} is not in (0, 1]")));
+    }
+    let split_range = match split_symbol {
+        Some(s) => Some(*plan.symbols().get(s).ok_or_else(|| {
+            err(format!(
+                "split symbol {s:?} is not declared (declared: {})",
+                plan.symbols()
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?),
+        None => None,
+    };
+    let mut merged: Vec<(Vec<u64>, Binding, f64)> = Vec::new();
+    for (b, w) in samples {
+        if !(w.is_finite() && *w >= 0.0) {
+            return Err(err(format!(
+                "binding {b} has weight {w}; weights are finite and >= 0"
+            )));
+        }
+        let vals = b.resolve(plan.symbols())?;
+        match merged.iter_mut().find(|(v, _, _)| *v == vals) {
+            Some(m) => m.2 += w,
+            None => merged.push((vals, b.clone(), *w)),
+        }
+    }
+    merged.sort_by(|a, b| a.0.cmp(&b.0));
+    let total: f64 = merged.iter().map(|m| m.2).sum();
+    if merged.is_empty() || total <= 0.0 {
+        return Err(err(
+            "no samples with a positive weight; give at least one binding".into(),
+        ));
+    }
+    let peaks = merged
+        .iter()
+        .map(|(_, b, _)| plan.peak_at(b))
+        .collect::<Result<Vec<u64>, _>>()?;
+    let target = quantile * total * (1.0 - 1e-12);
+    let mut cumulative = 0.0;
+    let mut q = merged.len() - 1;
+    for (i, m) in merged.iter().enumerate() {
+        cumulative += m.2;
+        if cumulative >= target {
+            q = i;
+            break;
+        }
+    }
+    let reserved = peaks[..=q].iter().copied().max().unwrap_or(0);
+    let ratio = |p: u64| {
+        if reserved == 0 {
+            if p == 0 {
+                1.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            p as f64 / reserved as f64
+        }
+    };
+    let mut bindings = Vec::with_capacity(merged.len());
+    let (mut fit_w, mut fit_u) = (0.0, 0.0);
+    for ((_, b, w), &peak) in merged.iter().zip(&peaks) {
+        let fits = peak <= reserved;
+        let utilisation = ratio(peak);
+        let fallback = if fits {
+            fit_w += w;
+            fit_u += w * utilisation;
+            None
+        } else {
+            let split = match (split_symbol, split_range) {
+                (Some(s), Some(r)) => split_batch(plan, b, s, r.min, reserved)?,
+                _ => None,
+            };
+            Some(Fallback {
+                split,
+                budget_bytes: reserved,
+            })
+        };
+        bindings.push(ReservedBinding {
+            binding: b.clone(),
+            weight: *w,
+            peak_bytes: peak,
+            utilisation,
+            fits,
+            fallback,
+        });
+    }
+    Ok(Reservation {
+        quantile,
+        quantile_binding: merged[q].1.clone(),
+        reserved_bytes: reserved,
+        average_utilisation: if fit_w > 0.0 { fit_u / fit_w } else { 0.0 },
+        fitting_weight: fit_w / total,
+        bindings,
+    })
+}
+
+/// The largest value of `symbol` below the binding's whose binding fits `reserved`, and the
+/// chunks of it that cover the binding's value.
+fn split_batch(
+    plan: &SymbolicPlan,
+    b: &Binding,
+    symbol: &str,
+    min: u64,
+    reserved: u64,
+) -> Result<Option<BatchSplit>, SymbolicError> {
+    let Some(&value) = b.0.get(symbol) else {
+        return Ok(None);
+    };
+    let mut chunk = value;
+    while chunk > min {
+        chunk -= 1;
+        if plan.peak_at(&b.clone().with(symbol, chunk))? <= reserved {
+            let chunks = value.div_ceil(chunk);
+            return Ok(Some(BatchSplit {
+                symbol: symbol.to_string(),
+                value,
+                chunk,
+                chunks,
+                last_chunk: value - (chunks - 1) * chunk,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Parses a histogram `{"B": {"1": 120, "8": 40}}` (module doc) into weighted bindings, with
+/// errors naming the offending entry.
+pub fn parse_histogram(text: &str) -> Result<Vec<(Binding, f64)>, SymbolicError> {
+    let err = |m: String| SymbolicError::Histogram(m);
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        err(format!(
+            "JSON error at line {}, column {}: {e}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let top = v
+        .as_object()
+        .ok_or_else(|| err("expected an object {\"SYMBOL\": {\"VALUE\": WEIGHT, ...}}".into()))?;
+    if top.len() != 1 {
+        return Err(err(format!(
+            "expected exactly one symbol, found {} ({})",
+            top.len(),
+            top.keys().cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let mut out = Vec::new();
+    for (symbol, values) in top {
+        if !super::expr::is_symbol_name(symbol) {
+            return Err(err(format!("{symbol:?} is not a symbol name")));
+        }
+        let values = values.as_object().ok_or_else(|| {
+            err(format!(
+                "symbol {symbol:?}: expected an object {{\"VALUE\": WEIGHT, ...}}"
+            ))
+        })?;
+        for (value, weight) in values {
+            let n: u64 = value.trim().parse().map_err(|_| {
+                err(format!(
+                    "symbol {symbol:?}: key {value:?} is not a non-negative integer"
+                ))
+            })?;
+            let w = weight
+                .as_f64()
+                .filter(|w| w.is_finite() && *w >= 0.0)
+                .ok_or_else(|| {
+                    err(format!(
+                        "symbol {symbol:?} value {n}: weight {weight} is not a number >= 0"
+                    ))
+                })?;
+            out.push((Binding::new().with(symbol, n), w));
+        }
+    }
+    if out.is_empty() {
+        return Err(err("the histogram lists no values".into()));
+    }
+    Ok(out)
+}
