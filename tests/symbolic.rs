@@ -963,3 +963,17 @@ fn bad_histograms_and_reservation_inputs_are_refused_saying_what_is_wrong() {
     let out = vec![(Binding::new().with("B", 64), 1.0)];
     assert!(rerr(&out, 0.9, None).contains("out of its range 1..=32"));
 }
+
+#[test]
+fn the_range_check_tries_the_corners_the_quartiles_and_reproducible_samples_and_passes_a_valid_plan(
+) {
+    use memplan::symbolic::{check_points, check_symbolic};
+    let sg = SymbolicGraph::parse(&symbolic_sample()).unwrap();
+    let sp = plan_symbolic(&sg, &quick()).unwrap();
+    let points = check_points(&sp, 5, 7);
+    assert!(points.contains(&sg.min_corner()) && points.contains(&sg.max_corner()));
+    assert_eq!(points, check_points(&sp, 5, 7), "seeded samples repeat");
+    let r = check_symbolic(&sg, &sp, 5, 7).unwrap();
+    assert_eq!(r.bindings, points.len());
+    assert_eq!(r.worst_peak.1, sg.max_corner());
+}

@@ -225,13 +225,19 @@ pub struct ReserveArgs {
 /// The arguments of `memplan check`.
 #[derive(clap::Args)]
 pub struct CheckArgs {
-    /// Graph file (memplan-graph/1 JSON).
+    /// Graph file (memplan-graph/1 JSON; a symbolic graph with a symbolic plan).
     pub graph: PathBuf,
-    /// Plan file (memplan-plan/1 JSON).
+    /// Plan file (memplan-plan/1 JSON, or memplan-symbolic-plan/1: then every corner of the
+    /// symbols' box, the quartiles, the pieces' ends and `--samples` random bindings are
+    /// instantiated and replayed).
     pub plan: PathBuf,
     /// Also require the peak to be at most this many bytes.
     #[arg(long)]
     pub budget: Option<u64>,
+    /// With a symbolic graph and plan: seeded random bindings checked besides the corners,
+    /// quartiles and piece ends.
+    #[arg(long, default_value_t = 32)]
+    pub samples: usize,
 }
 
 /// The arguments of `memplan place`.

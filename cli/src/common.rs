@@ -48,6 +48,18 @@ pub fn load_plan(path: &Path) -> Result<Plan> {
     Plan::parse(&read(path)?).map_err(|e| bad(format!("{}: {e}", path.display())))
 }
 
+/// Whether `text` is a memplan-symbolic-plan/1 document (its `format` field says so).
+pub fn is_symbolic_plan(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| {
+            v.get("format")?
+                .as_str()
+                .map(|f| f == memplan::symbolic::SYMBOLIC_PLAN_FORMAT)
+        })
+        .unwrap_or(false)
+}
+
 /// The graph plan `p` (read from `path`) refers to: `given`, or the rewrite the plan
 /// carries. `Ok(None)` when that makes the plan invalid (printed as `invalid: ...`; the
 /// command then exits 1).

@@ -73,6 +73,38 @@ fn a_symbolic_plan_instantiates_at_every_tried_batch_into_plans_that_check_and_r
 }
 
 #[test]
+fn check_replays_a_symbolic_plan_over_its_range_and_names_the_binding_a_corrupted_one_breaks() {
+    let sp = tmp("check.symplan.json");
+    ok(&["plan", &symbolic_sample(), "-o", s(&sp)]);
+    let r = memplan(&["check", &symbolic_sample(), s(&sp), "--samples", "8"]);
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        out.contains("valid at") && out.contains("(at B=32)"),
+        "{out}"
+    );
+    // Within a budget below the largest peak: invalid, naming the binding.
+    let r = memplan(&["check", &symbolic_sample(), s(&sp), "--budget", "1000"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("invalid: at B="));
+    // A buffer that forgets what lies below it lands on a live tensor.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    let buffers = doc["buffers"].as_array_mut().unwrap();
+    let k = buffers
+        .iter()
+        .position(|b| !b["below"].as_array().unwrap().is_empty())
+        .unwrap();
+    buffers[k]["below"] = serde_json::json!([]);
+    let bad = tmp("corrupt.symplan.json");
+    std::fs::write(&bad, doc.to_string()).unwrap();
+    let r = memplan(&["check", &symbolic_sample(), s(&bad)]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("invalid: at B="), "{err}");
+}
+
+#[test]
 fn at_the_bundled_batch_the_instantiated_graph_is_the_bundled_sample() {
     let g = tmp("g8.json");
     ok(&["instantiate", &symbolic_sample(), "B=8", "-o", s(&g)]);

@@ -26,14 +26,19 @@
 //!   binding and the fallback above it (split the batch, or a budgeted plan at the reserved
 //!   size).
 //!
+//! - [`check`](mod@check): the validator over the range (corners, quartiles, piece ends and
+//!   seeded samples), for `memplan check` on a symbolic pair.
+//!
 //! All byte arithmetic is checked `u64`; errors are typed ([`ExprError`], [`SymbolicError`])
 //! and name the tensor, op or symbol concerned.
 
+pub mod check;
 pub mod expr;
 pub mod graph;
 pub mod plan;
 pub mod reserve;
 
+pub use check::{check_points, check_symbolic, SymbolicCheck, SymbolicCheckError};
 pub use expr::{ExprError, Poly};
 pub use graph::SymbolicGraph;
 pub use plan::{

@@ -2,9 +2,9 @@
 //! (`memplan::symbolic`), written as an ordinary plan or graph.
 
 use crate::args::InstantiateArgs;
-use crate::common::{bad, read, write_out};
+use crate::common::{bad, is_symbolic_plan, read, write_out};
 use anyhow::Result;
-use memplan::symbolic::{Binding, SymbolicGraph, SymbolicPlan, SYMBOLIC_PLAN_FORMAT};
+use memplan::symbolic::{Binding, SymbolicGraph, SymbolicPlan};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -44,12 +44,4 @@ pub fn instantiate(a: InstantiateArgs) -> Result<ExitCode> {
     };
     write_out(&a.output, &format!("{out}\n"))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether `text` is a memplan-symbolic-plan/1 document (its `format` field says so).
-fn is_symbolic_plan(text: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| v.get("format")?.as_str().map(|f| f == SYMBOLIC_PLAN_FORMAT))
-        .unwrap_or(false)
 }
