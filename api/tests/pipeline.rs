@@ -333,7 +333,7 @@ async fn a_bare_graph_on_a_wrapped_route_and_the_reverse_are_refused_with_a_hint
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_budgeted_job_stops_within_a_second_of_delete() {
-    let Some(graph) = zoo("resnet50.32.train.json") else {
+    let Some(graph) = zoo("densenet121.16.train.json") else {
         return;
     };
     let api = start(config(None)).await;
@@ -342,9 +342,10 @@ async fn a_running_budgeted_job_stops_within_a_second_of_delete() {
             "/v1/jobs",
             &plan_request(
                 graph.clone(),
-                // The unconstrained plan by the heuristics (well under a second), then the
-                // budget program with 20 times the default work (about 50 s on 2 cores).
-                json!({"budget": "50%", "spill_strategy": "ilp", "strategy": "heuristic",
+                // The unconstrained plan by the heuristics (about a second), then every spill
+                // strategy and the joint program with 20 times the default work (minutes on 2
+                // cores; resnet50 at 50 %, used before, now ends in 2 s and raced the DELETE).
+                json!({"budget": "40%", "strategy": "heuristic",
                        "effort": 20, "time_limit_s": 600, "cache": false}),
             ),
         )
