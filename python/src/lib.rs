@@ -13,13 +13,12 @@ use memplan::graph::{Graph, SAMPLE_JSON};
 use memplan::pipeline::{self, PipelineOptions, Rewrite};
 use memplan::plan::Plan as PlanDoc;
 use memplan_solver::placement::step::{self as place_step, PlaceOptions};
-use memplan_solver::{csv, Limits, PlacementProblem};
+use memplan_solver::{csv, Limits};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 create_exception!(
@@ -398,24 +397,12 @@ fn place(
             .map_err(|e| bad(format!("buffers: a value json.dumps refuses: {e}")))?;
         let list: Vec<serde_json::Value> = serde_json::from_str(&text)
             .map_err(|_| bad("buffers: expected a list of dicts or a minimalloc CSV"))?;
-        let mut seen = BTreeMap::new();
-        let mut ids = Vec::with_capacity(list.len());
-        let mut out = Vec::with_capacity(list.len());
+        let mut rows = Vec::with_capacity(list.len());
         for (i, v) in list.into_iter().enumerate() {
             let b = BufferArg::deserialize(v).map_err(|e| bad(format!("buffers[{i}]: {e}")))?;
-            let id = buffer_id(i, &b.id)?;
-            let buffer =
-                csv::check_buffer(b.lower, b.upper, b.size, b.alignment.unwrap_or(alignment))
-                    .map_err(|rule| bad(format!("buffers[{i}] (buffer `{id}`): {rule}")))?;
-            if let Some(first) = seen.insert(id.clone(), i) {
-                return Err(bad(format!(
-                    "buffers[{i}] (buffer `{id}`): id already used by buffers[{first}]"
-                )));
-            }
-            ids.push(id);
-            out.push(buffer);
+            rows.push((buffer_id(i, &b.id)?, b.lower, b.upper, b.size, b.alignment));
         }
-        (ids, PlacementProblem::new(out))
+        csv::from_rows(rows, alignment).map_err(bad)?
     };
     problem.capacity = capacity;
     let opts = PlaceOptions {

@@ -131,6 +131,33 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
     })
 }
 
+/// One buffer of a JSON buffer list (`POST /v1/place`, Python's `memplan.place`): id,
+/// lifetime `[lower, upper)`, size in bytes and its own alignment, if any.
+pub type BufferRow = (String, u64, u64, u64, Option<u64>);
+
+/// Buffers from rows, each checked by [`check_buffer`] (a row without an alignment takes
+/// `default_alignment`), ids unique: the ids and the problem (capacity unset), or the first
+/// broken rule as `buffers[i] (buffer `id`): rule`.
+pub fn from_rows(
+    rows: impl IntoIterator<Item = BufferRow>,
+    default_alignment: u64,
+) -> Result<(Vec<String>, PlacementProblem), String> {
+    let mut seen = std::collections::BTreeMap::new();
+    let (mut ids, mut buffers) = (Vec::new(), Vec::new());
+    for (i, (id, lower, upper, size, alignment)) in rows.into_iter().enumerate() {
+        let buffer = check_buffer(lower, upper, size, alignment.unwrap_or(default_alignment))
+            .map_err(|rule| format!("buffers[{i}] (buffer `{id}`): {rule}"))?;
+        if let Some(first) = seen.insert(id.clone(), i) {
+            return Err(format!(
+                "buffers[{i}] (buffer `{id}`): id already used by buffers[{first}]"
+            ));
+        }
+        ids.push(id);
+        buffers.push(buffer);
+    }
+    Ok((ids, PlacementProblem::new(buffers)))
+}
+
 /// The rules of one buffer row (size > 0, a non-empty lifetime `[lower, upper)`, a power-of-two
 /// alignment): the buffer, or the rule it breaks. Shared by every reader of buffer lists.
 pub fn check_buffer(lower: u64, upper: u64, size: u64, alignment: u64) -> Result<Buffer, String> {

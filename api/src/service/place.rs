@@ -10,7 +10,6 @@ use axum::body::Bytes;
 use memplan::CancelToken;
 use memplan_solver::placement::step::{self as place, PlaceOptions};
 use memplan_solver::{csv, Limits, PlacementProblem};
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// A placement answer.
@@ -140,27 +139,14 @@ fn parse_place(
                     "alignment {alignment} is not a power of two"
                 )));
             }
-            let mut seen = BTreeMap::new();
-            let mut ids = Vec::with_capacity(req.buffers.len());
-            let mut buffers = Vec::with_capacity(req.buffers.len());
-            for (i, b) in req.buffers.iter().enumerate() {
-                let id = b.id.text();
-                let buffer =
-                    csv::check_buffer(b.lower, b.upper, b.size, b.alignment.unwrap_or(alignment))
-                        .map_err(|rule| {
-                        ApiError::buffers(format!("buffers[{i}] (buffer `{id}`): {rule}"))
-                    })?;
-                if let Some(first) = seen.insert(id.clone(), i) {
-                    return Err(ApiError::buffers(format!(
-                        "buffers[{i}] (buffer `{id}`): id already used by buffers[{first}]"
-                    )));
-                }
-                ids.push(id);
-                buffers.push(buffer);
-            }
+            let rows = req
+                .buffers
+                .iter()
+                .map(|b| (b.id.text(), b.lower, b.upper, b.size, b.alignment));
+            let (ids, problem) = csv::from_rows(rows, alignment).map_err(ApiError::buffers)?;
             (
                 ids,
-                PlacementProblem::new(buffers),
+                problem,
                 req.capacity,
                 req.time_limit_s,
                 req.heuristic.unwrap_or(false),
