@@ -1,8 +1,11 @@
 //! tools/export_pytorch.py: its Python tests pass (the trace-to-graph conversion always; the
 //! torchvision traces where torch is installed, skipped with a note otherwise), and every
 //! graph they write parses as memplan-graph/1, plans, validates and runs on the CPU executor.
+//! Symbolic graphs (`*.symbolic.json`, from `--dynamic-batch`) are planned once for their
+//! range, checked over it, and their plans at the range's ends run on the executor.
 
-use memplan::{plan, validate, Graph, PlanOptions};
+use memplan::symbolic::{check_symbolic, plan_symbolic_with, SymbolicGraph, SymbolicOptions};
+use memplan::{plan, validate, Graph, PipelineOptions, PlanOptions};
 use memplan_executor::{execute, ExecOptions};
 use std::process::Command;
 
@@ -29,6 +32,28 @@ fn the_pytorch_exporter_tests_pass_and_its_graphs_plan_and_run() {
     let mut graphs = 0;
     for e in std::fs::read_dir(dir.path()).unwrap() {
         let path = e.unwrap().path();
+        if path.to_string_lossy().ends_with(".symbolic.json") {
+            let sg = SymbolicGraph::parse(&std::fs::read_to_string(&path).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let sp = plan_symbolic_with(
+                &sg,
+                &PipelineOptions::default(),
+                &SymbolicOptions::default(),
+            )
+            .unwrap();
+            check_symbolic(&sg, &sp, 8, 0).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for b in [sg.min_corner(), sg.max_corner()] {
+                let (g, p) = (sg.instantiate(&b).unwrap(), sp.instantiate(&b).unwrap());
+                let r = execute(&g, &p, &ExecOptions::default()).unwrap();
+                assert!(
+                    r.outputs_equal,
+                    "{} at {b}: {:?}",
+                    sg.name, r.first_mismatch
+                );
+            }
+            graphs += 1;
+            continue;
+        }
         let g = Graph::parse(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let p = plan(&g, &PlanOptions::default()).unwrap();

@@ -9,6 +9,8 @@ Every graph produced is written to OUT_DIR (when given) so that the Rust test
 (tests/export_pytorch.rs) can parse, plan, validate and execute it with memplan.
 """
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -28,29 +30,30 @@ def t(storage, shape, dtype="f32"):
     return {"storage": storage, "nbytes": n, "shape": shape, "dtype": dtype}
 
 
-def tiny_records():
+def tiny_records(b=1):
     """x -> conv -> relu -> view (flatten) -> addmm(b, flat, w2^T) -> out; plus a view of a
-    weight (t) that the matmul reads, and a multi-output op with a None output."""
+    weight (t) that the matmul reads, and a multi-output op with a None output. `b` is the
+    batch."""
     return {
         "placeholders": [
             {"name": "param:conv.weight", "kind": "weight", **t(0, [4, 3, 3, 3])},
             {"name": "param:fc.weight", "kind": "weight", **t(1, [10, 64])},
             {"name": "param:fc.bias", "kind": "weight", **t(2, [10])},
-            {"name": "input", "kind": "input", **t(3, [1, 3, 4, 4])},
+            {"name": "input", "kind": "input", **t(3, [b, 3, 4, 4])},
         ],
         "nodes": [
             {"name": "convolution", "op": "conv2d", "inputs": [3, 0, None],
-             "outputs": [t(4, [1, 4, 4, 4])], "flops": 2 * 64 * 27,
+             "outputs": [t(4, [b, 4, 4, 4])], "flops": 2 * 64 * 27,
              "attrs": {"stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
                        "transposed": False, "groups": 1}, "pointwise": False},
-            {"name": "relu", "op": "relu", "inputs": [4], "outputs": [t(5, [1, 4, 4, 4])],
+            {"name": "relu", "op": "relu", "inputs": [4], "outputs": [t(5, [b, 4, 4, 4])],
              "pointwise": True, "flops": 64},
             # a view: same storage as relu's output -> folds, no op
-            {"name": "view", "op": "view", "inputs": [5], "outputs": [t(5, [1, 64])]},
+            {"name": "view", "op": "view", "inputs": [5], "outputs": [t(5, [b, 64])]},
             # a view of a weight
             {"name": "t", "op": "t", "inputs": [1], "outputs": [t(1, [64, 10])]},
             {"name": "addmm", "op": "matmul", "inputs": [2, 5, 1],
-             "outputs": [t(6, [1, 10])], "flops": 2 * 640},
+             "outputs": [t(6, [b, 10])], "flops": 2 * 640},
             {"name": "split_stats", "op": "stats", "inputs": [6],
              "outputs": [t(7, [10]), None]},
             # functionalization's copy into an input: dropped
@@ -154,6 +157,83 @@ def have_torchvision():
     return True
 
 
+class MergeSymbolic(unittest.TestCase):
+    """--dynamic-batch: graphs traced at several batches merged into one symbolic graph."""
+
+    def graphs(self, batches=(1, 2, 3, 4), records=tiny_records):
+        return {b: ep.build_graph(records(b), f"tiny.{b}") for b in batches}
+
+    def test_sizes_that_grow_with_the_batch_become_expressions_and_weights_stay_numbers(self):
+        g = ep.merge_symbolic(self.graphs(), "B", 1, 4, "tiny.symbolic")
+        self.assertEqual(g["symbols"], {"B": {"min": 1, "max": 4}})
+        by = {x["name"]: x for x in g["tensors"]}
+        self.assertEqual(by["input"]["size"], "192*B")
+        self.assertEqual(by["input"]["shape"], ["B", 3, 4, 4])
+        self.assertEqual(by["addmm"]["size"], "40*B")
+        self.assertEqual(by["param:fc.weight"]["size"], 2560)
+        self.assertEqual(by["split_stats.0"]["size"], 40)
+        self.assertEqual(g["meta"]["dynamic_batch"]["traced"], [1, 2, 3, 4])
+        self.assertEqual(g["meta"]["batch"], "B")
+        if OUT_DIR:
+            with open(os.path.join(OUT_DIR, "tiny.symbolic.json"), "w") as f:
+                json.dump(g, f)
+
+    def test_an_affine_size_keeps_its_constant_term(self):
+        self.assertEqual(ep._affine({2: 106, 3: 156, 5: 256}, "B"), "6 + 50*B")
+        self.assertEqual(ep._affine({2: 7, 3: 7}, "B"), 7)
+        self.assertEqual(ep._affine({2: 2, 3: 3}, "B"), "B")
+        self.assertIsNone(ep._affine({2: 4, 3: 9, 4: 16}, "B"))  # B^2
+        self.assertIsNone(ep._affine({2: 10, 3: 5}, "B"))  # shrinks
+
+    def test_a_size_that_does_not_grow_linearly_is_an_error_naming_the_tensor(self):
+        def squared(b):
+            r = tiny_records(b)
+            r["nodes"][0]["outputs"] = [t(4, [b * b, 4, 4, 4])]
+            return r
+
+        with self.assertRaisesRegex(ep.ExportError, "'convolution'.*linearly"):
+            ep.merge_symbolic(self.graphs((2, 3, 4), squared), "B", 2, 4)
+
+    def test_a_trace_that_differs_at_batch_1_is_refused_unless_allowed(self):
+        def specialised(b):
+            r = tiny_records(b)
+            if b == 1:  # batch 1 folds relu's copy away
+                del r["nodes"][1]
+                r["nodes"][1]["inputs"] = [4]  # the view
+                r["nodes"][1]["outputs"] = [t(4, [1, 64])]
+                r["nodes"][3]["inputs"] = [2, 4, 1]  # addmm
+            return r
+
+        gs = self.graphs((1, 2, 3, 4), specialised)
+        with self.assertRaisesRegex(ep.ExportError, "batch 2 and 1 differ.*--allow-specialised-min"):
+            ep.merge_symbolic(gs, "B", 1, 4)
+        g = ep.merge_symbolic(gs, "B", 1, 4, allow_specialised_min=True)
+        self.assertEqual(g["meta"]["dynamic_batch"]["specialised"], [1])
+        self.assertEqual(g["meta"]["dynamic_batch"]["traced"], [2, 3, 4])
+        self.assertIn("relu", [o["name"] for o in g["ops"]])
+
+    def test_a_trace_that_differs_above_the_fitted_batches_is_always_refused(self):
+        def late(b):
+            r = tiny_records(b)
+            if b == 4:
+                r["nodes"][1]["op"] = "gelu"
+            return r
+
+        with self.assertRaisesRegex(ep.ExportError, "'relu': type"):
+            ep.merge_symbolic(self.graphs((2, 3, 4), late), "B", 2, 4, allow_specialised_min=True)
+
+    def test_trace_points_fit_above_batch_1_and_check_both_ends_and_the_middle(self):
+        self.assertEqual(ep.trace_points(1, 64), [1, 2, 3, 32, 64])
+        self.assertEqual(ep.trace_points(8, 16), [8, 9, 12, 16])
+        self.assertEqual(ep.trace_points(1, 2), [1, 2])
+
+    def test_bad_ranges_are_refused(self):
+        for bad in ("64", "4..2", "0..4", "a..b"):
+            with self.assertRaises(ep.ExportError):
+                ep.parse_range(bad, "--dynamic-batch")
+        self.assertEqual(ep.parse_range("1..64", "--dynamic-batch"), (1, 64))
+
+
 @unittest.skipUnless(have_torchvision(), "torch/torchvision not installed: tracing not tested")
 class TraceTorchvision(unittest.TestCase):
     def export(self, mode, model="resnet18"):
@@ -177,6 +257,33 @@ class TraceTorchvision(unittest.TestCase):
         self.assertTrue(any(o["type"] == "conv2d_backward" for o in g["ops"]))
         outs = [x for x in g["tensors"] if x["kind"] == "output"]
         self.assertGreater(len(outs), 20)
+
+    def test_resnet18_with_a_dynamic_batch_is_one_symbolic_graph(self):
+        out = os.path.join(OUT_DIR or tempfile.mkdtemp(), "resnet18.1-4.train.symbolic.json")
+        rc = ep.main(["torchvision.models:resnet18", "--dynamic-batch", "1..4", "--mode", "train",
+                      "--input-shape", "3,64,64", "-o", out])
+        self.assertEqual(rc, 0)
+        with open(out) as f:
+            g = json.load(f)
+        self.assertEqual(g["symbols"], {"B": {"min": 1, "max": 4}})
+        inp = next(x for x in g["tensors"] if x["name"] == "input")
+        self.assertEqual(inp["size"], "49152*B")
+        self.assertEqual(inp["shape"], ["B", 3, 64, 64])
+        weights = [x for x in g["tensors"] if x["kind"] == "weight"]
+        self.assertTrue(all(isinstance(x["size"], int) for x in weights))
+        self.assertEqual(g["name"], "resnet18.1-4.train")
+
+    def test_a_batch_the_model_cannot_trace_is_an_error_naming_it(self):
+        # Training batch norm needs more than one value per channel: batch 1 at 32x32 leaves
+        # resnet18's last stage with 1x1 maps.
+        out = os.path.join(tempfile.mkdtemp(), "bad.json")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = ep.main(["torchvision.models:resnet18", "--dynamic-batch", "1..4", "--mode",
+                          "train", "--input-shape", "3,32,32", "-o", out])
+        self.assertEqual(rc, 2)
+        self.assertIn("tracing at batch 1", err.getvalue())
+        self.assertFalse(os.path.exists(out))
 
     def test_mobilenet_v2_training_exports_with_batch_norm_and_hardtanh_backward(self):
         # torch 2.15 gave "element 0 of tensors does not require grad" here through

@@ -1,7 +1,7 @@
 //! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
 //! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
-//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite]`
+//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic]`
 //! (SHARED_DIR defaults to `../shared`). Every graph is planned through the one planning
 //! pipeline ([`memplan::pipeline::run`]) with [`PipelineOptions`]: the defaults (effort in
 //! deterministic work units, [`memplan::pipeline::DEFAULT_TIME_LIMIT_S`] as a wall-clock cap),
@@ -55,6 +55,9 @@
 //!   [--write DIR]`; not part of the default run): the exact search on generated hard
 //!   placement instances with known answers and the six challenging ones (see
 //!   `exact_suite.rs`).
+//! - **symbolic** (`--only symbolic [--graphs DIR]`; not part of the default run): one plan
+//!   for batch 1..=64 of resnet50 and vit_b_16 against per-batch plans, instantiation time,
+//!   P99 utilisation alone and with dynamic batching (see `symbolic.rs`).
 //! - **mutations** (`--only mutations [--mutants N]`; not part of the default run): N (default
 //!   10,000) seeded mutations of valid plans through the validator, check_plan.py and the
 //!   executor: accepted, accepted-and-corrupt, disagreements (see `mutations.rs`).
@@ -67,6 +70,7 @@ mod determinism;
 mod exact_suite;
 mod fusion;
 mod mutations;
+mod symbolic;
 
 use anyhow::{bail, Context, Result};
 use memplan::graph::Graph;
@@ -152,7 +156,7 @@ fn main() -> Result<()> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--write DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--write DIR]"
                 );
                 return Ok(());
             }
@@ -202,6 +206,9 @@ fn main() -> Result<()> {
         graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
         budget_table(&graphs, &base)?;
         return Ok(());
+    }
+    if only.as_deref() == Some("symbolic") {
+        return symbolic::run(&symbolic::graphs(extra_graphs.as_deref())?);
     }
     if only.as_deref() == Some("fusion") {
         let graphs = fusion::graphs(&shared.join("zoo"), extra_graphs.as_deref())?;

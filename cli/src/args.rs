@@ -103,7 +103,7 @@ pub struct PlanArgs {
     /// instantiated peak exceeds this many times the per-binding plan's (default 1.05).
     #[arg(long, value_name = "R")]
     pub max_ratio: Option<f64>,
-    /// Symbolic graphs only: at most this many pieces (default 8; 1 = one plan for the whole
+    /// Symbolic graphs only: at most this many pieces (default 16; 1 = one plan for the whole
     /// range).
     #[arg(long, value_name = "N")]
     pub max_pieces: Option<usize>,
@@ -217,7 +217,20 @@ pub struct ReserveArgs {
     /// The batch symbol to split for bindings above the reservation.
     #[arg(long, value_name = "SYMBOL")]
     pub split: Option<String>,
-    /// Write the reservation as JSON here.
+    /// Also simulate a dynamic batcher that merges queued requests along the `--split` symbol
+    /// into the reservation, and report its utilisation per run (`memplan::symbolic::batching`).
+    #[arg(long, requires = "split")]
+    pub batching: bool,
+    /// With `--batching`: how many requests may wait to be merged.
+    #[arg(long, default_value_t = 16, requires = "batching")]
+    pub window: usize,
+    /// With `--batching`: requests in the simulated stream.
+    #[arg(long, default_value_t = 10_000, requires = "batching")]
+    pub requests: usize,
+    /// With `--batching`: the stream's seed.
+    #[arg(long, default_value_t = 0, requires = "batching")]
+    pub seed: u64,
+    /// Write the reservation as JSON here (with a `batching` object under `--batching`).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 }

@@ -67,6 +67,42 @@ fn reserve_prints_a_table_and_writes_the_reservation_with_the_splits_above_the_q
 }
 
 #[test]
+fn reserve_with_batching_merges_small_requests_and_reports_a_higher_utilisation() {
+    let plan = symbolic_plan("plan-batching.json", &[]);
+    let hist = histogram("hist-batching.json");
+    let out = tmp_file("reserve", "reservation-batching.json");
+    let o = memplan(&[
+        "reserve",
+        &plan,
+        &hist,
+        "--split",
+        "B",
+        "--batching",
+        "--requests",
+        "2000",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("dynamic batching (window 16, 2000 requests, seed 0)"),
+        "{stdout}"
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let alone = r["average_utilisation"].as_f64().unwrap();
+    let b = &r["batching"];
+    let merged = b["average_utilisation"].as_f64().unwrap();
+    assert!(merged > alone + 0.3, "alone {alone}, merged {merged}");
+    assert!(b["capacity"].as_u64().unwrap() >= 16, "{b}");
+    assert!(b["average_requests_per_run"].as_f64().unwrap() > 1.5, "{b}");
+    // Batching needs the symbol to merge along.
+    let o = memplan(&["reserve", &plan, &hist, "--batching"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--split"));
+}
+
+#[test]
 fn reserve_refuses_a_bad_histogram_or_quantile_with_exit_code_2_saying_why() {
     let plan = symbolic_plan("plan-bad.json", &[]);
     let hist = tmp_file("reserve", "bad-hist.json");

@@ -57,7 +57,7 @@ from . import _export
 
 ExportError = _export.ExportError
 
-__all__ = ["export", "run", "plan_and_run", "Exported", "RunResult", "ReplayError", "ExportError"]
+__all__ = ["export", "export_dynamic_batch", "run", "plan_and_run", "Exported", "RunResult", "ReplayError", "ExportError"]
 
 _TORCH_DTYPES = {
     "f32": torch.float32,
@@ -243,6 +243,48 @@ def export(module, example_inputs, train=False, name=None, alignment=256):
     ex.placeholder_tensors = placeholder_tensors
     ex._mutation_bases = mutation_bases
     return ex
+
+
+def export_dynamic_batch(module, example_inputs, batch, train=False, symbol="B", name=None,
+                         alignment=256, allow_specialised_min=False):
+    """Exports `module` as one symbolic graph (Dynamic shapes) whose batch `symbol` ranges
+    over `batch` = (MIN, MAX); returns the graph as a dict (plan it with `memplan.plan`'s CLI
+    twin `memplan plan`, or instantiate it at one batch with `memplan instantiate`).
+
+    `example_inputs` (a tensor or a tuple) fixes everything but the batch: every input whose
+    first dimension equals the first input's is resized along it. The module is traced at a
+    few batches (`trace_points`) and the traces merged (`merge_symbolic`, which documents the
+    checks and `allow_specialised_min`). Errors (ExportError) name the batch or tensor.
+    """
+    xs = _as_tuple(example_inputs)
+    if not xs or xs[0].dim() == 0:
+        raise _export.ExportError("the first example input needs a batch dimension")
+    lo, hi = (int(batch[0]), int(batch[1]))
+    if not (1 <= lo < hi):
+        raise _export.ExportError(f"batch range {lo}..{hi}: expected 1 <= MIN < MAX")
+    b0 = int(xs[0].shape[0])
+    mode = "train" if train else "inference"
+    model_name = type(module).__name__.lower()
+    graphs = {}
+    for b in _export.trace_points(lo, hi):
+        at = tuple(
+            torch.empty((b,) + tuple(x.shape[1:]), dtype=x.dtype)
+            if x.dim() > 0 and int(x.shape[0]) == b0 else x
+            for x in xs
+        )
+        try:
+            t = _export.trace(module, at, mode)
+        except _export.ExportError:
+            raise
+        except Exception as e:  # the model's own error at that batch
+            raise _export.ExportError(
+                f"tracing at batch {b} failed: {type(e).__name__}: {e}") from e
+        graphs[b] = _export.build_graph(
+            t["records"], f"{model_name}.{b}.{mode}", alignment,
+            {"model": model_name, "mode": mode, "batch": b, "torch": torch.__version__,
+             "exporter": "memplan.torch"})
+    return _export.merge_symbolic(graphs, symbol, lo, hi, name or f"{model_name}.{lo}-{hi}.{mode}",
+                                  allow_specialised_min)
 
 
 def _getitem_target():

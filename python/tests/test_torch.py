@@ -167,6 +167,26 @@ def test_the_exported_graph_is_what_the_command_line_tool_writes(tmp_path):
         assert ex.graph[k] == written[k], k
 
 
+def test_a_dynamic_batch_export_is_the_symbolic_graph_the_command_line_tool_writes(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "export_pytorch_tool", os.path.join(ROOT, "tools", "export_pytorch.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = os.path.join(str(tmp_path), "g.json")
+    assert tool.main(["torchvision.models:resnet18", "--dynamic-batch", "1..8", "--mode",
+                      "inference", "--input-shape", "3,32,32", "-o", out]) == 0
+    with open(out) as f:
+        written = json.load(f)
+    g = mt.export_dynamic_batch(torchvision.models.resnet18(), torch.empty(2, 3, 32, 32),
+                                (1, 8), name=written["name"])
+    for k in ("tensors", "ops", "alignment", "format", "name", "symbols"):
+        assert g[k] == written[k], k
+    assert g["meta"]["dynamic_batch"] == {"symbol": "B", "min": 1, "max": 8,
+                                          "traced": [1, 2, 3, 4, 8]}
+    with pytest.raises(mt.ExportError, match="MIN < MAX"):
+        mt.export_dynamic_batch(torchvision.models.resnet18(), torch.empty(2, 3, 32, 32), (4, 4))
+
+
 def test_every_graph_op_and_tensor_maps_to_a_node_of_the_kept_trace():
     model, x = model_and_input("resnet18", 2, 32)
     ex = mt.export(model, (x,), train=True)

@@ -25,6 +25,9 @@
 //!   that the bindings up to a quantile of a weighted distribution fit, the utilisation at each
 //!   binding and the fallback above it (split the batch, or a budgeted plan at the reserved
 //!   size).
+//! - [`batching`]: dynamic batching into that reservation: a seeded stream of requests from
+//!   the distribution merged along the batch symbol up to the reservation's capacity, and the
+//!   utilisation per run.
 //!
 //! - [`check`](mod@check): the validator over the range (corners, quartiles, piece ends and
 //!   seeded samples), for `memplan check` on a symbolic pair.
@@ -32,12 +35,14 @@
 //! All byte arithmetic is checked `u64`; errors are typed ([`ExprError`], [`SymbolicError`])
 //! and name the tensor, op or symbol concerned.
 
+pub mod batching;
 pub mod check;
 pub mod expr;
 pub mod graph;
 pub mod plan;
 pub mod reserve;
 
+pub use batching::{simulate_batching, BatchingOptions, BatchingReport};
 pub use check::{check_points, check_symbolic, SymbolicCheck, SymbolicCheckError};
 pub use expr::{ExprError, Poly};
 pub use graph::SymbolicGraph;

@@ -400,7 +400,7 @@ pub struct SymbolicOptions {
     /// Split a piece while its instantiated peak at its sub-range's min corner exceeds this
     /// many times the per-binding plan's peak there (default 1.05).
     pub max_ratio: f64,
-    /// At most this many pieces, the top-level template included (default 8; 1 = no split).
+    /// At most this many pieces, the top-level template included (default 16; 1 = no split).
     pub max_pieces: usize,
     /// Probe every value of a piece's sub-range instead of three (one per-binding plan per
     /// value of the split symbol): then, unless the cap stops the split, the target holds at
@@ -412,7 +412,7 @@ impl Default for SymbolicOptions {
     fn default() -> SymbolicOptions {
         SymbolicOptions {
             max_ratio: 1.05,
-            max_pieces: 8,
+            max_pieces: 16,
             exhaustive: false,
         }
     }

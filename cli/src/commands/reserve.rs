@@ -1,10 +1,13 @@
 //! `memplan reserve`: the P99 reservation of a symbolic plan for a histogram of bindings
-//! (`memplan::symbolic::reserve`): a table on stdout, the JSON reservation with `-o`.
+//! (`memplan::symbolic::reserve`): a table on stdout, the JSON reservation with `-o`; with
+//! `--batching`, the dynamic batcher's utilisation (`memplan::symbolic::batching`).
 
 use crate::args::ReserveArgs;
 use crate::common::{bad, mib, read, write_out};
 use anyhow::Result;
-use memplan::symbolic::{parse_histogram, reserve as reserve_for, SymbolicPlan};
+use memplan::symbolic::{
+    parse_histogram, reserve as reserve_for, simulate_batching, BatchingOptions, SymbolicPlan,
+};
 use std::process::ExitCode;
 
 /// Runs `memplan reserve`.
@@ -48,8 +51,40 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
             b.utilisation * 100.0
         );
     }
+    let batching = match (&a.split, a.batching) {
+        (Some(symbol), true) => {
+            let o = BatchingOptions {
+                window: a.window,
+                requests: a.requests,
+                seed: a.seed,
+            };
+            let rep = simulate_batching(&plan, &samples, &r, symbol, &o)
+                .map_err(|e| bad(format!("{hist_label}: {e}")))?;
+            println!(
+                "dynamic batching (window {}, {} requests, seed {}): {symbol} up to {} per run; \
+                 {} runs, {:.2} requests and {symbol}={:.2} per run on average, {} requests split; \
+                 average utilisation {:.2} % (min {:.2} %)",
+                rep.window,
+                rep.requests,
+                rep.seed,
+                rep.capacity,
+                rep.runs,
+                rep.average_requests_per_run,
+                rep.average_value,
+                rep.split_requests,
+                rep.average_utilisation * 100.0,
+                rep.min_utilisation * 100.0
+            );
+            Some(rep)
+        }
+        _ => None,
+    };
     if a.output.is_some() {
-        let json = serde_json::to_string_pretty(&r)?;
+        let mut value = serde_json::to_value(&r)?;
+        if let (Some(rep), Some(obj)) = (&batching, value.as_object_mut()) {
+            obj.insert("batching".into(), serde_json::to_value(rep)?);
+        }
+        let json = serde_json::to_string_pretty(&value)?;
         write_out(&a.output, &format!("{json}\n"))?;
     }
     Ok(ExitCode::SUCCESS)
