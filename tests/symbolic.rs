@@ -3,8 +3,8 @@
 
 use memplan::graph::{Graph, SAMPLE_JSON};
 use memplan::symbolic::{
-    parse_histogram, plan_symbolic, plan_symbolic_with, reserve, Binding, SymbolicError,
-    SymbolicGraph, SymbolicOptions, SymbolicPlan,
+    parse_histogram, plan_symbolic, plan_symbolic_with, prove_layout, reserve, Binding, Proof,
+    SymbolicError, SymbolicGraph, SymbolicOptions, SymbolicPlan,
 };
 use memplan::{validate, PipelineOptions, Rewrite, Strategy};
 use proptest::prelude::*;
@@ -516,6 +516,9 @@ proptest! {
         let at_max = checked_peak(&sg, &sp, &max);
         prop_assert_eq!(at_max, planned.plan.stats.peak_bytes);
         prop_assert_eq!(sp.doc().max_corner_peak_bytes, planned.plan.stats.peak_bytes);
+        // The planner's layout is proved valid over the whole box, not just where sampled.
+        let proof = prove_layout(&sg, &sp).unwrap();
+        prop_assert!(matches!(proof, Proof::Proved { .. }), "{:?}", proof);
         // The min corner is never larger; neither is any binding with B at its min.
         let at_min = checked_peak(&sg, &sp, &sg.min_corner());
         prop_assert!(at_min <= at_max);
@@ -707,6 +710,8 @@ fn assert_pieces_within(
     opts: &PipelineOptions,
     max_ratio: f64,
 ) -> f64 {
+    let proof = prove_layout(sg, sp).unwrap();
+    assert!(matches!(proof, Proof::Proved { .. }), "{proof:?}");
     let r = sg.symbols["B"];
     let points: Vec<Binding> = (r.min..=r.max)
         .map(|v| sg.min_corner().with("B", v))
@@ -941,9 +946,33 @@ fn a_quantile_of_one_reserves_for_the_largest_batch_and_everything_fits() {
 }
 
 #[test]
+fn a_listed_sample_in_json_or_csv_reserves_like_the_histogram_of_its_counts() {
+    let sg = bundled_symbolic_sample();
+    let sp = plan_symbolic(&sg, &quick()).unwrap();
+    // 6 × B=1, 3 × B=2, 1 × B=8.
+    let hist = parse_histogram(r#"{"B": {"1": 6, "2": 3, "8": 1}}"#).unwrap();
+    let listed = parse_histogram(r#"{"B": [1, 2, 1, 1, 8, 2, 1, 1, 2, 1]}"#).unwrap();
+    let csv = parse_histogram("# observed batches\nB\n1\n2\n1\n1\n8\n\n2\n1\n1\n2\n1\n").unwrap();
+    let weighted = parse_histogram("B,weight\n1,6\n2,3\n8,1\n").unwrap();
+    let r = reserve(&sp, &hist, 0.9, Some("B")).unwrap();
+    for other in [&listed, &csv, &weighted] {
+        assert_eq!(reserve(&sp, other, 0.9, Some("B")).unwrap(), r);
+    }
+    assert_eq!(r.quantile_binding, Binding::new().with("B", 2));
+}
+
+#[test]
 fn bad_histograms_and_reservation_inputs_are_refused_saying_what_is_wrong() {
     let herr = |t: &str| parse_histogram(t).unwrap_err().to_string();
-    assert!(herr("[1, 2]").contains("expected an object"));
+    assert!(herr("[1, 2]").contains("line 1: header \"[1, 2]\""));
+    assert!(herr("{\"B\": 3}").contains("or a list of observed values"));
+    assert!(herr("{\"B\": [1, -2]}").contains("entry 1 (-2) is not a non-negative integer"));
+    assert!(herr("B\n1\nx\n").contains("line 3: value \"x\""));
+    assert!(herr("B,weight\n1,2\n3\n").contains("line 3: \"3\": expected VALUE,WEIGHT"));
+    assert!(herr("B,weight\n1,-2\n").contains("line 2: weight \"-2\""));
+    assert!(herr("B\n").contains("lists no values"));
+    assert!(herr("# only a comment\n").contains("empty"));
+    assert!(herr("B,count\n1,2\n").contains("`B,weight`"));
     assert!(herr("{\"B\": {\"1\": 3}, \"S\": {\"1\": 1}}").contains("exactly one symbol"));
     assert!(herr("{\"B\": {\"x\": 3}}").contains("key \"x\" is not a non-negative integer"));
     assert!(herr("{\"B\": {\"2\": -1}}").contains("value 2: weight -1"));

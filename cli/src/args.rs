@@ -209,7 +209,10 @@ pub struct InstantiateArgs {
 pub struct ReserveArgs {
     /// A symbolic plan (memplan-symbolic-plan/1, from `memplan plan` on a symbolic graph).
     pub plan: PathBuf,
-    /// A histogram of one symbol: JSON `{"B": {"1": 120, "8": 40, ...}}` (value: weight).
+    /// The distribution of one symbol: a JSON histogram `{"B": {"1": 120, "8": 40, ...}}`
+    /// (value: weight), a JSON listed sample `{"B": [3, 1, 8, ...]}` (one entry per
+    /// observation), or CSV/text: a header `B` (or `B,weight`), then one value (and weight)
+    /// per line.
     pub histogram: PathBuf,
     /// The share of the distribution's weight that must fit, in (0, 1].
     #[arg(long, default_value_t = 0.99)]

@@ -83,6 +83,25 @@ fn check_replays_a_symbolic_plan_over_its_range_and_names_the_binding_a_corrupte
         out.contains("valid at") && out.contains("(at B=32)"),
         "{out}"
     );
+    assert!(
+        out.contains("proved valid at every binding in range: 1 template(s)"),
+        "{out}"
+    );
+    // A buffer reserved larger than its tensor still validates where sampled, but its size
+    // is not the graph's expression: no proof, said so.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    let b0 = &mut doc["buffers"][0];
+    b0["size"] = serde_json::json!(format!("256 + {}", b0["size"].as_str().unwrap()));
+    let loose = tmp("loose.symplan.json");
+    std::fs::write(&loose, doc.to_string()).unwrap();
+    let r = memplan(&["check", &symbolic_sample(), s(&loose), "--samples", "8"]);
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        out.contains("not proved for the whole range (the top-level template: buffer 0"),
+        "{out}"
+    );
     // Within a budget below the largest peak: invalid, naming the binding.
     let r = memplan(&["check", &symbolic_sample(), s(&sp), "--budget", "1000"]);
     assert_eq!(r.status.code(), Some(1));

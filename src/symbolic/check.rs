@@ -6,11 +6,14 @@
 //!
 //! The layout rule is valid for every binding by construction (the proof is in
 //! [`super::plan`]'s module doc); this check does not rely on it, so a corrupted or
-//! hand-edited symbolic plan is caught at the bindings it tries.
+//! hand-edited symbolic plan is caught at the bindings it tries. Once every binding passes,
+//! [`super::prove`] establishes, from the plan document alone, that the layout holds at every
+//! binding in range, or names why it cannot ([`SymbolicCheck::proof`]).
 //!
 //! Complexity: (2^k corners, capped at [`MAX_CORNERS`], + points + pieces + samples) ×
 //! (instantiation + one validator replay), for k symbols.
 
+use super::prove::{prove_layout, Proof};
 use super::{Binding, SymbolicError, SymbolicGraph, SymbolicPlan};
 use crate::validate::Violation;
 use std::collections::BTreeSet;
@@ -25,8 +28,13 @@ pub const MAX_CORNERS: usize = 1024;
 pub struct SymbolicCheck {
     /// Distinct bindings instantiated and validated.
     pub bindings: usize,
-    /// The largest instantiated peak among them (bytes) and its binding.
+    /// The largest instantiated peak among them (bytes) and its binding. When the layout is
+    /// proved, peaks are monotone within each template and every template's max corner is
+    /// among the bindings: this is the largest peak over the whole range.
     pub worst_peak: (u64, Binding),
+    /// Whether the layout is proved valid at every binding in range ([`super::prove`]); the
+    /// proof's premise, one valid replay per template, is among the bindings checked.
+    pub proof: Proof,
 }
 
 /// Why [`check_symbolic`] failed.
@@ -145,8 +153,13 @@ pub fn check_symbolic(
             worst = (replay.peak, b.clone());
         }
     }
+    let proof = prove_layout(graph, plan).map_err(|source| SymbolicCheckError::Instantiate {
+        binding: graph.min_corner(),
+        source: Box::new(source),
+    })?;
     Ok(SymbolicCheck {
         bindings: points.len(),
         worst_peak: worst,
+        proof,
     })
 }

@@ -30,7 +30,8 @@
 //!   utilisation per run.
 //!
 //! - [`check`](mod@check): the validator over the range (corners, quartiles, piece ends and
-//!   seeded samples), for `memplan check` on a symbolic pair.
+//!   seeded samples), for `memplan check` on a symbolic pair, with [`prove`](mod@prove): the
+//!   proof, from the plan document alone, that the layout is valid at every binding.
 //!
 //! All byte arithmetic is checked `u64`; errors are typed ([`ExprError`], [`SymbolicError`])
 //! and name the tensor, op or symbol concerned.
@@ -40,6 +41,7 @@ pub mod check;
 pub mod expr;
 pub mod graph;
 pub mod plan;
+pub mod prove;
 pub mod reserve;
 
 pub use batching::{simulate_batching, BatchingOptions, BatchingReport};
@@ -50,6 +52,7 @@ pub use plan::{
     plan_symbolic, plan_symbolic_with, PeakPoint, PeakProfile, SymbolicOptions, SymbolicPlan,
     SYMBOLIC_PLAN_FORMAT,
 };
+pub use prove::{prove_layout, Proof};
 pub use reserve::{parse_histogram, reserve, BatchSplit, Fallback, Reservation, ReservedBinding};
 
 use serde::{Deserialize, Serialize};

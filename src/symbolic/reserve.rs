@@ -19,14 +19,19 @@
 //! [`Reservation::average_utilisation`] is the weighted mean utilisation over the fitting
 //! bindings.
 //!
-//! # Histogram format (JSON)
+//! # Distribution formats
 //!
-//! ```json
-//! {"B": {"1": 120, "2": 60, "4": 30, "8": 15, "16": 4, "32": 1}}
-//! ```
+//! [`parse_histogram`] reads one symbol's distribution in any of three forms:
 //!
-//! One symbol, mapping each value (a decimal integer as the key) to its weight (a finite
-//! number ≥ 0, e.g. a count of requests). [`parse_histogram`] reads it.
+//! - a JSON histogram, each value (a decimal integer as the key) with its weight (a finite
+//!   number ≥ 0, e.g. a count of requests):
+//!   `{"B": {"1": 120, "2": 60, "4": 30, "8": 15, "16": 4, "32": 1}}`;
+//! - a JSON listed sample, one entry per observation (weight 1 each; repeats add up):
+//!   `{"B": [3, 1, 1, 8, 2, 1]}`;
+//! - CSV or plain text (anything not starting with `{`): a header line naming the symbol,
+//!   optionally followed by `,weight`, then one value (and weight) per line; blank lines and
+//!   lines starting with `#` are skipped. `B` then `3`, `1`, `8`, … is a listed sample;
+//!   `B,weight` then `1,120`, `2,60`, … a histogram.
 
 use super::plan::SymbolicPlan;
 use super::{Binding, SymbolicError};
@@ -250,9 +255,86 @@ fn split_batch(
     Ok(None)
 }
 
-/// Parses a histogram `{"B": {"1": 120, "8": 40}}` (module doc) into weighted bindings, with
-/// errors naming the offending entry.
+/// Parses a distribution of one symbol (module doc: a JSON histogram or listed sample, or
+/// CSV/text) into weighted bindings, with errors naming the offending entry or line.
 pub fn parse_histogram(text: &str) -> Result<Vec<(Binding, f64)>, SymbolicError> {
+    if text.trim_start().starts_with('{') {
+        parse_json_distribution(text)
+    } else {
+        parse_csv_distribution(text)
+    }
+}
+
+/// The CSV/text form (module doc).
+fn parse_csv_distribution(text: &str) -> Result<Vec<(Binding, f64)>, SymbolicError> {
+    let err = |m: String| SymbolicError::Histogram(m);
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let Some((_, header)) = lines.next() else {
+        return Err(err(
+            "the distribution is empty: expected a header line naming the symbol (e.g. `B` or \
+             `B,weight`), then one value per line"
+                .into(),
+        ));
+    };
+    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let (symbol, weighted) = match cols.as_slice() {
+        [s] => (*s, false),
+        [s, w] if w.eq_ignore_ascii_case("weight") => (*s, true),
+        _ => {
+            return Err(err(format!(
+                "line 1: header {header:?}: expected the symbol's name, optionally followed by \
+                 `,weight` (e.g. `B` or `B,weight`)"
+            )))
+        }
+    };
+    if !super::expr::is_symbol_name(symbol) {
+        return Err(err(format!("line 1: {symbol:?} is not a symbol name")));
+    }
+    let mut out = Vec::new();
+    for (n, line) in lines {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let (value, weight) = match (fields.as_slice(), weighted) {
+            ([v], false) => (*v, 1.0),
+            ([v, w], true) => {
+                let w: f64 = w
+                    .parse()
+                    .ok()
+                    .filter(|w: &f64| w.is_finite() && *w >= 0.0)
+                    .ok_or_else(|| err(format!("line {n}: weight {w:?} is not a number >= 0")))?;
+                (*v, w)
+            }
+            _ => {
+                return Err(err(format!(
+                    "line {n}: {line:?}: expected {}",
+                    if weighted {
+                        "VALUE,WEIGHT"
+                    } else {
+                        "one value"
+                    }
+                )))
+            }
+        };
+        let v: u64 = value.parse().map_err(|_| {
+            err(format!(
+                "line {n}: value {value:?} of {symbol:?} is not a non-negative integer"
+            ))
+        })?;
+        out.push((Binding::new().with(symbol, v), weight));
+    }
+    if out.is_empty() {
+        return Err(err(format!(
+            "the distribution of {symbol:?} lists no values"
+        )));
+    }
+    Ok(out)
+}
+
+/// The JSON forms (module doc).
+fn parse_json_distribution(text: &str) -> Result<Vec<(Binding, f64)>, SymbolicError> {
     let err = |m: String| SymbolicError::Histogram(m);
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         err(format!(
@@ -276,9 +358,21 @@ pub fn parse_histogram(text: &str) -> Result<Vec<(Binding, f64)>, SymbolicError>
         if !super::expr::is_symbol_name(symbol) {
             return Err(err(format!("{symbol:?} is not a symbol name")));
         }
+        if let Some(list) = values.as_array() {
+            for (i, v) in list.iter().enumerate() {
+                let n = v.as_u64().ok_or_else(|| {
+                    err(format!(
+                        "symbol {symbol:?}: entry {i} ({v}) is not a non-negative integer"
+                    ))
+                })?;
+                out.push((Binding::new().with(symbol, n), 1.0));
+            }
+            continue;
+        }
         let values = values.as_object().ok_or_else(|| {
             err(format!(
-                "symbol {symbol:?}: expected an object {{\"VALUE\": WEIGHT, ...}}"
+                "symbol {symbol:?}: expected an object {{\"VALUE\": WEIGHT, ...}} or a list of \
+                 observed values [VALUE, ...]"
             ))
         })?;
         for (value, weight) in values {

@@ -56,6 +56,16 @@ fn check_symbolic(a: &CheckArgs, plan_text: &str) -> Result<ExitCode> {
                 "valid at {} bindings: largest peak {} B (at {})",
                 r.bindings, r.worst_peak.0, r.worst_peak.1
             );
+            match &r.proof {
+                memplan::symbolic::Proof::Proved { templates, pairs } => println!(
+                    "proved valid at every binding in range: {templates} template(s), {pairs} \
+                     overlapping buffer pairs ordered by the stacking DAG, sizes equal to the \
+                     graph's expressions"
+                ),
+                memplan::symbolic::Proof::NotProved(why) => println!(
+                    "not proved for the whole range ({why}): checked at the bindings above only"
+                ),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(SymbolicCheckError::Invalid { binding, violation }) => {
