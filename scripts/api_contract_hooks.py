@@ -14,10 +14,12 @@ and JSON Schema cannot state them; the document states them in prose instead:
 - placement buffers: `lower` < `upper`, unique ids, an option given both in the query string
   and in the body;
 - a plan's carried `rewritten_graph` that is not a valid graph;
-- `POST /v1/instantiate`: the symbolic plan and graph are stated as objects; their rules
+- `POST /v1/instantiate` and `POST /v1/plan/symbolic`: the symbolic plan and graph are stated as
+  objects; their rules
   (memplan-symbolic-plan/1 in src/symbolic/plan.rs, size expressions and declared symbols in
   src/symbolic/graph.rs, README "Dynamic shapes") and a binding's relation to the declared
-  symbols (every symbol given, each within its range) are prose;
+  symbols (every symbol given, each within its range) are prose, and so are the options a
+  symbolic plan refuses (rewrites, a budget, in-place sharing, tiers);
 - integers written as integers: JSON Schema's `integer` admits `1290.0` (a number with a zero
   fraction is an integer in its data model), the formats do not ("a JSON integer ... not a
   float", docs/FORMATS.md section 2), and the service refuses it naming the value.
@@ -63,6 +65,7 @@ CROSS_FIELD_RULES = [
     ("invalid-buffers", r"id already used"),
     ("invalid-plan", r"rewritten_graph|carried graph"),
     ("invalid-plan", r"^symbolic plan: "),
+    ("invalid-options", r"^symbolic plan: .* (is|are) not supported"),
     ("invalid-graph", r"^symbolic graph: "),
     ("invalid-request", r"^binding: "),
     ("invalid-request", r"^give `plan` \(a symbolic plan\), `graph` \(a symbolic graph\) or both"),

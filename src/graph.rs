@@ -307,6 +307,19 @@ pub enum GraphError {
     /// More tensors or ops than ids can address.
     #[error("graph has more than {} tensors or ops", u32::MAX)]
     TooLarge,
+    /// The document declares `symbols`: a symbolic graph (`crate::symbolic`), which this
+    /// concrete parser does not read.
+    #[error(
+        "a symbolic graph (it declares symbols {symbols}): plan it once for the whole range \
+         (`memplan plan`, `POST /v1/plan/symbolic`, `memplan.plan` in Python), or instantiate it \
+         at a binding first (`memplan instantiate GRAPH {example}`, `POST /v1/instantiate`)"
+    )]
+    Symbolic {
+        /// The declared symbols, comma-separated.
+        symbols: String,
+        /// An example binding, `B=...`.
+        example: String,
+    },
 }
 
 #[derive(Serialize)]
@@ -359,6 +372,8 @@ struct OutOp<'a> {
 #[derive(Deserialize)]
 struct RawGraph {
     format: Option<String>,
+    /// Present in symbolic graphs only: refused with [`GraphError::Symbolic`].
+    symbols: Option<serde_json::Value>,
     #[serde(default)]
     name: String,
     alignment: Option<u64>,
@@ -405,11 +420,23 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::
 impl Graph {
     /// Parses and validates a memplan-graph/1 JSON document.
     pub fn parse(text: &str) -> Result<Graph, GraphError> {
-        let raw: RawGraph = serde_json::from_str(text).map_err(|e| GraphError::Json {
-            line: e.line(),
-            column: e.column(),
-            message: strip_position(&e.to_string()),
+        let raw: RawGraph = serde_json::from_str(text).map_err(|e| {
+            // String sizes fail the typed parse: say what the document is when it is symbolic.
+            match serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .and_then(|v| v.get("symbols").cloned())
+            {
+                Some(symbols) => symbolic_error(&symbols),
+                None => GraphError::Json {
+                    line: e.line(),
+                    column: e.column(),
+                    message: strip_position(&e.to_string()),
+                },
+            }
         })?;
+        if let Some(symbols) = &raw.symbols {
+            return Err(symbolic_error(symbols));
+        }
         Graph::from_raw(raw)
     }
 
@@ -865,6 +892,31 @@ pub struct OrderMapping {
 }
 
 /// serde_json appends " at line L column C"; the error already carries both.
+/// [`GraphError::Symbolic`] for a document's `symbols` value.
+fn symbolic_error(symbols: &serde_json::Value) -> GraphError {
+    let names: Vec<String> = symbols
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
+    let example = names
+        .iter()
+        .map(|n| format!("{n}=..."))
+        .collect::<Vec<_>>()
+        .join(" ");
+    GraphError::Symbolic {
+        symbols: if names.is_empty() {
+            "(none listed)".into()
+        } else {
+            names.join(", ")
+        },
+        example: if example.is_empty() {
+            "SYMBOL=VALUE".into()
+        } else {
+            example
+        },
+    }
+}
+
 fn strip_position(msg: &str) -> String {
     match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),

@@ -84,6 +84,7 @@ fn router_parts() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(routes::job_plan))
         .routes(routes!(routes::post_check))
         .routes(routes!(routes::post_instantiate))
+        .routes(routes!(routes::post_plan_symbolic))
         .routes(routes!(routes::post_place))
         .routes(routes!(routes::healthz))
         .routes(routes!(routes::metrics))

@@ -5,7 +5,7 @@ use crate::error::{ApiError, Problem};
 use crate::model::{
     CheckRequest, CheckResponse, GraphDoc, Health, InstantiateRequest, InstantiateResponse,
     JobList, JobListQuery, JobView, PlaceQuery, PlaceRequest, PlaceResponse, PlanDoc, PlanQuery,
-    PlanRequest,
+    PlanRequest, SymbolicPlanRequest, SymbolicPlanResponse,
 };
 use crate::request::PlanInput;
 use crate::service::{AppState, PlaceBody};
@@ -447,6 +447,40 @@ pub async fn post_instantiate(
 ) -> Result<Json<InstantiateResponse>, ApiError> {
     require_json(&headers)?;
     Ok(Json(svc.instantiate(body).await?))
+}
+
+/// Plan a symbolic graph for the whole range of its symbols.
+///
+/// Dynamic shapes: a graph whose sizes are expressions over declared symbols (`"4096*B"`,
+/// `"symbols": {"B": {"min": 1, "max": 64}}`) gets one plan for every binding in range, as
+/// `memplan plan` writes for it: the order and a stacking order from which
+/// `POST /v1/instantiate` computes the offsets for any binding. The widest symbol's range is
+/// split into pieces while a piece is over `max_ratio` × the per-binding plan, up to
+/// `max_pieces`. The options are `POST /v1/plan`'s; the time limit bounds each planning run and
+/// the whole call (splitting stops when it is reached). A concrete graph is a 422 naming
+/// `POST /v1/plan`.
+#[utoipa::path(
+    post,
+    path = "/v1/plan/symbolic",
+    tag = "plans",
+    request_body(content = SymbolicPlanRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The symbolic plan, its pieces and its peak at a few bindings", body = SymbolicPlanResponse),
+        (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a symbolic graph, an invalid one, options symbolic planning refuses, a bad split switch, a graph over a size limit at its max corner, or a time limit over the cap", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "All solver and queue places are taken (see Retry-After), or shutting down", body = Problem, content_type = "application/problem+json",
+         headers(("Retry-After" = u64, description = "Seconds to wait")))
+    )
+)]
+pub async fn post_plan_symbolic(
+    State(svc): State<AppState>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> Result<Json<SymbolicPlanResponse>, ApiError> {
+    require_json(&headers)?;
+    Ok(Json(svc.plan_symbolic(body).await?))
 }
 
 /// Place buffers.

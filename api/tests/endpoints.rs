@@ -523,6 +523,100 @@ async fn instantiate_refuses_bad_bindings_and_unreadable_documents_naming_the_cu
     assert_eq!(p["type"], "urn:memplan:problem:invalid-graph");
 }
 
+#[tokio::test]
+async fn a_symbolic_graph_is_planned_once_for_its_range_as_the_cli_and_library_do() {
+    use memplan::symbolic::{plan_symbolic_with, Binding, SymbolicGraph, SymbolicOptions};
+    let api = start(config(None)).await;
+    let graph = symbolic_sample();
+    let r = api
+        .post_json(
+            "/v1/plan/symbolic",
+            &json!({"graph": graph, "max_pieces": 4}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let v = r.json();
+    // The library's plan with the same options and switches: the same document.
+    let sg = SymbolicGraph::parse(&graph.to_string()).unwrap();
+    let split = SymbolicOptions {
+        max_pieces: 4,
+        ..SymbolicOptions::default()
+    };
+    let sp = plan_symbolic_with(&sg, &memplan::PipelineOptions::default(), &split).unwrap();
+    let ours: Value = serde_json::from_str(&sp.to_json()).unwrap();
+    assert_eq!(v["plan"], ours);
+    let pieces = v["pieces"].as_array().unwrap();
+    assert_eq!(pieces.len(), sp.pieces().map_or(0, |(_, r)| r.len()));
+    // The profile: the instantiated peak at the corners and between.
+    let profile = v["profile"].as_array().unwrap();
+    assert!(profile.len() >= 2);
+    for p in profile {
+        let b = Binding::new().with("B", p["binding"]["B"].as_u64().unwrap());
+        assert_eq!(
+            p["peak_bytes"],
+            sp.instantiate(&b).unwrap().stats.peak_bytes
+        );
+    }
+    // The plan instantiates through the service.
+    let r = api
+        .post_json(
+            "/v1/instantiate",
+            &json!({"plan": v["plan"], "binding": {"B": 5}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+}
+
+#[tokio::test]
+async fn symbolic_and_concrete_graphs_sent_to_the_wrong_plan_route_are_refused_naming_the_right_one(
+) {
+    let api = start(config(None)).await;
+    let r = api
+        .post_json("/v1/plan", &json!({"graph": symbolic_sample()}))
+        .await;
+    let p = r.assert_problem(422, "a symbolic graph (it declares symbols B)");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("POST /v1/plan/symbolic"),
+        "{p}"
+    );
+    let r = api
+        .post_json("/v1/plan/symbolic", &json!({"graph": sample()}))
+        .await;
+    r.assert_problem(422, "symbolic graph");
+    // Options symbolic planning refuses, and bad split switches.
+    let r = api
+        .post_json(
+            "/v1/plan/symbolic",
+            &json!({"graph": symbolic_sample(), "options": {"budget": "80%"}}),
+        )
+        .await;
+    r.assert_problem(422, "budget");
+    let r = api
+        .post_json(
+            "/v1/plan/symbolic",
+            &json!({"graph": symbolic_sample(), "max_ratio": 0.5}),
+        )
+        .await;
+    r.assert_problem(422, "max_ratio");
+    let r = api
+        .post_json(
+            "/v1/plan/symbolic",
+            &json!({"graph": symbolic_sample(), "max_pieces": 0}),
+        )
+        .await;
+    r.assert_problem(422, "max_pieces");
+    let r = api
+        .post_json(
+            "/v1/plan/symbolic",
+            &json!({"graph": symbolic_sample(), "pieces": 2}),
+        )
+        .await;
+    r.assert_problem(422, "pieces");
+}
+
 const CSV: &str = "id,lower,upper,size\na,0,2,1024\nb,1,3,512\nc,2,4,1024\n";
 
 #[tokio::test]
@@ -817,6 +911,7 @@ fn every_schema_carries_an_example_and_every_operation_its_errors() {
         "/v1/jobs/{id}/plan",
         "/v1/check",
         "/v1/instantiate",
+        "/v1/plan/symbolic",
         "/v1/place",
         "/healthz",
         "/metrics",

@@ -40,6 +40,10 @@
 // An internal error (a panic inside the library, caught at the boundary).
 #define MEMPLAN_ERR_INTERNAL 8
 
+// The binding is not a JSON object of non-negative integers, misses a declared symbol, names
+// an undeclared one or is out of a symbol's range.
+#define MEMPLAN_ERR_BAD_BINDING 9
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -52,6 +56,11 @@ const char *memplan_version(void);
 // (the JSON of the pipeline options, as the HTTP body's `options`; NULL or `""` for the
 // defaults) and sets `*out_json` to the plan (memplan-plan/1, the text `memplan plan`
 // writes, without its final newline).
+//
+// A symbolic graph (one that declares `symbols`) gets one plan for its whole range
+// (memplan-symbolic-plan/1, as `memplan plan` writes it; instantiate it with
+// `memplan_instantiate`); its options may add `max_ratio` and `max_pieces`, the split switches
+// of `memplan plan`.
 //
 // Returns `MEMPLAN_OK` with `*err` NULL, or an error code with `*out_json` NULL and `*err`
 // set to a message. Free both strings with `memplan_free`.
@@ -80,6 +89,22 @@ int32_t memplan_plan(const char *graph_json, const char *options_json, char **ou
 // valid and unchanged during the call. `out_json` and `err` must be NULL or valid for
 // writing one pointer each (NULL gives `MEMPLAN_ERR_NULL_ARGUMENT`).
 int32_t memplan_check(const char *graph_json, const char *plan_json, char **out_json, char **err);
+
+// Instantiates `plan_json` (a memplan-symbolic-plan/1 document, from `memplan_plan` on a
+// symbolic graph) at `binding_json` (a value for every declared symbol, e.g. `{"B": 17}`) and
+// sets `*out_json` to the ordinary plan (memplan-plan/1) at that binding, as
+// `memplan instantiate` writes it: offsets computed in one pass over the stacking order.
+//
+// Errors: `MEMPLAN_ERR_BAD_PLAN` for an unreadable symbolic plan, `MEMPLAN_ERR_BAD_BINDING`
+// for a bad binding (the message names the symbol). Free both strings with `memplan_free`.
+//
+// # Safety
+//
+// As [`memplan_check`], with `plan_json` and `binding_json` the two texts.
+int32_t memplan_instantiate(const char *plan_json,
+                            const char *binding_json,
+                            char **out_json,
+                            char **err);
 
 // Frees a string this library returned (`*out_json` or `*err`). NULL is a no-op.
 //

@@ -10,6 +10,9 @@
 //!   (without its final newline);
 //! - [`memplan_check`]: a graph and a plan give the validator's figures, or its first
 //!   violation;
+//! - [`memplan_instantiate`]: a symbolic plan (what `memplan_plan` gives for a graph that
+//!   declares `symbols`, the dynamic-shapes plan of `memplan plan`) and a binding such as
+//!   `{"B": 17}` give the ordinary plan at that binding;
 //! - `memplan_free`: frees every string the library returned;
 //! - `memplan_version`: the library version (a static string, not to be freed).
 //!
@@ -53,6 +56,9 @@ pub const MEMPLAN_ERR_INVALID_PLAN: i32 = 6;
 pub const MEMPLAN_ERR_PLANNING_FAILED: i32 = 7;
 /// An internal error (a panic inside the library, caught at the boundary).
 pub const MEMPLAN_ERR_INTERNAL: i32 = 8;
+/// The binding is not a JSON object of non-negative integers, misses a declared symbol, names
+/// an undeclared one or is out of a symbol's range.
+pub const MEMPLAN_ERR_BAD_BINDING: i32 = 9;
 
 /// A failed call: its status code and message.
 struct Failure {
@@ -82,6 +88,11 @@ pub extern "C" fn memplan_version() -> *const c_char {
 /// defaults) and sets `*out_json` to the plan (memplan-plan/1, the text `memplan plan`
 /// writes, without its final newline).
 ///
+/// A symbolic graph (one that declares `symbols`) gets one plan for its whole range
+/// (memplan-symbolic-plan/1, as `memplan plan` writes it; instantiate it with
+/// `memplan_instantiate`); its options may add `max_ratio` and `max_pieces`, the split switches
+/// of `memplan plan`.
+///
 /// Returns `MEMPLAN_OK` with `*err` NULL, or an error code with `*out_json` NULL and `*err`
 /// set to a message. Free both strings with `memplan_free`.
 ///
@@ -100,7 +111,13 @@ pub unsafe extern "C" fn memplan_plan(
 ) -> i32 {
     let body = || {
         // SAFETY: both texts are NULL or NUL-terminated (the caller's contract).
-        let graph = unsafe { read_graph(graph_json) }?;
+        let text = unsafe { read_str(graph_json, "graph_json") }?;
+        if memplan::symbolic::declares_symbols(text) {
+            let options = unsafe { read_options_value(options_json) }?;
+            return plan_symbolic(text, options);
+        }
+        let graph =
+            Graph::parse(text).map_err(|e| Failure::new(MEMPLAN_ERR_BAD_GRAPH, e.to_string()))?;
         let options = unsafe { read_options(options_json) }?;
         plan(&graph, &options)
     };
@@ -135,6 +152,34 @@ pub unsafe extern "C" fn memplan_check(
         let graph = unsafe { read_graph(graph_json) }?;
         let plan_text = unsafe { read_str(plan_json, "plan_json") }?;
         check(graph, plan_text)
+    };
+    // SAFETY: `out_json` and `err` are NULL or writable (the caller's contract).
+    unsafe { entry(out_json, err, body) }
+}
+
+/// Instantiates `plan_json` (a memplan-symbolic-plan/1 document, from `memplan_plan` on a
+/// symbolic graph) at `binding_json` (a value for every declared symbol, e.g. `{"B": 17}`) and
+/// sets `*out_json` to the ordinary plan (memplan-plan/1) at that binding, as
+/// `memplan instantiate` writes it: offsets computed in one pass over the stacking order.
+///
+/// Errors: `MEMPLAN_ERR_BAD_PLAN` for an unreadable symbolic plan, `MEMPLAN_ERR_BAD_BINDING`
+/// for a bad binding (the message names the symbol). Free both strings with `memplan_free`.
+///
+/// # Safety
+///
+/// As [`memplan_check`], with `plan_json` and `binding_json` the two texts.
+#[no_mangle]
+pub unsafe extern "C" fn memplan_instantiate(
+    plan_json: *const c_char,
+    binding_json: *const c_char,
+    out_json: *mut *mut c_char,
+    err: *mut *mut c_char,
+) -> i32 {
+    let body = || {
+        // SAFETY: both texts are NULL or NUL-terminated (the caller's contract).
+        let plan_text = unsafe { read_str(plan_json, "plan_json") }?;
+        let binding_text = unsafe { read_str(binding_json, "binding_json") }?;
+        instantiate(plan_text, binding_text)
     };
     // SAFETY: `out_json` and `err` are NULL or writable (the caller's contract).
     unsafe { entry(out_json, err, body) }
@@ -278,6 +323,95 @@ unsafe fn read_options(p: *const c_char) -> Result<PipelineOptions, Failure> {
             ),
         )
     })
+}
+
+/// The options in the C string `p` as a JSON object (empty for NULL or `""`).
+///
+/// # Safety
+///
+/// As [`read_str`].
+unsafe fn read_options_value(
+    p: *const c_char,
+) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
+    if p.is_null() {
+        return Ok(serde_json::Map::new());
+    }
+    // SAFETY: the caller's contract.
+    let text = unsafe { read_str(p, "options_json") }?;
+    if text.is_empty() {
+        return Ok(serde_json::Map::new());
+    }
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(o)) => Ok(o),
+        Ok(other) => Err(Failure::new(
+            MEMPLAN_ERR_BAD_OPTIONS,
+            format!("options: expected a JSON object, got {other}"),
+        )),
+        Err(e) => Err(Failure::new(
+            MEMPLAN_ERR_BAD_OPTIONS,
+            format!(
+                "options JSON error at line {}, column {}",
+                e.line(),
+                e.column()
+            ),
+        )),
+    }
+}
+
+/// `memplan_plan` on a symbolic graph: the split switches taken out of `options`, the rest
+/// read as pipeline options; the symbolic plan's JSON text.
+fn plan_symbolic(
+    text: &str,
+    mut options: serde_json::Map<String, serde_json::Value>,
+) -> Result<String, Failure> {
+    use memplan::symbolic::{plan_symbolic_with, SymbolicError, SymbolicGraph, SymbolicOptions};
+    let bad_options = |m: String| Failure::new(MEMPLAN_ERR_BAD_OPTIONS, m);
+    let graph = SymbolicGraph::parse(text)
+        .map_err(|e| Failure::new(MEMPLAN_ERR_BAD_GRAPH, e.to_string()))?;
+    let mut split = SymbolicOptions::default();
+    if let Some(v) = options.remove("max_ratio") {
+        split.max_ratio = v.as_f64().ok_or_else(|| {
+            bad_options(format!("options: max_ratio: expected a number, got {v}"))
+        })?;
+    }
+    if let Some(v) = options.remove("max_pieces") {
+        split.max_pieces = v
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| {
+                bad_options(format!(
+                    "options: max_pieces: expected an integer >= 1, got {v}"
+                ))
+            })?;
+    }
+    let opts: PipelineOptions = serde_json::from_value(serde_json::Value::Object(options))
+        .map_err(|e| bad_options(format!("options: {e}")))?;
+    let plan = plan_symbolic_with(&graph, &opts, &split).map_err(|e| match &e {
+        SymbolicError::Options(_) => bad_options(format!("{}: {e}", graph.name)),
+        SymbolicError::Pipeline { source, .. } if !source.is_bad_input() => {
+            Failure::new(MEMPLAN_ERR_PLANNING_FAILED, e.to_string())
+        }
+        _ => Failure::new(MEMPLAN_ERR_BAD_GRAPH, format!("{}: {e}", graph.name)),
+    })?;
+    Ok(plan.to_json())
+}
+
+/// `memplan_instantiate`'s work: the concrete plan's JSON text.
+fn instantiate(plan_text: &str, binding_text: &str) -> Result<String, Failure> {
+    use memplan::symbolic::{Binding, SymbolicPlan};
+    let plan = SymbolicPlan::parse(plan_text)
+        .map_err(|e| Failure::new(MEMPLAN_ERR_BAD_PLAN, e.to_string()))?;
+    let bad = |m: String| Failure::new(MEMPLAN_ERR_BAD_BINDING, m);
+    let values: std::collections::BTreeMap<String, u64> = serde_json::from_str(binding_text)
+        .map_err(|e| {
+            bad(format!(
+                "binding: expected a JSON object of non-negative integers such as {{\"B\": 17}}: {e}"
+            ))
+        })?;
+    let concrete = plan
+        .instantiate(&Binding(values))
+        .map_err(|e| bad(format!("binding: {e}")))?;
+    Ok(concrete.to_json())
 }
 
 /// Runs the pipeline on `graph` with `options`; the plan's JSON text.

@@ -359,3 +359,74 @@ fn the_version_is_the_crate_version() {
     let v = unsafe { CStr::from_ptr(memplan_version()) };
     assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
 }
+
+/// The bundled symbolic sample (B in 1..=32).
+const SYMBOLIC: &str = include_str!("../../samples/resnet_block.train.symbolic.json");
+
+#[test]
+fn a_symbolic_graph_gets_the_symbolic_plan_and_instantiates_to_a_valid_plan() {
+    use memplan::symbolic::{plan_symbolic_with, Binding, SymbolicGraph, SymbolicOptions};
+    let a = call(memplan_plan, Some(SYMBOLIC), Some(r#"{"max_pieces": 3}"#));
+    assert_eq!(a.code, MEMPLAN_OK, "{a:?}");
+    let text = a.out.unwrap();
+    // The library's plan with the same switches: the same document.
+    let sg = SymbolicGraph::parse(SYMBOLIC).unwrap();
+    let split = SymbolicOptions {
+        max_pieces: 3,
+        ..SymbolicOptions::default()
+    };
+    let sp = plan_symbolic_with(&sg, &PipelineOptions::default(), &split).unwrap();
+    assert_eq!(text, sp.to_json());
+    for b in [1u64, 9, 32] {
+        let a = call(
+            memplan_instantiate,
+            Some(&text),
+            Some(&format!(r#"{{"B": {b}}}"#)),
+        );
+        assert_eq!(a.code, MEMPLAN_OK, "{a:?}");
+        let plan = Plan::parse(&a.out.unwrap()).unwrap();
+        let g = sg.instantiate(&Binding::new().with("B", b)).unwrap();
+        memplan::validate(&g, &plan, None).unwrap();
+        // The concrete pair checks through the C ABI too.
+        let c = call(memplan_check, Some(&g.to_json()), Some(&plan.to_json()));
+        assert_eq!(c.code, MEMPLAN_OK, "{c:?}");
+    }
+}
+
+#[test]
+fn bad_bindings_symbolic_plans_and_split_switches_get_their_codes_and_messages() {
+    let plan = call(memplan_plan, Some(SYMBOLIC), None).out.unwrap();
+    for (binding, says) in [
+        (r#"{"B": 33}"#, "\"B\" = 33 is out of its range 1..=32"),
+        (r#"{"S": 1, "B": 1}"#, "symbol \"S\" is not declared"),
+        (r#"{}"#, "\"B\""),
+        (r#"{"B": -1}"#, "binding: expected a JSON object"),
+        ("[1]", "binding: expected a JSON object"),
+    ] {
+        let a = call(memplan_instantiate, Some(&plan), Some(binding));
+        assert_eq!(a.code, MEMPLAN_ERR_BAD_BINDING, "{binding}: {a:?}");
+        assert!(a.err.as_deref().unwrap().contains(says), "{binding}: {a:?}");
+    }
+    let a = call(memplan_instantiate, Some(SAMPLE_JSON), Some(r#"{"B": 1}"#));
+    assert_eq!(a.code, MEMPLAN_ERR_BAD_PLAN, "{a:?}");
+    let a = call(memplan_instantiate, Some(&plan), None);
+    assert_eq!(a.code, MEMPLAN_ERR_NULL_ARGUMENT, "{a:?}");
+    let a = call(memplan_plan, Some(SYMBOLIC), Some(r#"{"budget": "80%"}"#));
+    assert_eq!(a.code, MEMPLAN_ERR_BAD_OPTIONS, "{a:?}");
+    assert!(a.err.unwrap().contains("a budget is not supported"));
+    let a = call(
+        memplan_plan,
+        Some(SYMBOLIC),
+        Some(r#"{"max_pieces": "two"}"#),
+    );
+    assert_eq!(a.code, MEMPLAN_ERR_BAD_OPTIONS, "{a:?}");
+    let a = call(memplan_plan, Some(SYMBOLIC), Some(r#"{"max_ratio": 0.5}"#));
+    assert_eq!(a.code, MEMPLAN_ERR_BAD_OPTIONS, "{a:?}");
+    // The split switches belong to symbolic graphs: a concrete graph refuses them as unknown.
+    let a = call(
+        memplan_plan,
+        Some(SAMPLE_JSON),
+        Some(r#"{"max_pieces": 2}"#),
+    );
+    assert_eq!(a.code, MEMPLAN_ERR_BAD_OPTIONS, "{a:?}");
+}

@@ -1,7 +1,7 @@
 """Type stubs of the native module memplan._memplan (see memplan/__init__.py)."""
 
 from os import PathLike
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 GraphLike = Union[Mapping[str, Any], str, bytes, PathLike]
 """A memplan-graph/1 document: a dict, JSON text, a path, or "sample" (the bundled sample)."""
@@ -77,8 +77,34 @@ def plan(
     tier_alignment: Optional[str] = None,
     device_profile: Optional[Mapping[str, Any]] = None,
     link_gbps: Optional[float] = None,
-) -> Plan:
-    """Plan `graph` with the pipeline options (names and defaults of the HTTP body's `options`)."""
+    max_ratio: float = 1.05,
+    max_pieces: int = 16,
+) -> Union[Plan, "SymbolicPlan"]:
+    """Plan `graph` with the pipeline options (names and defaults of the HTTP body's `options`).
+
+    A symbolic graph (with `symbols`) gets a SymbolicPlan for its whole range; `max_ratio` and
+    `max_pieces` (symbolic graphs only) shape its pieces, as `memplan plan`'s flags."""
+
+class SymbolicPlan:
+    """One plan for every binding of a symbolic graph's symbols (memplan-symbolic-plan/1)."""
+
+    @staticmethod
+    def load(plan: Union[Mapping[str, Any], str, bytes, PathLike]) -> "SymbolicPlan":
+        """A symbolic plan from JSON text, a dict or a path."""
+    def to_json(self) -> str:
+        """The plan as memplan-symbolic-plan/1 JSON text (what `memplan plan` writes)."""
+    def to_dict(self) -> Dict[str, Any]:
+        """The plan as a dict."""
+    @property
+    def symbols(self) -> Dict[str, Tuple[int, int]]:
+        """The declared symbols: {name: (min, max)}."""
+    @property
+    def pieces(self) -> List[Tuple[str, int, int]]:
+        """The split symbol's pieces as (symbol, min, max); empty for one piece."""
+    def peak_at(self, **binding: int) -> int:
+        """The instantiated peak at a binding, e.g. peak_at(B=17) (bytes)."""
+    def instantiate(self, **binding: int) -> Plan:
+        """The ordinary plan at a binding, e.g. instantiate(B=17)."""
 
 def check(graph: GraphLike, plan: PlanLike, budget: Optional[int] = None) -> Dict[str, Any]:
     """Validate `plan` against `graph`; raises InvalidPlanError naming the first violation."""

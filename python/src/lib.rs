@@ -294,15 +294,30 @@ fn check_plan(
 /// Plans `graph` (a dict, JSON text, a path, or `"sample"`) with the pipeline options given
 /// as keyword arguments (their names and defaults are those of the HTTP body's `options`:
 /// `effort`, `time_limit_s`, `budget`, `rewrite`, `order`, `strategy`, `inplace`,
-/// `spill_strategy`, `tiers`, ...). The GIL is released while planning.
+/// `spill_strategy`, `tiers`, ...). The GIL is released while planning. A symbolic graph
+/// (one that declares `symbols`) gets a `SymbolicPlan` for its whole range, as `memplan plan`
+/// does; `max_ratio` and `max_pieces` then shape its pieces.
 #[pyfunction]
 #[pyo3(signature = (graph, **options))]
 fn plan(
     py: Python<'_>,
     graph: &Bound<'_, PyAny>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Plan> {
-    let original = load_graph(graph)?;
+) -> PyResult<Py<PyAny>> {
+    let (text, label) = document_text(graph, "graph", true)?;
+    if memplan::symbolic::declares_symbols(&text) {
+        return Ok(Py::new(py, plan_symbolic(py, &text, &label, options)?)?.into_any());
+    }
+    if let Some(o) = options {
+        for k in ["max_ratio", "max_pieces"] {
+            if o.contains(k)? {
+                return Err(bad(format!(
+                    "options: {k} applies to symbolic graphs (with \"symbols\") only"
+                )));
+            }
+        }
+    }
+    let original = Graph::parse(&text).map_err(|e| bad(format!("{label}: {e}")))?;
     let opts = pipeline_options(options)?;
     // The error leaves the GIL-free closure as (bad input?, message): what the exception needs.
     let result = py.detach(|| {
@@ -311,12 +326,180 @@ fn plan(
             .map_err(|e| (e.is_bad_input(), e.to_string()))
     });
     match result {
-        Ok((plan, graph_json)) => Ok(Plan {
-            plan,
-            graph_json: Some(graph_json),
-        }),
+        Ok((plan, graph_json)) => Ok(Py::new(
+            py,
+            Plan {
+                plan,
+                graph_json: Some(graph_json),
+            },
+        )?
+        .into_any()),
         Err((true, e)) => Err(bad(format!("{}: {e}", original.name))),
         Err((false, e)) => Err(PlanningError::new_err(e)),
+    }
+}
+
+/// `plan` on a symbolic graph: `max_ratio` and `max_pieces` taken out of the options (the
+/// split switches of `memplan plan`), the rest are the pipeline options.
+fn plan_symbolic(
+    py: Python<'_>,
+    text: &str,
+    label: &str,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<SymbolicPlan> {
+    use memplan::symbolic::{plan_symbolic_with, SymbolicError, SymbolicGraph, SymbolicOptions};
+    let graph = SymbolicGraph::parse(text).map_err(|e| bad(format!("{label}: {e}")))?;
+    let mut split = SymbolicOptions::default();
+    let rest = match options {
+        None => None,
+        Some(o) => {
+            let rest = o.copy()?;
+            if let Some(v) = rest.get_item("max_ratio")? {
+                split.max_ratio = v
+                    .extract()
+                    .map_err(|_| bad(format!("options: max_ratio: expected a number, got {v}")))?;
+                rest.del_item("max_ratio")?;
+            }
+            if let Some(v) = rest.get_item("max_pieces")? {
+                split.max_pieces = v.extract().map_err(|_| {
+                    bad(format!(
+                        "options: max_pieces: expected an integer >= 1, got {v}"
+                    ))
+                })?;
+                rest.del_item("max_pieces")?;
+            }
+            Some(rest)
+        }
+    };
+    let opts = pipeline_options(rest.as_ref())?;
+    let result = py.detach(|| {
+        plan_symbolic_with(&graph, &opts, &split).map_err(|e| match &e {
+            SymbolicError::Pipeline { source, .. } if !source.is_bad_input() => {
+                (false, e.to_string())
+            }
+            _ => (true, e.to_string()),
+        })
+    });
+    match result {
+        Ok(plan) => Ok(SymbolicPlan {
+            plan,
+            graph: Some(graph),
+        }),
+        Err((true, e)) => Err(bad(format!("{}: {e}", graph.name))),
+        Err((false, e)) => Err(PlanningError::new_err(e)),
+    }
+}
+
+/// A binding from keyword arguments (`B=17, S=128`).
+fn binding_of(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<memplan::symbolic::Binding> {
+    let mut b = memplan::symbolic::Binding::new();
+    if let Some(kw) = kwargs {
+        for (k, v) in kw.iter() {
+            let name: String = k.extract()?;
+            let value: u64 = v.extract().map_err(|_| {
+                bad(format!(
+                    "binding: {name}={v}: expected a non-negative integer"
+                ))
+            })?;
+            b = b.with(&name, value);
+        }
+    }
+    Ok(b)
+}
+
+/// One plan for every binding of a symbolic graph's symbols (memplan-symbolic-plan/1, what
+/// `memplan plan` writes for a graph with `symbols`): `instantiate(B=17)` gives the ordinary
+/// `Plan` at a binding.
+#[pyclass(module = "memplan", frozen)]
+struct SymbolicPlan {
+    plan: memplan::symbolic::SymbolicPlan,
+    /// The symbolic graph, when the plan was made here (for `Plan.graph` after instantiating).
+    graph: Option<memplan::symbolic::SymbolicGraph>,
+}
+
+#[pymethods]
+impl SymbolicPlan {
+    /// A symbolic plan from JSON text, a dict or a path.
+    #[staticmethod]
+    fn load(plan: &Bound<'_, PyAny>) -> PyResult<SymbolicPlan> {
+        let (text, label) = document_text(plan, "plan", false)?;
+        let plan = memplan::symbolic::SymbolicPlan::parse(&text)
+            .map_err(|e| bad(format!("{label}: {e}")))?;
+        Ok(SymbolicPlan { plan, graph: None })
+    }
+
+    /// The plan as memplan-symbolic-plan/1 JSON text (what `memplan plan` writes).
+    fn to_json(&self) -> String {
+        self.plan.to_json()
+    }
+
+    /// The plan as a dict.
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        json_loads(py, &self.plan.to_json())
+    }
+
+    /// The declared symbols: {name: (min, max)}.
+    #[getter]
+    fn symbols(&self) -> std::collections::BTreeMap<String, (u64, u64)> {
+        self.plan
+            .symbols()
+            .iter()
+            .map(|(k, r)| (k.clone(), (r.min, r.max)))
+            .collect()
+    }
+
+    /// The pieces of the split symbol's range as (symbol, min, max), in order; empty for a
+    /// one-piece plan.
+    #[getter]
+    fn pieces(&self) -> Vec<(String, u64, u64)> {
+        self.plan
+            .pieces()
+            .map(|(s, r)| r.iter().map(|r| (s.to_string(), r.min, r.max)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The instantiated peak at a binding, e.g. `peak_at(B=17)` (bytes).
+    #[pyo3(signature = (**binding))]
+    fn peak_at(&self, binding: Option<&Bound<'_, PyDict>>) -> PyResult<u64> {
+        let b = binding_of(binding)?;
+        self.plan
+            .peak_at(&b)
+            .map_err(|e| bad(format!("binding: {e}")))
+    }
+
+    /// The ordinary plan at a binding, e.g. `instantiate(B=17)`: offsets computed in one pass
+    /// over the stacking order. Its `graph` is the symbolic graph at that binding when the plan
+    /// was made here.
+    #[pyo3(signature = (**binding))]
+    fn instantiate(&self, binding: Option<&Bound<'_, PyDict>>) -> PyResult<Plan> {
+        let b = binding_of(binding)?;
+        let plan = self
+            .plan
+            .instantiate(&b)
+            .map_err(|e| bad(format!("binding: {e}")))?;
+        let graph_json = match &self.graph {
+            Some(g) => Some(
+                g.instantiate(&b)
+                    .map_err(|e| bad(format!("binding: {e}")))?
+                    .to_json(),
+            ),
+            None => None,
+        };
+        Ok(Plan { plan, graph_json })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<memplan.SymbolicPlan graph={:?} symbols={} pieces={}>",
+            self.plan.doc().graph,
+            self.plan
+                .symbols()
+                .iter()
+                .map(|(k, r)| format!("{k}:{}..{}", r.min, r.max))
+                .collect::<Vec<_>>()
+                .join(","),
+            self.plan.pieces().map_or(1, |(_, r)| r.len())
+        )
     }
 }
 
@@ -440,6 +623,7 @@ fn _memplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;
     m.add_class::<Plan>()?;
+    m.add_class::<SymbolicPlan>()?;
     m.add("MemplanError", py.get_type::<MemplanError>())?;
     m.add("BadInputError", py.get_type::<BadInputError>())?;
     m.add("InvalidPlanError", py.get_type::<InvalidPlanError>())?;

@@ -258,3 +258,46 @@ def test_place_refuses_duplicate_ids_and_bad_lifetimes_naming_the_buffer():
         memplan.place([{"id": "x", "lower": 0, "upper": 1, "size": 1}], alignment=3)
     with pytest.raises(memplan.BadInputError, match=r"buffers\[0\]"):
         memplan.place([{"id": "x", "lower": 0, "upper": 1, "size": 1, "colour": 2}])
+
+
+SYMBOLIC = ROOT / "samples" / "resnet_block.train.symbolic.json"
+
+
+def test_a_symbolic_graph_gets_the_symbolic_plan_the_cli_writes(tmp_path):
+    out = tmp_path / "sym.json"
+    code, _, err = cli("plan", str(SYMBOLIC), "--max-pieces", "4", "-o", str(out))
+    assert code == 0, err
+    sp = memplan.plan(SYMBOLIC, max_pieces=4)
+    assert isinstance(sp, memplan.SymbolicPlan)
+    assert json.loads(sp.to_json()) == json.loads(out.read_text())
+    assert sp.symbols == {"B": (1, 32)}
+    assert memplan.SymbolicPlan.load(out).to_dict() == sp.to_dict()
+
+
+def test_a_symbolic_plan_instantiates_to_a_valid_plan_of_the_graph_at_the_binding():
+    sp = memplan.plan(SYMBOLIC)
+    for b in (1, 7, 32):
+        p = sp.instantiate(B=b)
+        assert isinstance(p, memplan.Plan)
+        assert p.peak_bytes == sp.peak_at(B=b)
+        assert p.check(p.graph)["valid"] is True
+    assert sp.peak_at(B=1) < sp.peak_at(B=32)
+    if sp.pieces:
+        assert sp.pieces[0][1] == 1 and sp.pieces[-1][2] == 32
+
+
+def test_bad_bindings_and_switches_raise_bad_input_naming_them():
+    sp = memplan.plan(SYMBOLIC, max_pieces=1)
+    assert sp.pieces == []
+    with pytest.raises(memplan.BadInputError, match=r"\"B\" = 33 is out of its range 1..=32"):
+        sp.instantiate(B=33)
+    with pytest.raises(memplan.BadInputError, match=r"symbol \"S\" is not declared"):
+        sp.peak_at(B=1, S=2)
+    with pytest.raises(memplan.BadInputError, match=r"B=-1: expected a non-negative integer"):
+        sp.instantiate(B=-1)
+    with pytest.raises(memplan.BadInputError, match=r"max_pieces applies to symbolic graphs"):
+        memplan.plan(SAMPLE, max_pieces=2)
+    with pytest.raises(memplan.BadInputError, match=r"a budget is not supported"):
+        memplan.plan(SYMBOLIC, budget="80%")
+    with pytest.raises(memplan.BadInputError, match=r"max_ratio"):
+        memplan.plan(SYMBOLIC, max_ratio=0.5)

@@ -49,11 +49,22 @@ pub use check::{check_points, check_symbolic, SymbolicCheck, SymbolicCheckError}
 pub use expr::{ExprError, Poly};
 pub use graph::SymbolicGraph;
 pub use plan::{
-    plan_symbolic, plan_symbolic_with, PeakPoint, PeakProfile, SymbolicOptions, SymbolicPlan,
-    SYMBOLIC_PLAN_FORMAT,
+    plan_symbolic, plan_symbolic_with, plan_symbolic_with_control, PeakPoint, PeakProfile,
+    SymbolicOptions, SymbolicPlan, SYMBOLIC_PLAN_FORMAT,
 };
 pub use prove::{prove_layout, Proof};
 pub use reserve::{parse_histogram, reserve, BatchSplit, Fallback, Reservation, ReservedBinding};
+
+/// Whether a graph document declares `symbols` (a symbolic graph, planned with
+/// [`plan_symbolic_with`]; [`crate::Graph::parse`] refuses it): what every front end asks
+/// before choosing the concrete or the symbolic planner. Cheap for documents that do not
+/// mention `"symbols"`.
+pub fn declares_symbols(text: &str) -> bool {
+    text.contains("\"symbols\"")
+        && serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .is_some_and(|v| v.get("symbols").is_some())
+}
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -372,10 +372,19 @@ pub fn plan_symbolic(
     graph: &SymbolicGraph,
     options: &PipelineOptions,
 ) -> Result<SymbolicPlan, SymbolicError> {
+    plan_whole(graph, options, &Control::default())
+}
+
+/// [`plan_symbolic`] under `control`.
+fn plan_whole(
+    graph: &SymbolicGraph,
+    options: &PipelineOptions,
+    control: &Control,
+) -> Result<SymbolicPlan, SymbolicError> {
     if let Some(m) = options_error(options) {
         return Err(SymbolicError::Options(m));
     }
-    let (concrete, plan) = plan_at(graph, &graph.max_corner(), options)?;
+    let (concrete, plan) = plan_at_with(graph, &graph.max_corner(), options, control)?;
     SymbolicPlan::from_max_corner_plan(graph, &concrete, &plan)
 }
 
@@ -385,12 +394,21 @@ fn plan_at(
     binding: &Binding,
     options: &PipelineOptions,
 ) -> Result<(Graph, Plan), SymbolicError> {
+    plan_at_with(graph, binding, options, &Control::default())
+}
+
+/// [`plan_at`] under `control` (its cancel token stops the pipeline with its best plan).
+fn plan_at_with(
+    graph: &SymbolicGraph,
+    binding: &Binding,
+    options: &PipelineOptions,
+    control: &Control,
+) -> Result<(Graph, Plan), SymbolicError> {
     let g = graph.instantiate(binding)?;
-    let res =
-        pipeline::run(&g, options, &Control::default()).map_err(|e| SymbolicError::Pipeline {
-            binding: binding.to_string(),
-            source: Box::new(e),
-        })?;
+    let res = pipeline::run(&g, options, control).map_err(|e| SymbolicError::Pipeline {
+        binding: binding.to_string(),
+        source: Box::new(e),
+    })?;
     Ok((g, res.plan))
 }
 
@@ -437,13 +455,25 @@ pub fn plan_symbolic_with(
     options: &PipelineOptions,
     split: &SymbolicOptions,
 ) -> Result<SymbolicPlan, SymbolicError> {
+    plan_symbolic_with_control(graph, options, split, &Control::default())
+}
+
+/// [`plan_symbolic_with`] under `control`: its cancel token stops each pipeline run with its
+/// best plan so far and stops splitting (the pieces made so far are kept), so that a caller
+/// with a deadline (the HTTP service) bounds the whole call.
+pub fn plan_symbolic_with_control(
+    graph: &SymbolicGraph,
+    options: &PipelineOptions,
+    split: &SymbolicOptions,
+    control: &Control,
+) -> Result<SymbolicPlan, SymbolicError> {
     if !(split.max_ratio.is_finite() && split.max_ratio >= 1.0) || split.max_pieces == 0 {
         return Err(SymbolicError::Options(format!(
             "max_ratio must be a finite number >= 1 (got {}) and max_pieces >= 1 (got {})",
             split.max_ratio, split.max_pieces
         )));
     }
-    let whole = plan_symbolic(graph, options)?;
+    let whole = plan_whole(graph, options, control)?;
     let Some((symbol, range)) = graph
         .symbols
         .iter()
@@ -465,7 +495,10 @@ pub fn plan_symbolic_with(
         let per = match per_binding.get(&lo) {
             Some(&p) => p,
             None => {
-                let own = plan_at(graph, &b, options)?.1.stats.peak_bytes;
+                let own = plan_at_with(graph, &b, options, control)?
+                    .1
+                    .stats
+                    .peak_bytes;
                 per_binding.insert(lo, own);
                 own
             }
@@ -499,7 +532,8 @@ pub fn plan_symbolic_with(
         plan: whole,
         ratio,
     }];
-    while pieces.len() < split.max_pieces {
+    let cancelled = || control.cancel.as_ref().is_some_and(|c| c.is_cancelled());
+    while pieces.len() < split.max_pieces && !cancelled() {
         let Some(k) = pieces
             .iter()
             .enumerate()
@@ -512,7 +546,7 @@ pub fn plan_symbolic_with(
         let (lo, hi) = (pieces[k].lo, pieces[k].hi);
         // Geometric middle, lo <= mid < hi.
         let mid = (((lo as f64) * (hi as f64)).sqrt().floor() as u64).clamp(lo, hi - 1);
-        let (concrete, plan) = plan_at(graph, &at(graph.max_corner(), mid), options)?;
+        let (concrete, plan) = plan_at_with(graph, &at(graph.max_corner(), mid), options, control)?;
         let low = SymbolicPlan::from_max_corner_plan(graph, &concrete, &plan)?;
         let low_ratio = measure(&low, lo, mid)?;
         let up_ratio = measure(&pieces[k].plan, mid + 1, hi)?;

@@ -20,6 +20,7 @@ mod names;
 mod options;
 mod place;
 pub mod rules;
+mod symbolic;
 
 pub use check::{CheckRequest, CheckResponse, ViolationView};
 pub use documents::{
@@ -41,3 +42,4 @@ pub use options::{
     DeviceProfileDoc, PlanOptionsBody, PlanQuery, PlanRequest, ResolvedOptions, NULLABLE_OPTIONS,
 };
 pub use place::{BufferBody, BufferId, PlaceQuery, PlaceRequest, PlaceResponse, PlacedBuffer};
+pub use symbolic::{PeakAt, PieceRange, SymbolicPlanRequest, SymbolicPlanResponse};

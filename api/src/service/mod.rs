@@ -63,6 +63,7 @@ mod lifecycle;
 mod place;
 mod plan;
 mod runner;
+mod symbolic;
 
 pub use admission::Ticket;
 pub use lifecycle::{StartError, MAX_ATTEMPTS};

@@ -18,7 +18,7 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         load_graph(&a.graph)?
     } else {
         let text = read(Path::new(&a.graph))?;
-        if has_symbols(&text) {
+        if memplan::symbolic::declares_symbols(&text) {
             return plan_symbolic(&a, &text);
         }
         Graph::parse(&text).map_err(|e| bad(format!("{}: {e}", a.graph)))?
@@ -49,14 +49,6 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         write_file(path, &format!("{t}\n"))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether a graph document declares `symbols` (a symbolic graph, `memplan::symbolic`).
-fn has_symbols(text: &str) -> bool {
-    text.contains("\"symbols\"")
-        && serde_json::from_str::<serde_json::Value>(text)
-            .ok()
-            .is_some_and(|v| v.get("symbols").is_some())
 }
 
 /// `memplan plan` on a symbolic graph: one plan for the whole range of its symbols (the max
