@@ -151,11 +151,17 @@ def assert_replay_equals_eager(result):
     assert result.eager_peak_bytes > 0 and result.replay_peak_bytes >= result.arena_bytes
 
 
-def test_the_exported_graph_is_what_the_command_line_tool_writes(tmp_path):
+def export_tool():
+    """tools/export_pytorch.py loaded as a module."""
     spec = importlib.util.spec_from_file_location(
         "export_pytorch_tool", os.path.join(ROOT, "tools", "export_pytorch.py"))
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    return tool
+
+
+def test_the_exported_graph_is_what_the_command_line_tool_writes(tmp_path):
+    tool = export_tool()
     out = os.path.join(str(tmp_path), "g.json")
     assert tool.main(["torchvision.models:resnet18", "--batch", "2", "--mode", "train",
                       "--input-shape", "3,32,32", "-o", out]) == 0
@@ -168,10 +174,7 @@ def test_the_exported_graph_is_what_the_command_line_tool_writes(tmp_path):
 
 
 def test_a_dynamic_batch_export_is_the_symbolic_graph_the_command_line_tool_writes(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "export_pytorch_tool", os.path.join(ROOT, "tools", "export_pytorch.py"))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = export_tool()
     out = os.path.join(str(tmp_path), "g.json")
     assert tool.main(["torchvision.models:resnet18", "--dynamic-batch", "1..8", "--mode",
                       "inference", "--input-shape", "3,32,32", "-o", out]) == 0

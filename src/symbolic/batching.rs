@@ -36,6 +36,7 @@
 use super::plan::SymbolicPlan;
 use super::reserve::Reservation;
 use super::{Binding, SymbolicError};
+use memplan_solver::generate::SplitMix64;
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -85,24 +86,6 @@ pub struct BatchingReport {
     pub average_utilisation: f64,
     /// The smallest utilisation of a run.
     pub min_utilisation: f64,
-}
-
-/// SplitMix64 (Steele, Lea & Flood 2014): a small, seedable, well-mixed generator.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform float in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// Simulates dynamic batching of `samples` (the histogram the reservation was made for; every
@@ -185,7 +168,7 @@ pub fn simulate_batching(
         }
     };
 
-    let mut rng = SplitMix64(options.seed);
+    let mut rng = SplitMix64::new(options.seed);
     let mut draw = || {
         let x = rng.unit() * total;
         let i = values.partition_point(|&(_, cum)| cum <= x);

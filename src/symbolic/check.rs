@@ -16,6 +16,7 @@
 use super::prove::{prove_layout, Proof};
 use super::{Binding, SymbolicError, SymbolicGraph, SymbolicPlan};
 use crate::validate::Violation;
+use memplan_solver::generate::SplitMix64;
 use std::collections::BTreeSet;
 use thiserror::Error;
 
@@ -58,15 +59,6 @@ pub enum SymbolicCheckError {
     },
 }
 
-/// The splitmix64 step: a small seeded generator (the samples only need to be reproducible).
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// The bindings [`check_symbolic`] tries, without repeats (module doc).
 pub fn check_points(plan: &SymbolicPlan, samples: usize, seed: u64) -> Vec<Binding> {
     let symbols: Vec<(String, u64, u64)> = plan
@@ -105,7 +97,7 @@ pub fn check_points(plan: &SymbolicPlan, samples: usize, seed: u64) -> Vec<Bindi
             }
         }
     }
-    let mut state = seed;
+    let mut rng = SplitMix64::new(seed);
     for _ in 0..samples {
         push(Binding(
             symbols
@@ -113,9 +105,9 @@ pub fn check_points(plan: &SymbolicPlan, samples: usize, seed: u64) -> Vec<Bindi
                 .map(|(s, lo, hi)| {
                     let span = hi - lo;
                     let v = if span == u64::MAX {
-                        splitmix(&mut state)
+                        rng.next_u64()
                     } else {
-                        lo + splitmix(&mut state) % (span + 1)
+                        lo + rng.next_u64() % (span + 1)
                     };
                     (s.clone(), v)
                 })

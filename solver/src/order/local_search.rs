@@ -682,19 +682,12 @@ pub(crate) mod tests {
     use crate::order::{Node, Value};
     use proptest::prelude::*;
 
-    /// A small deterministic generator (splitmix64).
-    struct Rng(u64);
+    /// A small deterministic generator (splitmix64, `below` by remainder).
+    struct Rng(crate::generate::SplitMix64);
 
     impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
         fn below(&mut self, k: u64) -> u64 {
-            self.next() % k
+            self.0.next_u64() % k
         }
         fn chance(&mut self, percent: u64) -> bool {
             self.below(100) < percent
@@ -705,7 +698,7 @@ pub(crate) mod tests {
     /// earlier values, random sizes / alignments / workspaces / graph outputs / in-place pairs,
     /// and node indices shuffled so the listed order is usually not topological.
     pub(crate) fn random_problem(seed: u64, n: usize) -> OrderProblem {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(crate::generate::SplitMix64::new(seed));
         let mut values: Vec<Value> = Vec::new();
         let new_value = |rng: &mut Rng, producer: Option<usize>| Value {
             // Often one of a few sizes, so in-place chains of equal or shrinking sizes occur.
