@@ -233,6 +233,14 @@ pub struct ReserveArgs {
     /// With `--batching`: the stream's seed.
     #[arg(long, default_value_t = 0, requires = "batching")]
     pub seed: u64,
+    /// The symbolic graph the plan was made for: plan the budgeted fallback (spills and
+    /// recomputes within the reserved bytes) of every binding above the quantile and report it.
+    #[arg(long, value_name = "SYMGRAPH")]
+    pub graph: Option<PathBuf>,
+    /// With `--graph`: write each fallback that fits as `DIR/B=32.graph.json` and
+    /// `DIR/B=32.plan.json` (replay with `memplan check` / `memplan run`).
+    #[arg(long, value_name = "DIR", requires = "graph")]
+    pub fallback_dir: Option<PathBuf>,
     /// Write the reservation as JSON here (with a `batching` object under `--batching`).
     #[arg(short, long)]
     pub output: Option<PathBuf>,

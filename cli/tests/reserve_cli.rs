@@ -103,6 +103,53 @@ fn reserve_with_batching_merges_small_requests_and_reports_a_higher_utilisation(
 }
 
 #[test]
+fn reserve_with_the_graph_plans_the_budgeted_fallback_above_the_quantile_and_writes_it() {
+    let plan = symbolic_plan("plan-fallback.json", &[]);
+    let hist = histogram("hist-fallback.json");
+    let out = tmp_file("reserve", "reservation-fallback.json");
+    let dir = tmp_file("reserve", "fallbacks");
+    let sample = symbolic_sample();
+    let o = memplan(&[
+        "reserve",
+        &plan,
+        &hist,
+        "--split",
+        "B",
+        "--graph",
+        &sample,
+        "--fallback-dir",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // B=32 is above the 0.99 quantile (B=16): its budgeted plan at the reserved size.
+    assert!(stdout.contains("fallback at B=32: fits"), "{stdout}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let reserved = r["reserved_bytes"].as_u64().unwrap();
+    let f = &r["fallback_plans"][0];
+    assert_eq!(f["binding"]["B"], 32, "{f}");
+    assert_eq!(f["fits"], true, "{f}");
+    assert!(f["peak_bytes"].as_u64().unwrap() <= reserved);
+    assert!(f["spilled_out_bytes"].as_u64().unwrap() + f["recomputed_ops"].as_u64().unwrap() > 0);
+    // The written pair replays within the reservation.
+    let g = dir.join("B=32.graph.json");
+    let p = dir.join("B=32.plan.json");
+    let o = memplan(&[
+        "check",
+        g.to_str().unwrap(),
+        p.to_str().unwrap(),
+        "--budget",
+        &reserved.to_string(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // --fallback-dir needs --graph.
+    let o = memplan(&["reserve", &plan, &hist, "--fallback-dir", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
 fn reserve_refuses_a_bad_histogram_or_quantile_with_exit_code_2_saying_why() {
     let plan = symbolic_plan("plan-bad.json", &[]);
     let hist = tmp_file("reserve", "bad-hist.json");

@@ -53,7 +53,10 @@ pub use plan::{
     SymbolicOptions, SymbolicPlan, SYMBOLIC_PLAN_FORMAT,
 };
 pub use prove::{prove_layout, Proof};
-pub use reserve::{parse_histogram, reserve, BatchSplit, Fallback, Reservation, ReservedBinding};
+pub use reserve::{
+    parse_histogram, plan_fallbacks, reserve, BatchSplit, Fallback, FallbackPlan, Reservation,
+    ReservedBinding,
+};
 
 /// Whether a graph document declares `symbols` (a symbolic graph, planned with
 /// [`plan_symbolic_with`]; [`crate::Graph::parse`] refuses it): what every front end asks

@@ -17,7 +17,8 @@
 //! named, the batch split: the largest value `b'` below the binding's value whose binding fits,
 //! and `⌈b / b'⌉` chunks of it (the last one smaller when `b'` does not divide `b`).
 //! [`Reservation::average_utilisation`] is the weighted mean utilisation over the fitting
-//! bindings.
+//! bindings. [`plan_fallbacks`] makes the budgeted fallback plans themselves, given the
+//! symbolic graph.
 //!
 //! # Distribution formats
 //!
@@ -224,6 +225,86 @@ pub fn reserve(
         fitting_weight: fit_w / total,
         bindings,
     })
+}
+
+/// The budgeted fallback of a binding above the reservation, planned ([`plan_fallbacks`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FallbackPlan {
+    /// The binding.
+    pub binding: Binding,
+    /// Whether the pipeline found a plan within the reserved bytes.
+    pub fits: bool,
+    /// The plan's peak (bytes), when it fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_bytes: Option<u64>,
+    /// Bytes spilled to host memory.
+    pub spilled_out_bytes: u64,
+    /// Ops run again.
+    pub recomputed_ops: usize,
+    /// Modelled time overhead of the spills and recomputes (% of the step).
+    pub overhead_pct: f64,
+    /// Why no plan fits, when none does (the pipeline's message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A fallback report with the concrete graph and plan when one fits.
+pub type PlannedFallback = (FallbackPlan, Option<(crate::Graph, crate::Plan)>);
+
+/// Plans the budgeted fallback of every binding of `reservation` that does not fit: `graph`
+/// instantiated there, planned by [`crate::pipeline::run`] with `options` and the reserved bytes
+/// as the budget (spills and recomputes). Returns each report, with the concrete graph and plan
+/// when one fits (to write or run). A budget no plan meets is reported (`fits: false` and the
+/// reason), not an error; other pipeline failures are.
+pub fn plan_fallbacks(
+    graph: &super::SymbolicGraph,
+    reservation: &Reservation,
+    options: &crate::pipeline::PipelineOptions,
+) -> Result<Vec<PlannedFallback>, SymbolicError> {
+    use crate::budget::BudgetSpec;
+    use crate::pipeline::{self, Control, PipelineOptions};
+    let opts = PipelineOptions {
+        budget: Some(BudgetSpec::Bytes(reservation.reserved_bytes)),
+        ..options.clone()
+    };
+    let mut out = Vec::new();
+    for b in reservation.bindings.iter().filter(|b| !b.fits) {
+        let g = graph.instantiate(&b.binding)?;
+        match pipeline::run(&g, &opts, &Control::default()) {
+            Ok(r) => {
+                let stat = r.plan.stats.budget.as_ref();
+                let report = FallbackPlan {
+                    binding: b.binding.clone(),
+                    fits: r.plan.stats.peak_bytes <= reservation.reserved_bytes,
+                    peak_bytes: Some(r.plan.stats.peak_bytes),
+                    spilled_out_bytes: stat.map_or(0, |s| s.spilled_out_bytes),
+                    recomputed_ops: stat.map_or(0, |s| s.recomputed_ops),
+                    overhead_pct: stat.map_or(0.0, |s| s.overhead_pct),
+                    reason: None,
+                };
+                out.push((report, Some((r.graph, r.plan))));
+            }
+            Err(e) if e.is_bad_input() => out.push((
+                FallbackPlan {
+                    binding: b.binding.clone(),
+                    fits: false,
+                    peak_bytes: None,
+                    spilled_out_bytes: 0,
+                    recomputed_ops: 0,
+                    overhead_pct: 0.0,
+                    reason: Some(e.to_string()),
+                },
+                None,
+            )),
+            Err(e) => {
+                return Err(SymbolicError::Pipeline {
+                    binding: b.binding.to_string(),
+                    source: Box::new(e),
+                })
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The largest value of `symbol` below the binding's whose binding fits `reserved`, and the

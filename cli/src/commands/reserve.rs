@@ -1,12 +1,14 @@
 //! `memplan reserve`: the P99 reservation of a symbolic plan for a histogram of bindings
 //! (`memplan::symbolic::reserve`): a table on stdout, the JSON reservation with `-o`; with
-//! `--batching`, the dynamic batcher's utilisation (`memplan::symbolic::batching`).
+//! `--batching`, the dynamic batcher's utilisation (`memplan::symbolic::batching`); with
+//! `--graph`, the budgeted fallback plans above the quantile (`plan_fallbacks`).
 
 use crate::args::ReserveArgs;
 use crate::common::{bad, mib, read, write_out};
 use anyhow::Result;
 use memplan::symbolic::{
-    parse_histogram, reserve as reserve_for, simulate_batching, BatchingOptions, SymbolicPlan,
+    parse_histogram, plan_fallbacks, reserve as reserve_for, simulate_batching, BatchingOptions,
+    SymbolicGraph, SymbolicPlan,
 };
 use std::process::ExitCode;
 
@@ -79,10 +81,52 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
         }
         _ => None,
     };
+    let mut fallbacks = None;
+    if let Some(path) = &a.graph {
+        let label = path.display().to_string();
+        let graph = SymbolicGraph::parse(&read(path)?).map_err(|e| bad(format!("{label}: {e}")))?;
+        let planned = plan_fallbacks(&graph, &r, &memplan::PipelineOptions::default())
+            .map_err(|e| bad(format!("{label}: {e}")))?;
+        if let Some(dir) = &a.fallback_dir {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        for (f, pair) in &planned {
+            match (&f.reason, f.peak_bytes) {
+                (Some(why), _) => println!("fallback at {}: no plan fits: {why}", f.binding),
+                (None, Some(peak)) => println!(
+                    "fallback at {}: {} ({} B, {} B spilled, {} ops recomputed, modelled overhead \
+                     {:.1} %)",
+                    f.binding,
+                    if f.fits { "fits" } else { "does not fit" },
+                    peak,
+                    f.spilled_out_bytes,
+                    f.recomputed_ops,
+                    f.overhead_pct
+                ),
+                (None, None) => {}
+            }
+            if let (Some(dir), Some((g, p)), true) = (&a.fallback_dir, pair, f.fits) {
+                let stem = f.binding.to_string();
+                write_out(
+                    &Some(dir.join(format!("{stem}.graph.json"))),
+                    &format!("{}\n", g.to_json()),
+                )?;
+                write_out(
+                    &Some(dir.join(format!("{stem}.plan.json"))),
+                    &format!("{}\n", p.to_json()),
+                )?;
+            }
+        }
+        fallbacks = Some(planned.into_iter().map(|(f, _)| f).collect::<Vec<_>>());
+    }
     if a.output.is_some() {
         let mut value = serde_json::to_value(&r)?;
         if let (Some(rep), Some(obj)) = (&batching, value.as_object_mut()) {
             obj.insert("batching".into(), serde_json::to_value(rep)?);
+        }
+        if let (Some(f), Some(obj)) = (&fallbacks, value.as_object_mut()) {
+            obj.insert("fallback_plans".into(), serde_json::to_value(f)?);
         }
         let json = serde_json::to_string_pretty(&value)?;
         write_out(&a.output, &format!("{json}\n"))?;
