@@ -556,6 +556,12 @@ async fn a_symbolic_graph_is_planned_once_for_its_range_as_the_cli_and_library_d
             p["peak_bytes"],
             sp.instantiate(&b).unwrap().stats.peak_bytes
         );
+        // Against a plan made for that binding alone.
+        let alone = sp
+            .peak_profile(&sg, &[b], &memplan::PipelineOptions::default())
+            .unwrap();
+        assert_eq!(p["per_binding_bytes"], alone.points[0].per_binding_bytes);
+        assert_eq!(p["ratio"].as_f64().unwrap(), alone.points[0].ratio);
     }
     // The plan instantiates through the service.
     let r = api

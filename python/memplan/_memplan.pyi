@@ -101,6 +101,8 @@ class SymbolicPlan:
     @property
     def pieces(self) -> List[Tuple[str, int, int]]:
         """The split symbol's pieces as (symbol, min, max); empty for one piece."""
+    def profile(self) -> List[Dict[str, Any]]:
+        """[{binding, peak_bytes, per_binding_bytes, ratio}] at the corners and a few points between."""
     def peak_at(self, **binding: int) -> int:
         """The instantiated peak at a binding, e.g. peak_at(B=17) (bytes)."""
     def instantiate(self, **binding: int) -> Plan:

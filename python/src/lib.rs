@@ -458,6 +458,33 @@ impl SymbolicPlan {
             .unwrap_or_default()
     }
 
+    /// The instantiated peak at the corners and a few points between, each against a plan made
+    /// for that binding alone (what `memplan plan` prints and `POST /v1/plan/symbolic` answers):
+    /// a list of dicts {binding, peak_bytes, per_binding_bytes, ratio}. Plans the bindings with
+    /// the default options (the GIL released); needs the graph, so only for a plan made here.
+    fn profile(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let Some(graph) = &self.graph else {
+            return Err(bad(
+                "profile: this plan was loaded without its graph; plan the graph with memplan.plan",
+            ));
+        };
+        let plan = &self.plan;
+        let result = py.detach(|| {
+            plan.peak_profile(graph, &plan.profile_points(), &PipelineOptions::default())
+                .map_err(|e| e.to_string())
+        });
+        let profile = result.map_err(PlanningError::new_err)?;
+        let rows: Vec<serde_json::Value> = profile
+            .points
+            .iter()
+            .map(|p| {
+                serde_json::json!({"binding": p.binding.0, "peak_bytes": p.peak_bytes,
+                    "per_binding_bytes": p.per_binding_bytes, "ratio": p.ratio})
+            })
+            .collect();
+        json_loads(py, &serde_json::Value::Array(rows).to_string())
+    }
+
     /// The instantiated peak at a binding, e.g. `peak_at(B=17)` (bytes).
     #[pyo3(signature = (**binding))]
     fn peak_at(&self, binding: Option<&Bound<'_, PyDict>>) -> PyResult<u64> {

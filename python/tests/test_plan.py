@@ -282,6 +282,11 @@ def test_a_symbolic_plan_instantiates_to_a_valid_plan_of_the_graph_at_the_bindin
         assert p.peak_bytes == sp.peak_at(B=b)
         assert p.check(p.graph)["valid"] is True
     assert sp.peak_at(B=1) < sp.peak_at(B=32)
+    rows = sp.profile()
+    assert [r["binding"]["B"] for r in rows][0] == 1 and rows[-1]["binding"]["B"] == 32
+    for r in rows:
+        assert r["peak_bytes"] == sp.peak_at(**r["binding"])
+        assert r["ratio"] == pytest.approx(r["peak_bytes"] / r["per_binding_bytes"])
     if sp.pieces:
         assert sp.pieces[0][1] == 1 and sp.pieces[-1][2] == 32
 

@@ -55,12 +55,16 @@ pub struct SymbolicPlanRequest {
 
 /// The instantiated peak at one binding.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(example = json!({"binding": {"B": 64}, "peak_bytes": 4194304}))]
+#[schema(example = json!({"binding": {"B": 64}, "peak_bytes": 4194304, "per_binding_bytes": 4194304, "ratio": 1.0}))]
 pub struct PeakAt {
     /// The binding (every declared symbol's value).
     pub binding: BTreeMap<String, u64>,
     /// The instantiated plan's peak there (bytes).
     pub peak_bytes: u64,
+    /// The peak of a plan made for that binding alone (bytes).
+    pub per_binding_bytes: u64,
+    /// `peak_bytes / per_binding_bytes`.
+    pub ratio: f64,
 }
 
 /// One sub-range of the split symbol.
@@ -79,7 +83,8 @@ pub struct PieceRange {
 /// graph.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"plan": {"format": "memplan-symbolic-plan/1"}, "pieces": [],
-    "profile": [{"binding": {"B": 1}, "peak_bytes": 65536}, {"binding": {"B": 64}, "peak_bytes": 4194304}],
+    "profile": [{"binding": {"B": 1}, "peak_bytes": 65536, "per_binding_bytes": 65536, "ratio": 1.0},
+                {"binding": {"B": 64}, "peak_bytes": 4194304, "per_binding_bytes": 4194304, "ratio": 1.0}],
     "elapsed_ms": 2.5}))]
 pub struct SymbolicPlanResponse {
     /// The symbolic plan (memplan-symbolic-plan/1): instantiate it with `POST /v1/instantiate`.
@@ -88,7 +93,8 @@ pub struct SymbolicPlanResponse {
     /// The pieces of the split symbol's range, in order, when the range was split (the last
     /// one is the top-level template's); empty for a one-piece plan.
     pub pieces: Vec<PieceRange>,
-    /// The instantiated peak at the corners and a few points between (`memplan plan`'s report).
+    /// The instantiated peak at the corners and a few points between, each against a plan made
+    /// for that binding alone (`memplan plan`'s report).
     pub profile: Vec<PeakAt>,
     /// Time taken to plan (milliseconds).
     pub elapsed_ms: f64,

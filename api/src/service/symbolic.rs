@@ -64,27 +64,29 @@ impl Service {
         let started = Instant::now();
         let out = self
             .solve("plan_symbolic", permit, ticket, limit, cancel, move || {
-                plan_symbolic_with_control(&graph, &pipeline, &split, &control)
+                let plan = plan_symbolic_with_control(&graph, &pipeline, &split, &control)?;
+                let profile = plan.peak_profile(&graph, &plan.profile_points(), &pipeline)?;
+                Ok::<_, SymbolicError>((plan, profile))
             })
             .await?;
         guard.0 = None;
-        let plan = out.map_err(|e| match &e {
+        let (plan, profile) = out.map_err(|e| match &e {
             SymbolicError::Pipeline { source, .. } if !source.is_bad_input() => {
                 ApiError::Internal(e.to_string())
             }
             SymbolicError::Options(_) => ApiError::options(e.to_string()),
             _ => ApiError::graph(format!("symbolic graph: {e}")),
         })?;
-        let mut profile = Vec::new();
-        for b in plan.profile_points() {
-            let p = plan
-                .instantiate(&b)
-                .map_err(|e| ApiError::Internal(format!("at {b}: {e}")))?;
-            profile.push(PeakAt {
-                binding: b.0.clone(),
-                peak_bytes: p.stats.peak_bytes,
-            });
-        }
+        let profile = profile
+            .points
+            .into_iter()
+            .map(|p| PeakAt {
+                binding: p.binding.0,
+                peak_bytes: p.peak_bytes,
+                per_binding_bytes: p.per_binding_bytes,
+                ratio: p.ratio,
+            })
+            .collect();
         let pieces = plan
             .pieces()
             .map(|(symbol, ranges)| {

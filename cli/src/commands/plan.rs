@@ -53,7 +53,8 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
 
 /// `memplan plan` on a symbolic graph: one plan for the whole range of its symbols (the max
 /// corner's order and stacking), written as memplan-symbolic-plan/1; stderr gets the
-/// instantiated peak at the corners and a few points between.
+/// instantiated peak at the corners and a few points between, each against a plan made for
+/// that binding alone.
 fn plan_symbolic(a: &PlanArgs, text: &str) -> Result<ExitCode> {
     use memplan::symbolic::{plan_symbolic_with, SymbolicError, SymbolicGraph, SymbolicOptions};
     if a.graph_out.is_some() || a.trace.is_some() {
@@ -79,16 +80,21 @@ fn plan_symbolic(a: &PlanArgs, text: &str) -> Result<ExitCode> {
         SymbolicError::Pipeline { source, .. } if !source.is_bad_input() => anyhow::Error::new(e),
         _ => bad(format!("{}: {e}", corner.name)),
     })?;
-    for b in plan.profile_points() {
-        let p = plan
-            .instantiate(&b)
-            .map_err(|e| anyhow::anyhow!("{}: at {b}: {e}", corner.name))?;
+    // The peak at the corners and a few points between, against a plan made for each alone.
+    let profile = plan
+        .peak_profile(&graph, &plan.profile_points(), &opts)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", corner.name))?;
+    for p in &profile.points {
         eprintln!(
-            "{}: at {b}: peak {} B ({}), LOAD of the order {} B",
+            "{}: at {}: peak {} B ({}); a plan for this binding alone: {} B (ratio {:.4}); LOAD \
+             of the order {} B",
             corner.name,
-            p.stats.peak_bytes,
-            mib(p.stats.peak_bytes),
-            p.stats.load_bytes.unwrap_or(0)
+            p.binding,
+            p.peak_bytes,
+            mib(p.peak_bytes),
+            p.per_binding_bytes,
+            p.ratio,
+            p.load_bytes
         );
     }
     eprintln!(
