@@ -148,6 +148,15 @@ class BuildGraph(unittest.TestCase):
                 json.dump(g, f)
 
 
+def tiny_encoder():
+    """A small transformer encoder layer over (batch, seq, 32) inputs, for the dynamic-dims
+    test."""
+    import torch
+
+    return torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0,
+                                            batch_first=True)
+
+
 def have_torchvision():
     try:
         import torch  # noqa: F401
@@ -172,18 +181,26 @@ class MergeSymbolic(unittest.TestCase):
         self.assertEqual(by["addmm"]["size"], "40*B")
         self.assertEqual(by["param:fc.weight"]["size"], 2560)
         self.assertEqual(by["split_stats.0"]["size"], 40)
-        self.assertEqual(g["meta"]["dynamic_batch"]["traced"], [1, 2, 3, 4])
+        self.assertEqual(g["meta"]["dynamic"]["traced"], [[1], [2], [3], [4]])
         self.assertEqual(g["meta"]["batch"], "B")
         if OUT_DIR:
             with open(os.path.join(OUT_DIR, "tiny.symbolic.json"), "w") as f:
                 json.dump(g, f)
 
-    def test_an_affine_size_keeps_its_constant_term(self):
-        self.assertEqual(ep._affine({2: 106, 3: 156, 5: 256}, "B"), "6 + 50*B")
-        self.assertEqual(ep._affine({2: 7, 3: 7}, "B"), 7)
-        self.assertEqual(ep._affine({2: 2, 3: 3}, "B"), "B")
-        self.assertIsNone(ep._affine({2: 4, 3: 9, 4: 16}, "B"))  # B^2
-        self.assertIsNone(ep._affine({2: 10, 3: 5}, "B"))  # shrinks
+    def test_sizes_are_fitted_exactly_as_polynomials_with_non_negative_integer_coefficients(self):
+        def fit(values, grid):
+            return ep._fit({(k,): v for k, v in values.items()}, ["B"], [grid])
+
+        self.assertEqual(fit({2: 106, 3: 156, 5: 256}, [2, 3]), "6 + 50*B")
+        self.assertEqual(fit({2: 7, 3: 7}, [2, 3]), 7)
+        self.assertEqual(fit({2: 2, 3: 3}, [2, 3]), "B")
+        self.assertIsNone(fit({2: 4, 3: 9, 4: 16}, [2, 3]))  # B^2 off the line
+        self.assertEqual(fit({2: 4, 3: 9, 4: 16, 8: 64}, [2, 3, 4]), "B*B")
+        self.assertIsNone(fit({2: 10, 3: 5}, [2, 3]))  # shrinks
+        self.assertIsNone(fit({2: 3, 3: 4, 4: 6}, [2, 3, 4]))  # half-integer coefficients
+        # Two symbols: B*S*S*4 + 64*B*S (attention scores and a projection).
+        vals = {(b, sq): 4 * b * sq * sq + 64 * b * sq for b in (1, 2, 3, 9) for sq in (2, 3, 4, 17)}
+        self.assertEqual(ep._fit(vals, ["B", "S"], [[2, 3], [2, 3, 4]]), "64*B*S + 4*B*S*S")
 
     def test_a_size_that_does_not_grow_linearly_is_an_error_naming_the_tensor(self):
         def squared(b):
@@ -191,7 +208,7 @@ class MergeSymbolic(unittest.TestCase):
             r["nodes"][0]["outputs"] = [t(4, [b * b, 4, 4, 4])]
             return r
 
-        with self.assertRaisesRegex(ep.ExportError, "'convolution'.*linearly"):
+        with self.assertRaisesRegex(ep.ExportError, "'convolution'.*not a polynomial"):
             ep.merge_symbolic(self.graphs((2, 3, 4), squared), "B", 2, 4)
 
     def test_a_trace_that_differs_at_batch_1_is_refused_unless_allowed(self):
@@ -205,11 +222,11 @@ class MergeSymbolic(unittest.TestCase):
             return r
 
         gs = self.graphs((1, 2, 3, 4), specialised)
-        with self.assertRaisesRegex(ep.ExportError, "batch 2 and 1 differ.*--allow-specialised-min"):
+        with self.assertRaisesRegex(ep.ExportError, "B=2 and B=1 differ.*--allow-specialised-min"):
             ep.merge_symbolic(gs, "B", 1, 4)
         g = ep.merge_symbolic(gs, "B", 1, 4, allow_specialised_min=True)
-        self.assertEqual(g["meta"]["dynamic_batch"]["specialised"], [1])
-        self.assertEqual(g["meta"]["dynamic_batch"]["traced"], [2, 3, 4])
+        self.assertEqual(g["meta"]["dynamic"]["specialised"], [[1]])
+        self.assertEqual(g["meta"]["dynamic"]["traced"], [[2], [3], [4]])
         self.assertIn("relu", [o["name"] for o in g["ops"]])
 
     def test_a_trace_that_differs_above_the_fitted_batches_is_always_refused(self):
@@ -222,10 +239,53 @@ class MergeSymbolic(unittest.TestCase):
         with self.assertRaisesRegex(ep.ExportError, "'relu': type"):
             ep.merge_symbolic(self.graphs((2, 3, 4), late), "B", 2, 4, allow_specialised_min=True)
 
-    def test_trace_points_fit_above_batch_1_and_check_both_ends_and_the_middle(self):
-        self.assertEqual(ep.trace_points(1, 64), [1, 2, 3, 32, 64])
-        self.assertEqual(ep.trace_points(8, 16), [8, 9, 12, 16])
-        self.assertEqual(ep.trace_points(1, 2), [1, 2])
+    def test_traced_points_fit_above_1_and_check_both_corners_and_the_middle(self):
+        self.assertEqual(ep.dynamic_points([("B", 1, 64, 1)])[1], [(1,), (2,), (3,), (32,), (64,)])
+        self.assertEqual(ep.dynamic_points([("B", 8, 16, 1)])[1], [(8,), (9,), (12,), (16,)])
+        self.assertEqual(ep.dynamic_points([("B", 1, 2, 1)])[1], [(1,), (2,)])
+        grid, pts = ep.dynamic_points([("B", 1, 8, 1), ("S", 1, 64, 2)])
+        self.assertEqual(grid, [[2, 3], [2, 3, 4]])
+        self.assertEqual(len(pts), 6 + 3)  # the grid, the min and max corners, the middle
+        self.assertIn((1, 1), pts)
+        self.assertIn((8, 64), pts)
+
+    def test_two_symbols_merge_into_products_and_squares(self):
+        def attention(b, sq):
+            return {
+                "placeholders": [
+                    {"name": "input", "kind": "input", **t(0, [b, sq, 8])},
+                    {"name": "param:w", "kind": "weight", **t(1, [8, 8])},
+                ],
+                "nodes": [
+                    {"name": "scores", "op": "matmul", "inputs": [0, 0],
+                     "outputs": [t(2, [b, sq, sq])], "pointwise": False},
+                    {"name": "proj", "op": "matmul", "inputs": [2, 1],
+                     "outputs": [t(3, [b, sq, 8])], "pointwise": False},
+                ],
+                "outputs": [3],
+            }
+
+        dims = [("B", 1, 8, 1), ("S", 1, 64, 2)]
+        _, pts = ep.dynamic_points(dims)
+        graphs = {pt: ep.build_graph(attention(*pt), "attn") for pt in pts}
+        g = ep.merge_dynamic(graphs, dims, "attn.symbolic")
+        by = {x["name"]: x for x in g["tensors"]}
+        self.assertEqual(by["scores"]["size"], "4*B*S*S")
+        self.assertEqual(by["scores"]["shape"], ["B", "S", "S"])
+        self.assertEqual(by["proj"]["size"], "32*B*S")
+        self.assertEqual(by["param:w"]["size"], 256)
+        self.assertEqual(g["symbols"], {"B": {"min": 1, "max": 8}, "S": {"min": 1, "max": 64}})
+        if OUT_DIR:
+            with open(os.path.join(OUT_DIR, "attn.symbolic.json"), "w") as f:
+                json.dump(g, f)
+        with self.assertRaisesRegex(ep.ExportError, "name a symbol twice"):
+            ep.merge_dynamic(graphs, [("B", 1, 8, 1), ("B", 1, 64, 2)])
+
+    def test_bad_dynamic_dims_are_refused_naming_them(self):
+        for bad in ("S", "S=1", "S=x:1..4", "S=1:4..2", "-S=1:1..4"):
+            with self.assertRaises(ep.ExportError):
+                ep.parse_dynamic_dim(bad)
+        self.assertEqual(ep.parse_dynamic_dim("S=1:16..512"), ("S", 1, 16, 512))
 
     def test_bad_ranges_are_refused(self):
         for bad in ("64", "4..2", "0..4", "a..b"):
@@ -273,6 +333,22 @@ class TraceTorchvision(unittest.TestCase):
         self.assertTrue(all(isinstance(x["size"], int) for x in weights))
         self.assertEqual(g["name"], "resnet18.1-4.train")
 
+    def test_a_transformer_layer_with_dynamic_batch_and_sequence_is_one_symbolic_graph(self):
+        out = os.path.join(OUT_DIR or tempfile.mkdtemp(), "encoder.1-4.1-32.train.symbolic.json")
+        rc = ep.main([f"{__name__}:tiny_encoder", "--dynamic-batch", "1..4",
+                      "--dynamic-dim", "S=1:1..32", "--allow-specialised-min", "--mode", "train",
+                      "--input-shape", "16,32", "-o", out])
+        self.assertEqual(rc, 0)
+        with open(out) as f:
+            g = json.load(f)
+        self.assertEqual(set(g["symbols"]), {"B", "S"})
+        inp = next(x for x in g["tensors"] if x["name"] == "input")
+        self.assertEqual(inp["size"], "128*B*S")
+        self.assertEqual(inp["shape"], ["B", "S", 32])
+        # CPU attention is a fused kernel (no S x S scores tensor): activations grow with B*S.
+        sizes = [x["size"] for x in g["tensors"] if x["kind"] != "weight"]
+        self.assertTrue(all(isinstance(v, int) or "B*S" in v for v in sizes), sizes)
+
     def test_a_batch_the_model_cannot_trace_is_an_error_naming_it(self):
         # Training batch norm needs more than one value per channel: batch 1 at 32x32 leaves
         # resnet18's last stage with 1x1 maps.
@@ -282,7 +358,7 @@ class TraceTorchvision(unittest.TestCase):
             rc = ep.main(["torchvision.models:resnet18", "--dynamic-batch", "1..4", "--mode",
                           "train", "--input-shape", "3,32,32", "-o", out])
         self.assertEqual(rc, 2)
-        self.assertIn("tracing at batch 1", err.getvalue())
+        self.assertIn("tracing at B=1", err.getvalue())
         self.assertFalse(os.path.exists(out))
 
     def test_mobilenet_v2_training_exports_with_batch_norm_and_hardtanh_backward(self):

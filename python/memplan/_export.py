@@ -8,10 +8,11 @@ for replay.
     tools/export_pytorch.py MODULE:FACTORY --batch N --mode inference|train -o GRAPH.json
         [--input-shape 3,224,224] [--name NAME] [--alignment 256]
     tools/export_pytorch.py MODULE:FACTORY --dynamic-batch 1..64 [--symbol B] --mode ... -o G.json
+        [--dynamic-dim S=1:16..512]
 
-With --dynamic-batch the model is traced at a few batches (`trace_points`) and the graphs are
-merged into one symbolic graph whose sizes are expressions over the batch symbol
-(`merge_symbolic`): memplan plans it once for the whole range.
+With --dynamic-batch / --dynamic-dim the model is traced at a few points (`dynamic_points`)
+and the graphs are merged into one symbolic graph whose sizes are polynomials over the symbols
+(`merge_dynamic`): memplan plans it once for the whole range.
 
 MODULE:FACTORY names a callable returning an nn.Module, e.g. torchvision.models:resnet50
 (called with no arguments, so no weights are downloaded). The model is traced with
@@ -278,79 +279,203 @@ def build_graph(records, name, alignment=256, meta=None, provenance=None):
     }
 
 
-def _affine(values, symbol):
-    """The expression `a + c*SYMBOL` through {batch: value} (two or more points), or None when
-    the points are not on one line with a >= 0 and c >= 0 integers."""
-    (b1, v1), (b2, v2) = sorted(values.items())[:2]
-    c, rem = divmod(v2 - v1, b2 - b1)
-    a = v1 - c * b1
-    if rem or c < 0 or a < 0 or any(v != a + c * b for b, v in values.items()):
+def _solve_1d(xs, ys):
+    """Coefficients c of sum(c[j] * x**j) through the points (xs[i], ys[i]) (exact, Fractions)."""
+    from fractions import Fraction
+
+    n = len(xs)
+    a = [[Fraction(x) ** j for j in range(n)] + [Fraction(y)] for x, y in zip(xs, ys)]
+    for col in range(n):
+        piv = next(r for r in range(col, n) if a[r][col] != 0)
+        a[col], a[piv] = a[piv], a[col]
+        for r in range(n):
+            if r != col and a[r][col] != 0:
+                f = a[r][col] / a[col][col]
+                a[r] = [u - f * v for u, v in zip(a[r], a[col])]
+    return [a[j][n] / a[j][j] for j in range(n)]
+
+
+def _fit(values, names, grid):
+    """The polynomial through {point tuple: value}, as a memplan size expression (an int when
+    constant), or None when it is not one with non-negative integer coefficients.
+
+    grid[k] lists the fit coordinates of symbol names[k] (degree len(grid[k]) - 1 in it); the
+    polynomial is solved exactly on the grid's points (tensor-product Vandermonde), then
+    checked at every other point of `values`."""
+    import itertools
+
+    dims = [len(g) for g in grid]
+    coef = {idx: values[tuple(grid[k][i] for k, i in enumerate(idx))]
+            for idx in itertools.product(*(range(d) for d in dims))}
+    for k, g in enumerate(grid):
+        new = {}
+        for rest in itertools.product(*(range(d) for j, d in enumerate(dims) if j != k)):
+            def at(i, rest=rest):
+                r = list(rest)
+                r.insert(k, i)
+                return tuple(r)
+
+            cs = _solve_1d(g, [coef[at(i)] for i in range(dims[k])])
+            for i, c in enumerate(cs):
+                new[at(i)] = c
+        coef = new
+    if any(c < 0 or c.denominator != 1 for c in coef.values()):
         return None
-    if c == 0:
-        return a
-    term = symbol if c == 1 else f"{c}*{symbol}"
-    return term if a == 0 else f"{a} + {term}"
+    terms = {e: int(c) for e, c in coef.items() if c != 0}
+
+    def value(point):
+        total = 0
+        for e, c in terms.items():
+            m = c
+            for x, p in zip(point, e):
+                m *= x ** p
+            total += m
+        return total
+
+    if any(value(pt) != v for pt, v in values.items()):
+        return None
+    if all(sum(e) == 0 for e in terms) or not terms:
+        return terms.get(tuple(0 for _ in names), 0)
+    parts = []
+    for e in sorted(terms, key=lambda e: (sum(e), [-x for x in e])):
+        factors = [n for n, p in zip(names, e) for _ in range(p)]
+        c = terms[e]
+        if not factors:
+            parts.append(str(c))
+        else:
+            parts.append("*".join(([str(c)] if c != 1 else []) + factors))
+    return " + ".join(parts)
 
 
-def trace_points(lo, hi):
-    """The batches traced for a dynamic batch lo..hi: two consecutive ones from 2 up (the fit;
-    batch 1 is where a model may specialise), then lo, the middle and hi (the checks)."""
-    f1 = max(lo, 2) if hi > max(lo, 2) else lo
-    f2 = f1 + 1
-    return sorted({f1, f2, lo, (lo + hi) // 2, hi})
+def fit_points(lo, hi, degree):
+    """The fit coordinates of one symbol: degree + 1 consecutive values from 2 up (1 is where
+    models specialise), within lo..hi (fewer when the range is smaller)."""
+    start = max(lo, 2)
+    if start + degree > hi:
+        start = max(lo, hi - degree)
+    return list(range(start, min(hi, start + degree) + 1))
+
+
+def dynamic_points(dims):
+    """The points traced for dynamic dims [(name, lo, hi, degree)]: the fit grid, then the min
+    corner, the max corner and the middle (the checks)."""
+    import itertools
+
+    grid = [fit_points(lo, hi, deg) for _, lo, hi, deg in dims]
+    pts = set(itertools.product(*grid))
+    pts.add(tuple(lo for _, lo, _, _ in dims))
+    pts.add(tuple(hi for _, _, hi, _ in dims))
+    pts.add(tuple((lo + hi) // 2 for _, lo, hi, _ in dims))
+    return grid, sorted(pts)
+
+
+def merge_dynamic(graphs, dims, name=None, allow_specialised_min=False):
+    """One symbolic graph from graphs traced at several points of several symbols.
+
+    graphs = {point tuple: memplan-graph/1 dict}, dims = [(symbol, lo, hi, degree)] in the
+    points' order, with every point of `dynamic_points(dims)`. As `merge_symbolic` (same
+    structure checks, `allow_specialised_min` for points below the fit grid in any symbol), but
+    sizes and shape entries are polynomials of the given degree in each symbol (e.g. `B*S*S`
+    for attention scores), fitted exactly on the grid and checked at the other points.
+    """
+    names = [d[0] for d in dims]
+    for nm, lo, hi, deg in dims:
+        if not (1 <= lo < hi):
+            raise ExportError(f"dynamic dim {nm} {lo}..{hi}: expected 1 <= MIN < MAX")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", nm):
+            raise ExportError(f"dynamic dim name {nm!r}: expected a name such as B or S")
+    if len(set(names)) != len(names):
+        raise ExportError(f"dynamic dims name a symbol twice: {names}")
+    grid, _ = dynamic_points(dims)
+    ref_pt = tuple(g[0] for g in grid)
+    if ref_pt not in graphs:
+        raise ExportError(f"no trace at the fit point {ref_pt}")
+    ref = graphs[ref_pt]
+    points = sorted(graphs)
+    top = graphs[max(points)]
+    specialised = []
+
+    def label(pt):
+        return ", ".join(f"{n}={v}" for n, v in zip(names, pt))
+
+    for pt in list(points):
+        below = any(v < g[0] for v, g in zip(pt, grid))
+
+        def differs(what, pt=pt, below=below):
+            hint = (
+                " (the model specialises there: start the range above it, or keep the "
+                "general trace's ops there with --allow-specialised-min)" if below else ""
+            )
+            return ExportError(f"the traces at {label(ref_pt)} and {label(pt)} differ: {what}{hint}")
+
+        try:
+            _same_structure(ref, graphs[pt], differs)
+        except ExportError:
+            if not (allow_specialised_min and below):
+                raise
+            specialised.append(list(pt))
+            points.remove(pt)
+    tensors = []
+    for i, t in enumerate(top["tensors"]):
+        t = dict(t)
+
+        def fit(get, what, t=t):
+            e = _fit({pt: get(graphs[pt]) for pt in points}, names, grid)
+            if e is None:
+                vals = ", ".join(f"{get(graphs[pt])} at {label(pt)}" for pt in points)
+                raise ExportError(
+                    f"tensor {t['name']!r}: {what} is not a polynomial with non-negative integer "
+                    f"coefficients in {', '.join(names)} ({vals})"
+                )
+            return e
+
+        t["size"] = fit(lambda g, i=i: g["tensors"][i]["size"], "its size")
+        if "shape" in t:
+            t["shape"] = [
+                fit(lambda g, i=i, d=d: g["tensors"][i]["shape"][d], f"shape entry {d}")
+                for d in range(len(t["shape"]))
+            ]
+        tensors.append(t)
+    meta = dict(top.get("meta", {}))
+    meta["dynamic"] = {
+        "symbols": {n: {"min": lo, "max": hi, "degree": deg} for n, lo, hi, deg in dims},
+        "traced": [list(p) for p in points],
+        **({"specialised": specialised} if specialised else {}),
+    }
+    return {
+        "format": top["format"],
+        "name": name or top["name"],
+        "alignment": top["alignment"],
+        "meta": meta,
+        "symbols": {n: {"min": lo, "max": hi} for n, lo, hi, _ in dims},
+        "tensors": tensors,
+        "ops": top["ops"],
+    }
 
 
 def merge_symbolic(graphs, symbol, lo, hi, name=None, allow_specialised_min=False):
-    """One symbolic graph (memplan's Dynamic shapes) from graphs traced at several batches.
+    """One symbolic graph (memplan's Dynamic shapes) from graphs traced at several batches:
+    `merge_dynamic` with one symbol of degree 1, graphs = {batch: graph}.
 
-    graphs = {batch: memplan-graph/1 dict}, with at least two batches. The graphs must have the
-    same tensors (names, kinds, dtypes, ranks) and ops (names, types, inputs, outputs, attrs,
-    hints); every tensor size and shape entry must be `a + c*batch` with integers a, c >= 0
-    through every traced batch (fitted on the two smallest batches >= 2, checked on the rest).
-    Varying values become expressions over `symbol`, declared with the range lo..hi. `flops`
-    are the largest batch's. Raises ExportError naming the first tensor or op that differs or
-    does not scale linearly, and the batches concerned.
+    The graphs must have the same tensors (names, kinds, dtypes, ranks) and ops (names, types,
+    inputs, outputs, attrs, hints); every tensor size and shape entry must be `a + c*batch`
+    with integers a, c >= 0 through every traced batch (fitted on two consecutive batches from
+    2 up, checked on the rest). `flops` are the largest batch's. Raises ExportError naming the
+    first tensor or op that differs or does not fit, and the batches concerned.
 
     PyTorch specialises at batch 1: a transposed tensor with a dimension of size 1 is still
     contiguous, so `.contiguous()` / `reshape` copies become views (vit_b_16: 110 fewer
     tensors). With allow_specialised_min, a traced batch below the fitted ones whose trace
-    differs is left out (listed in meta.dynamic_batch.specialised) and the symbolic graph keeps
-    the general trace's ops there: the copies a dynamic-shape runtime (torch.export with a
-    dynamic batch, ONNX) runs at every batch, at their sizes for that batch.
+    differs is left out (listed in meta.dynamic.specialised) and the symbolic graph keeps the
+    general trace's ops there: the copies a dynamic-shape runtime (torch.export with a dynamic
+    batch, ONNX) runs at every batch, at their sizes for that batch.
     """
     if len(graphs) < 2:
         raise ExportError("a dynamic batch needs traces at two batches or more")
-    if not (1 <= lo < hi):
-        raise ExportError(f"dynamic batch {lo}..{hi}: expected 1 <= MIN < MAX")
-    batches = sorted(graphs)
-    fit = [b for b in batches if b >= 2][:2]
-    if len(fit) < 2:
-        fit = batches[:2]
-    ref_b = fit[0]
-    ref = graphs[ref_b]
-    top = graphs[batches[-1]]
-
-    specialised = []
-
-    def differs(b, what):
-        hint = (
-            " (the model specialises on that batch: start the range above it, or keep the "
-            "general trace's ops there with --allow-specialised-min)"
-            if b < ref_b
-            else ""
-        )
-        return ExportError(f"the traces at batch {ref_b} and {b} differ: {what}{hint}")
-
-    for b in list(batches):
-        try:
-            _same_structure(ref, graphs[b], lambda what, b=b: differs(b, what))
-        except ExportError:
-            if not (allow_specialised_min and b < ref_b):
-                raise
-            specialised.append(b)
-            batches.remove(b)
-    meta_extra = {"specialised": specialised} if specialised else {}
-    return _merge_checked(graphs, batches, top, symbol, lo, hi, name, meta_extra)
+    g = merge_dynamic({(b,): g for b, g in graphs.items()}, [(symbol, lo, hi, 1)], name,
+                      allow_specialised_min)
+    g["meta"]["batch"] = symbol
+    return g
 
 
 def _same_structure(ref, g, differs):
@@ -373,41 +498,37 @@ def _same_structure(ref, g, differs):
                 raise differs(f"op {o['name']!r}: {key} {o.get(key)!r} vs {p.get(key)!r}")
 
 
-def _merge_checked(graphs, batches, top, symbol, lo, hi, name, meta_extra):
-    """merge_symbolic's second half: the expressions, once the structures agree."""
-    tensors = []
-    for i, t in enumerate(top["tensors"]):
-        t = dict(t)
-        size = _affine({b: graphs[b]["tensors"][i]["size"] for b in batches}, symbol)
-        if size is None:
-            sizes = ", ".join(f"{graphs[b]['tensors'][i]['size']} at {b}" for b in batches)
-            raise ExportError(
-                f"tensor {t['name']!r}: its size does not grow linearly with the batch ({sizes})"
-            )
-        t["size"] = size
-        if "shape" in t:
-            shape = []
-            for d in range(len(t["shape"])):
-                dim = _affine({b: graphs[b]["tensors"][i]["shape"][d] for b in batches}, symbol)
-                if dim is None:
-                    raise ExportError(
-                        f"tensor {t['name']!r}: shape entry {d} does not grow linearly with the batch"
-                    )
-                shape.append(dim)
-            t["shape"] = shape
-        tensors.append(t)
-    meta = dict(top.get("meta", {}))
-    meta["batch"] = symbol
-    meta["dynamic_batch"] = {"symbol": symbol, "min": lo, "max": hi, "traced": batches, **meta_extra}
-    return {
-        "format": top["format"],
-        "name": name or top["name"],
-        "alignment": top["alignment"],
-        "meta": meta,
-        "symbols": {symbol: {"min": lo, "max": hi}},
-        "tensors": tensors,
-        "ops": top["ops"],
-    }
+def export_dynamic(trace_at, dims, name, alignment=256, meta=None, allow_specialised_min=False):
+    """Traces at every point of `dynamic_points(dims)` and merges (`merge_dynamic`).
+
+    trace_at(values) -> trace records for build_graph, with values = {symbol: value};
+    dims = [(symbol, lo, hi, degree)]. A trace that raises (the model's own error at that
+    point) is an ExportError naming the point."""
+    _, points = dynamic_points(dims)
+    graphs = {}
+    for pt in points:
+        values = {d[0]: v for d, v in zip(dims, pt)}
+        at = ", ".join(f"{k}={v}" for k, v in values.items())
+        try:
+            records = trace_at(values)
+        except ExportError:
+            raise
+        except Exception as e:  # the model's own error at that point
+            raise ExportError(f"tracing at {at} failed: {type(e).__name__}: {e}") from e
+        graphs[pt] = build_graph(records, f"{name}@{at}", alignment, dict(meta or {}))
+    return merge_dynamic(graphs, dims, name, allow_specialised_min)
+
+
+def parse_dynamic_dim(text):
+    """NAME=AXIS:MIN..MAX (AXIS of the input's full shape, 0 = batch) -> (name, axis, lo, hi)."""
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(\d+):(.+)", text)
+    if not m:
+        raise ExportError(
+            f"--dynamic-dim {text!r}: expected NAME=AXIS:MIN..MAX, e.g. S=1:16..512 (axis 0 is "
+            "the batch)"
+        )
+    lo, hi = parse_range(m.group(3), "--dynamic-dim")
+    return m.group(1), int(m.group(2)), lo, hi
 
 
 def parse_range(text, option):
@@ -680,13 +801,21 @@ def main(argv=None, exporter="tools/export_pytorch.py", prog=None):
     batch.add_argument(
         "--dynamic-batch",
         metavar="MIN..MAX",
-        help="a symbolic batch over MIN..MAX (traced at several batches; see merge_symbolic)",
+        help="a symbolic batch over MIN..MAX (traced at several batches; see merge_dynamic)",
     )
     ap.add_argument("--symbol", default="B", help="the batch symbol's name with --dynamic-batch")
     ap.add_argument(
+        "--dynamic-dim",
+        action="append",
+        default=[],
+        metavar="NAME=AXIS:MIN..MAX",
+        help="another symbolic input dimension, e.g. S=1:16..512 for a (batch, seq, d) input; "
+        "sizes may be quadratic in it (attention)",
+    )
+    ap.add_argument(
         "--allow-specialised-min",
         action="store_true",
-        help="with --dynamic-batch: keep the general trace's ops at small batches whose trace "
+        help="with dynamic dims: keep the general trace's ops at small values whose trace "
         "differs (PyTorch turns copies into views at batch 1; see merge_symbolic)",
     )
     ap.add_argument("--mode", choices=["inference", "train"], required=True)
@@ -698,17 +827,30 @@ def main(argv=None, exporter="tools/export_pytorch.py", prog=None):
     try:
         if args.batch is not None and args.batch <= 0:
             raise ExportError(f"--batch {args.batch} must be positive")
-        dynamic = None
-        if args.dynamic_batch is not None:
-            dynamic = parse_range(args.dynamic_batch, "--dynamic-batch")
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.symbol):
-                raise ExportError(f"--symbol {args.symbol!r}: expected a name such as B or batch")
         try:
             shape = [int(d) for d in args.input_shape.split(",")]
         except ValueError:
             raise ExportError(f"--input-shape {args.input_shape!r}: expected e.g. 3,224,224")
         if any(d <= 0 for d in shape):
             raise ExportError(f"--input-shape {args.input_shape!r}: dimensions must be positive")
+        # (symbol, axis of the full input shape, lo, hi)
+        dyn = []
+        if args.dynamic_batch is not None:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.symbol):
+                raise ExportError(f"--symbol {args.symbol!r}: expected a name such as B or batch")
+            dyn.append((args.symbol, 0, *parse_range(args.dynamic_batch, "--dynamic-batch")))
+        for text in args.dynamic_dim:
+            d = parse_dynamic_dim(text)
+            if d[1] == 0:
+                raise ExportError(f"--dynamic-dim {text!r}: axis 0 is the batch: use --dynamic-batch")
+            if d[1] > len(shape):
+                raise ExportError(
+                    f"--dynamic-dim {text!r}: axis {d[1]} is outside the input shape "
+                    f"(batch, {args.input_shape})"
+                )
+            dyn.append(d)
+        if len({d[1] for d in dyn}) != len(dyn):
+            raise ExportError("two dynamic dims name the same axis")
         try:
             import torch  # noqa: F401
         except ImportError:
@@ -720,24 +862,25 @@ def main(argv=None, exporter="tools/export_pytorch.py", prog=None):
 
         meta = {"model": model_name, "mode": args.mode, "torch": _t.__version__,
                 "exporter": exporter}
-        if dynamic is None:
+        if not dyn:
             records = trace_records(model, args.batch, args.mode, shape)
             name = args.name or f"{model_name}.{args.batch}.{args.mode}"
             graph = build_graph(records, name, args.alignment, {**meta, "batch": args.batch})
         else:
-            lo, hi = dynamic
-            graphs = {}
-            for b in trace_points(lo, hi):
-                try:
-                    records = trace_records(model, b, args.mode, shape)
-                except ExportError:
-                    raise
-                except Exception as e:  # the model's own error at that batch
-                    raise ExportError(f"tracing at batch {b} failed: {type(e).__name__}: {e}") from e
-                graphs[b] = build_graph(records, f"{model_name}.{b}.{args.mode}", args.alignment,
-                                        {**meta, "batch": b})
-            name = args.name or f"{model_name}.{lo}-{hi}.{args.mode}"
-            graph = merge_symbolic(graphs, args.symbol, lo, hi, name, args.allow_specialised_min)
+            def trace_at(values):
+                full = [args.batch or 1] + shape
+                for sym, axis, _, _ in dyn:
+                    full[axis] = values[sym]
+                return trace_records(model, full[0], args.mode, full[1:])
+
+            # The batch is linear in every size; other dims may be quadratic (attention).
+            dims = [(sym, lo, hi, 1 if axis == 0 else 2) for sym, axis, lo, hi in dyn]
+            ranges = ".".join(f"{lo}-{hi}" for _, _, lo, hi in dyn)
+            batch_part = "" if args.dynamic_batch is not None else f"{args.batch}."
+            name = args.name or f"{model_name}.{batch_part}{ranges}.{args.mode}"
+            graph = export_dynamic(trace_at, dims, name, args.alignment,
+                                   {**meta, "batch": args.symbol if args.dynamic_batch else args.batch},
+                                   args.allow_specialised_min)
     except ExportError as e:
         print(f"export_pytorch: {e}", file=sys.stderr)
         return 2

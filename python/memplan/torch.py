@@ -57,7 +57,7 @@ from . import _export
 
 ExportError = _export.ExportError
 
-__all__ = ["export", "export_dynamic_batch", "run", "plan_and_run", "Exported", "RunResult", "ReplayError", "ExportError"]
+__all__ = ["export", "export_dynamic", "export_dynamic_batch", "run", "plan_and_run", "Exported", "RunResult", "ReplayError", "ExportError"]
 
 _TORCH_DTYPES = {
     "f32": torch.float32,
@@ -245,46 +245,65 @@ def export(module, example_inputs, train=False, name=None, alignment=256):
     return ex
 
 
-def export_dynamic_batch(module, example_inputs, batch, train=False, symbol="B", name=None,
-                         alignment=256, allow_specialised_min=False):
-    """Exports `module` as one symbolic graph (Dynamic shapes) whose batch `symbol` ranges
-    over `batch` = (MIN, MAX); returns the graph as a dict (plan it with `memplan.plan`'s CLI
-    twin `memplan plan`, or instantiate it at one batch with `memplan instantiate`).
+def export_dynamic(module, example_inputs, dims, train=False, name=None, alignment=256,
+                   allow_specialised_min=False):
+    """Exports `module` as one symbolic graph (Dynamic shapes) over several dynamic input
+    dimensions; returns the graph as a dict (plan it with `memplan.plan`, which gives a
+    `SymbolicPlan` for the whole range).
 
-    `example_inputs` (a tensor or a tuple) fixes everything but the batch: every input whose
-    first dimension equals the first input's is resized along it. The module is traced at a
-    few batches (`trace_points`) and the traces merged (`merge_symbolic`, which documents the
-    checks and `allow_specialised_min`). Errors (ExportError) name the batch or tensor.
+    dims = {symbol: (axis, min, max)}: every input whose `axis` has the first input's size
+    there is resized along it (axis 0 is the batch). The batch is fitted as linear, other
+    dimensions as up to quadratic (attention scores grow with S*S). The module is traced at a
+    few points (`dynamic_points`) and the traces merged (`merge_dynamic`, which documents the
+    checks and `allow_specialised_min`). Errors (ExportError) name the point or tensor.
     """
     xs = _as_tuple(example_inputs)
-    if not xs or xs[0].dim() == 0:
-        raise _export.ExportError("the first example input needs a batch dimension")
+    if not xs:
+        raise _export.ExportError("no example inputs")
+    spec = []
+    for sym, d in dims.items():
+        try:
+            axis, lo, hi = (int(d[0]), int(d[1]), int(d[2]))
+        except (TypeError, ValueError, IndexError):
+            raise _export.ExportError(f"dynamic dim {sym!r}: expected (axis, min, max), got {d!r}")
+        if axis >= xs[0].dim():
+            raise _export.ExportError(
+                f"dynamic dim {sym!r}: axis {axis} is outside the first input's shape "
+                f"{tuple(xs[0].shape)}")
+        spec.append((sym, axis, lo, hi))
+    if len({a for _, a, _, _ in spec}) != len(spec):
+        raise _export.ExportError("two dynamic dims name the same axis")
+    mode = "train" if train else "inference"
+    model_name = type(module).__name__.lower()
+    ref = [int(xs[0].shape[a]) for _, a, _, _ in spec]
+
+    def trace_at(values):
+        at = []
+        for x in xs:
+            shape = list(x.shape)
+            for (sym, axis, _, _), r in zip(spec, ref):
+                if x.dim() > axis and shape[axis] == r:
+                    shape[axis] = values[sym]
+            at.append(torch.empty(shape, dtype=x.dtype))
+        return _export.trace(module, tuple(at), mode)["records"]
+
+    ranges = ".".join(f"{lo}-{hi}" for _, _, lo, hi in spec)
+    meta = {"model": model_name, "mode": mode, "torch": torch.__version__,
+            "exporter": "memplan.torch"}
+    return _export.export_dynamic(
+        trace_at, [(sym, lo, hi, 1 if axis == 0 else 2) for sym, axis, lo, hi in spec],
+        name or f"{model_name}.{ranges}.{mode}", alignment, meta, allow_specialised_min)
+
+
+def export_dynamic_batch(module, example_inputs, batch, train=False, symbol="B", name=None,
+                         alignment=256, allow_specialised_min=False):
+    """`export_dynamic` with the batch (axis 0) as the one dynamic dimension, over
+    `batch` = (MIN, MAX)."""
     lo, hi = (int(batch[0]), int(batch[1]))
     if not (1 <= lo < hi):
         raise _export.ExportError(f"batch range {lo}..{hi}: expected 1 <= MIN < MAX")
-    b0 = int(xs[0].shape[0])
-    mode = "train" if train else "inference"
-    model_name = type(module).__name__.lower()
-    graphs = {}
-    for b in _export.trace_points(lo, hi):
-        at = tuple(
-            torch.empty((b,) + tuple(x.shape[1:]), dtype=x.dtype)
-            if x.dim() > 0 and int(x.shape[0]) == b0 else x
-            for x in xs
-        )
-        try:
-            t = _export.trace(module, at, mode)
-        except _export.ExportError:
-            raise
-        except Exception as e:  # the model's own error at that batch
-            raise _export.ExportError(
-                f"tracing at batch {b} failed: {type(e).__name__}: {e}") from e
-        graphs[b] = _export.build_graph(
-            t["records"], f"{model_name}.{b}.{mode}", alignment,
-            {"model": model_name, "mode": mode, "batch": b, "torch": torch.__version__,
-             "exporter": "memplan.torch"})
-    return _export.merge_symbolic(graphs, symbol, lo, hi, name or f"{model_name}.{lo}-{hi}.{mode}",
-                                  allow_specialised_min)
+    return export_dynamic(module, example_inputs, {symbol: (0, lo, hi)}, train, name, alignment,
+                          allow_specialised_min)
 
 
 def _getitem_target():

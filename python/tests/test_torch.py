@@ -184,8 +184,8 @@ def test_a_dynamic_batch_export_is_the_symbolic_graph_the_command_line_tool_writ
                                 (1, 8), name=written["name"])
     for k in ("tensors", "ops", "alignment", "format", "name", "symbols"):
         assert g[k] == written[k], k
-    assert g["meta"]["dynamic_batch"] == {"symbol": "B", "min": 1, "max": 8,
-                                          "traced": [1, 2, 3, 4, 8]}
+    assert g["meta"]["dynamic"] == {"symbols": {"B": {"min": 1, "max": 8, "degree": 1}},
+                                    "traced": [[1], [2], [3], [4], [8]]}
     with pytest.raises(mt.ExportError, match="MIN < MAX"):
         mt.export_dynamic_batch(torchvision.models.resnet18(), torch.empty(2, 3, 32, 32), (4, 4))
 
