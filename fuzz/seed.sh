@@ -9,6 +9,8 @@
 #   minimalloc_csv  one byte picking the default alignment (0: 1, 8: 256) + the CSVs of
 #                   ../shared/bench/{minimalloc,traces}, cut to MAX_LINES lines, and a placed
 #                   copy with an offset column (`memplan place`);
+#   symbolic_parse  the bundled symbolic sample and benchmarks/graphs/symbolic/*.json
+#                   (compacted; those over MAX_BYTES are skipped);
 #   onnx_decode     tiny models from fuzz/gen_onnx_seeds.py (needs python3 with `onnx`;
 #                   skipped with a note otherwise).
 # Usage: fuzz/seed.sh   (env: MEMPLAN = memplan command, default `cargo run --release -q -p
@@ -70,6 +72,12 @@ if [ -d "$SHARED/zoo" ]; then
 else
     echo "seed.sh: no $SHARED/zoo; graph_parse gets the repository's graphs only" >&2
 fi
+
+# --- symbolic_parse ----------------------------------------------------------------------
+for g in "$REPO"/samples/*.symbolic.json "$REPO"/benchmarks/graphs/symbolic/*.json; do
+    compact "$g" "$TMP/sym.json"
+    add symbolic_parse "" "$TMP/sym.json"
+done
 
 # --- plan_validate -----------------------------------------------------------------------
 # plans SELECTOR GRAPH: plans GRAPH several ways and adds each plan with the selector byte.

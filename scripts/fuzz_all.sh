@@ -3,7 +3,7 @@
 # (default 10,000,000), one after another on one core, then prints one summary line per
 # target: executions, exec/s, seconds, new corpus units, peak RSS, and the result (ok, or the
 # crash/timeout/OOM libFuzzer reported, with the artifact under fuzz/artifacts/TARGET/).
-# Usage: scripts/fuzz_all.sh [RUNS]   (env: FUZZ_TARGETS = targets to run, default all four;
+# Usage: scripts/fuzz_all.sh [RUNS]   (env: FUZZ_TARGETS = targets to run, default all five;
 # FUZZ_SANITIZER = none|address, default none (see the README's Fuzzing section);
 # FUZZ_FEATURES = cargo features of fuzz/, e.g. system-highs; FUZZ_LOGS = log folder,
 # default fuzz/logs; SKIP_SEED=1 keeps the corpora as they are). Exits 1 if any target
@@ -19,7 +19,7 @@ FLAGS=(-s "$SANITIZER")
 if [ -n "${FUZZ_FEATURES:-}" ]; then
     FLAGS+=(--features "$FUZZ_FEATURES")
 fi
-TARGETS="${FUZZ_TARGETS:-graph_parse plan_validate minimalloc_csv onnx_decode}"
+TARGETS="${FUZZ_TARGETS:-graph_parse plan_validate minimalloc_csv onnx_decode symbolic_parse}"
 mkdir -p "$LOGS"
 
 # Inputs past these lengths are cut by libFuzzer: JSON documents up to 64 KiB, CSVs and ONNX
