@@ -962,17 +962,71 @@ fn a_listed_sample_in_json_or_csv_reserves_like_the_histogram_of_its_counts() {
 }
 
 #[test]
+fn a_joint_batch_and_sequence_distribution_reserves_the_smallest_arena_holding_the_quantile() {
+    use memplan::symbolic::{simulate_batching, BatchingOptions};
+    let sg = SymbolicGraph::parse(&transformer_block()).unwrap();
+    let sp = plan_symbolic(&sg, &quick()).unwrap();
+    let (bmax, smin, smax) = (
+        sg.symbols["B"].max,
+        sg.symbols["S"].min,
+        sg.symbols["S"].max,
+    );
+    // Short sequences are common, long ones rare; batches of every size.
+    let mut csv = String::from("# joint distribution\nB,S,weight\n");
+    for b in [1, bmax / 2, bmax] {
+        for (s, w) in [
+            (smin, 50.0),
+            (smax / 4, 30.0),
+            (smax / 2, 15.0),
+            (smax, 5.0),
+        ] {
+            csv.push_str(&format!("{b},{s},{w}\n"));
+        }
+    }
+    let samples = parse_histogram(&csv).unwrap();
+    assert_eq!(samples.len(), 12);
+    let r = reserve(&sp, &samples, 0.9, Some("B")).unwrap();
+    // The reserved bytes are the quantile binding's peak, and no smaller arena holds 90 %.
+    assert_eq!(r.reserved_bytes, sp.peak_at(&r.quantile_binding).unwrap());
+    assert!(r.fitting_weight >= 0.9);
+    let total: f64 = samples.iter().map(|s| s.1).sum();
+    let below: f64 = r
+        .bindings
+        .iter()
+        .filter(|b| b.peak_bytes < r.reserved_bytes)
+        .map(|b| b.weight)
+        .sum();
+    assert!(
+        below / total < 0.9,
+        "a smaller arena would do: {below} of {total}"
+    );
+    for b in &r.bindings {
+        assert_eq!(b.fits, b.peak_bytes <= r.reserved_bytes, "{}", b.binding);
+    }
+    // Merging along B needs one S: refused, naming the rule.
+    let e = simulate_batching(&sp, &samples, &r, "B", &BatchingOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("other symbols must be the same"), "{e}");
+    // An undeclared column is named when reserving.
+    let bad = parse_histogram("B,T\n1,1\n").unwrap();
+    let e = reserve(&sp, &bad, 0.9, None).unwrap_err().to_string();
+    assert!(e.contains("\"T\""), "{e}");
+}
+
+#[test]
 fn bad_histograms_and_reservation_inputs_are_refused_saying_what_is_wrong() {
     let herr = |t: &str| parse_histogram(t).unwrap_err().to_string();
     assert!(herr("[1, 2]").contains("line 1: header \"[1, 2]\""));
     assert!(herr("{\"B\": 3}").contains("or a list of observed values"));
     assert!(herr("{\"B\": [1, -2]}").contains("entry 1 (-2) is not a non-negative integer"));
     assert!(herr("B\n1\nx\n").contains("line 3: value \"x\""));
-    assert!(herr("B,weight\n1,2\n3\n").contains("line 3: \"3\": expected VALUE,WEIGHT"));
+    assert!(herr("B,weight\n1,2\n3\n").contains("line 3: \"3\": expected 2 comma-separated"));
     assert!(herr("B,weight\n1,-2\n").contains("line 2: weight \"-2\""));
     assert!(herr("B\n").contains("lists no values"));
     assert!(herr("# only a comment\n").contains("empty"));
-    assert!(herr("B,count\n1,2\n").contains("`B,weight`"));
+    assert!(herr("B,B\n1,2\n").contains("symbol \"B\" is given twice"));
+    assert!(herr("B,2x\n1,2\n").contains("\"2x\" is not a symbol name"));
     assert!(herr("{\"B\": {\"1\": 3}, \"S\": {\"1\": 1}}").contains("exactly one symbol"));
     assert!(herr("{\"B\": {\"x\": 3}}").contains("key \"x\" is not a non-negative integer"));
     assert!(herr("{\"B\": {\"2\": -1}}").contains("value 2: weight -1"));

@@ -88,8 +88,8 @@ pub struct BatchingReport {
     pub min_utilisation: f64,
 }
 
-/// Simulates dynamic batching of `samples` (the histogram the reservation was made for; every
-/// binding names `symbol`) into `reservation` under `plan` (module doc). Errors: an undeclared
+/// Simulates dynamic batching of `samples` (the distribution the reservation was made for;
+/// every binding names `symbol`, and the other symbols are the same in all) into `reservation` under `plan` (module doc). Errors: an undeclared
 /// symbol, a window or request count of 0, a histogram without positive weight, or a
 /// reservation in which not even the symbol's minimum fits.
 pub fn simulate_batching(
@@ -116,8 +116,14 @@ pub fn simulate_batching(
             options.window, options.requests
         )));
     }
-    // Every sample binds `symbol`; runs keep the other symbols of the first sample (a
-    // histogram names one symbol, so there are none in practice).
+    // Every sample binds `symbol`; requests merge only when their other symbols agree, so the
+    // other symbols must be the same in every sample (runs keep them).
+    let others = |b: &Binding| {
+        let mut o = b.0.clone();
+        o.remove(symbol);
+        o
+    };
+    let first_others = samples.first().map(|(b, _)| others(b));
     let mut values = Vec::with_capacity(samples.len());
     let mut total = 0.0;
     for (b, w) in samples {
@@ -126,6 +132,13 @@ pub fn simulate_batching(
                 "binding {b} does not name the batching symbol {symbol:?}"
             ))
         })?;
+        if first_others.as_ref() != Some(&others(b)) {
+            return Err(err(format!(
+                "binding {b}: batching merges requests along {symbol:?} only, so the other \
+                 symbols must be the same in every sample; reserve without --batching, or one \
+                 distribution per value of the others"
+            )));
+        }
         if !(w.is_finite() && *w >= 0.0) {
             return Err(err(format!(
                 "binding {b} has weight {w}; weights are finite and >= 0"

@@ -4,12 +4,13 @@
 //!
 //! # The rule
 //!
-//! Samples are merged by binding and sorted by their values (in the symbols' order,
-//! lexicographically; for one symbol simply by value). The *quantile binding* is the first one
-//! at which the cumulative weight reaches `quantile × total`. The reserved bytes are the largest
-//! instantiated peak ([`SymbolicPlan::peak_at`]) over the bindings up to and including it: for a
-//! one-piece plan peaks are monotone in the binding, so this is the quantile binding's peak;
-//! with pieces ([`super::plan_symbolic_with`]) a smaller binding may have a larger peak.
+//! Samples are merged by binding and sorted by their instantiated peak
+//! ([`SymbolicPlan::peak_at`]; ties by the symbols' values). The *quantile binding* is the
+//! first one at which the cumulative weight reaches `quantile × total`, and the reserved bytes
+//! are its peak: the smallest arena that holds at least that share of the weight. For one
+//! symbol and a one-piece plan, peaks grow with the value, so this is the usual quantile of the
+//! values; with pieces ([`super::plan_symbolic_with`]) or several symbols (batch × sequence) it
+//! still is the smallest sufficient arena, where ordering by values would not be.
 //!
 //! Per binding: its peak, `utilisation = peak / reserved` (above 1 when it does not fit) and
 //! whether it fits. A binding that does not fit gets a [`Fallback`]: the budget of a budgeted
@@ -22,17 +23,18 @@
 //!
 //! # Distribution formats
 //!
-//! [`parse_histogram`] reads one symbol's distribution in any of three forms:
+//! [`parse_histogram`] reads a distribution in any of three forms:
 //!
 //! - a JSON histogram, each value (a decimal integer as the key) with its weight (a finite
 //!   number ≥ 0, e.g. a count of requests):
 //!   `{"B": {"1": 120, "2": 60, "4": 30, "8": 15, "16": 4, "32": 1}}`;
 //! - a JSON listed sample, one entry per observation (weight 1 each; repeats add up):
 //!   `{"B": [3, 1, 1, 8, 2, 1]}`;
-//! - CSV or plain text (anything not starting with `{`): a header line naming the symbol,
-//!   optionally followed by `,weight`, then one value (and weight) per line; blank lines and
+//! - CSV or plain text (anything not starting with `{`): a header line naming the symbols,
+//!   optionally followed by `weight`, then one binding (and weight) per line; blank lines and
 //!   lines starting with `#` are skipped. `B` then `3`, `1`, `8`, … is a listed sample;
-//!   `B,weight` then `1,120`, `2,60`, … a histogram.
+//!   `B,weight` then `1,120`, `2,60`, … a histogram; `B,S,weight` then `8,512,40`, … a joint
+//!   distribution of batch and sequence length (the only form for several symbols).
 
 use super::plan::SymbolicPlan;
 use super::{Binding, SymbolicError};
@@ -156,17 +158,18 @@ pub fn reserve(
             None => merged.push((vals, b.clone(), *w)),
         }
     }
-    merged.sort_by(|a, b| a.0.cmp(&b.0));
     let total: f64 = merged.iter().map(|m| m.2).sum();
     if merged.is_empty() || total <= 0.0 {
         return Err(err(
             "no samples with a positive weight; give at least one binding".into(),
         ));
     }
-    let peaks = merged
-        .iter()
-        .map(|(_, b, _)| plan.peak_at(b))
-        .collect::<Result<Vec<u64>, _>>()?;
+    let mut with_peaks = merged
+        .into_iter()
+        .map(|m| plan.peak_at(&m.1).map(|p| (p, m)))
+        .collect::<Result<Vec<_>, _>>()?;
+    with_peaks.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1 .0.cmp(&b.1 .0)));
+    let (peaks, merged): (Vec<u64>, Vec<_>) = with_peaks.into_iter().unzip();
     let target = quantile * total * (1.0 - 1e-12);
     let mut cumulative = 0.0;
     let mut q = merged.len() - 1;
@@ -177,7 +180,7 @@ pub fn reserve(
             break;
         }
     }
-    let reserved = peaks[..=q].iter().copied().max().unwrap_or(0);
+    let reserved = peaks[q];
     let ratio = |p: u64| {
         if reserved == 0 {
             if p == 0 {
@@ -354,61 +357,72 @@ fn parse_csv_distribution(text: &str) -> Result<Vec<(Binding, f64)>, SymbolicErr
         .enumerate()
         .map(|(i, l)| (i + 1, l.trim()))
         .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-    let Some((_, header)) = lines.next() else {
+    let Some((hn, header)) = lines.next() else {
         return Err(err(
             "the distribution is empty: expected a header line naming the symbol (e.g. `B` or \
              `B,weight`), then one value per line"
                 .into(),
         ));
     };
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
-    let (symbol, weighted) = match cols.as_slice() {
-        [s] => (*s, false),
-        [s, w] if w.eq_ignore_ascii_case("weight") => (*s, true),
-        _ => {
-            return Err(err(format!(
-                "line 1: header {header:?}: expected the symbol's name, optionally followed by \
-                 `,weight` (e.g. `B` or `B,weight`)"
-            )))
-        }
-    };
-    if !super::expr::is_symbol_name(symbol) {
-        return Err(err(format!("line 1: {symbol:?} is not a symbol name")));
+    let mut symbols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let weighted = symbols
+        .last()
+        .is_some_and(|w| w.eq_ignore_ascii_case("weight"));
+    if weighted {
+        symbols.pop();
     }
+    if symbols.is_empty() {
+        return Err(err(format!(
+            "line {hn}: header {header:?}: expected the symbols' names, optionally followed by \
+             `weight` (e.g. `B`, `B,weight` or `B,S,weight`)"
+        )));
+    }
+    for (i, sym) in symbols.iter().enumerate() {
+        if !super::expr::is_symbol_name(sym) {
+            return Err(err(format!(
+                "line {hn}: header {header:?}: {sym:?} is not a symbol name (expected the \
+                 symbols' names, optionally followed by `weight`, e.g. `B`, `B,weight` or \
+                 `B,S,weight`)"
+            )));
+        }
+        if symbols[..i].contains(sym) {
+            return Err(err(format!("line {hn}: symbol {sym:?} is given twice")));
+        }
+    }
+    let width = symbols.len() + usize::from(weighted);
     let mut out = Vec::new();
     for (n, line) in lines {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        let (value, weight) = match (fields.as_slice(), weighted) {
-            ([v], false) => (*v, 1.0),
-            ([v, w], true) => {
-                let w: f64 = w
-                    .parse()
-                    .ok()
-                    .filter(|w: &f64| w.is_finite() && *w >= 0.0)
-                    .ok_or_else(|| err(format!("line {n}: weight {w:?} is not a number >= 0")))?;
-                (*v, w)
-            }
-            _ => {
-                return Err(err(format!(
-                    "line {n}: {line:?}: expected {}",
-                    if weighted {
-                        "VALUE,WEIGHT"
-                    } else {
-                        "one value"
-                    }
-                )))
-            }
+        if fields.len() != width {
+            return Err(err(format!(
+                "line {n}: {line:?}: expected {} comma-separated field(s) ({})",
+                width, header
+            )));
+        }
+        let mut b = Binding::new();
+        for (sym, value) in symbols.iter().zip(&fields) {
+            let v: u64 = value.parse().map_err(|_| {
+                err(format!(
+                    "line {n}: value {value:?} of {sym:?} is not a non-negative integer"
+                ))
+            })?;
+            b = b.with(sym, v);
+        }
+        let weight = if weighted {
+            let w = fields[width - 1];
+            w.parse()
+                .ok()
+                .filter(|w: &f64| w.is_finite() && *w >= 0.0)
+                .ok_or_else(|| err(format!("line {n}: weight {w:?} is not a number >= 0")))?
+        } else {
+            1.0
         };
-        let v: u64 = value.parse().map_err(|_| {
-            err(format!(
-                "line {n}: value {value:?} of {symbol:?} is not a non-negative integer"
-            ))
-        })?;
-        out.push((Binding::new().with(symbol, v), weight));
+        out.push((b, weight));
     }
     if out.is_empty() {
         return Err(err(format!(
-            "the distribution of {symbol:?} lists no values"
+            "the distribution of {} lists no values",
+            symbols.join(", ")
         )));
     }
     Ok(out)
