@@ -32,28 +32,28 @@ fn histogram(name: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// Runs `memplan reserve` on a fresh plan of the symbolic sample and [`histogram`], with
+/// `extra` flags and `-o`; returns (plan path, histogram path, stdout, the JSON written).
+fn reserve_run(name: &str, extra: &[&str]) -> (String, String, String, Value) {
+    let plan = symbolic_plan(&format!("plan-{name}.json"), &[]);
+    let hist = histogram(&format!("hist-{name}.json"));
+    let out = tmp_file("reserve", &format!("reservation-{name}.json"));
+    let mut args = vec!["reserve", plan.as_str(), hist.as_str()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["-o", out.to_str().unwrap()]);
+    let o = memplan(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    (plan, hist, stdout, r)
+}
+
 #[test]
 fn reserve_prints_a_table_and_writes_the_reservation_with_the_splits_above_the_quantile() {
-    let plan = symbolic_plan("plan.json", &[]);
-    let hist = histogram("hist.json");
-    let out = tmp_file("reserve", "reservation.json");
-    let o = memplan(&[
-        "reserve",
-        &plan,
-        &hist,
-        "--quantile",
-        "0.99",
-        "--split",
-        "B",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, _, stdout, r) = reserve_run("table", &["--quantile", "0.99", "--split", "B"]);
     // 621 requests: B ≤ 16 holds 620 of them (99.8 %), so the quantile batch is 16.
     assert!(stdout.contains("binding B=16"), "{stdout}");
     assert!(stdout.contains("split B=32 → 2 × B=16"), "{stdout}");
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let reserved = r["reserved_bytes"].as_u64().unwrap();
     assert!(reserved > 0);
     for b in r["bindings"].as_array().unwrap() {
@@ -68,28 +68,14 @@ fn reserve_prints_a_table_and_writes_the_reservation_with_the_splits_above_the_q
 
 #[test]
 fn reserve_with_batching_merges_small_requests_and_reports_a_higher_utilisation() {
-    let plan = symbolic_plan("plan-batching.json", &[]);
-    let hist = histogram("hist-batching.json");
-    let out = tmp_file("reserve", "reservation-batching.json");
-    let o = memplan(&[
-        "reserve",
-        &plan,
-        &hist,
-        "--split",
-        "B",
-        "--batching",
-        "--requests",
-        "2000",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (plan, hist, stdout, r) = reserve_run(
+        "batching",
+        &["--split", "B", "--batching", "--requests", "2000"],
+    );
     assert!(
         stdout.contains("dynamic batching (window 16, 2000 requests, seed 0)"),
         "{stdout}"
     );
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let alone = r["average_utilisation"].as_f64().unwrap();
     let b = &r["batching"];
     let merged = b["average_utilisation"].as_f64().unwrap();
@@ -104,29 +90,21 @@ fn reserve_with_batching_merges_small_requests_and_reports_a_higher_utilisation(
 
 #[test]
 fn reserve_with_the_graph_plans_the_budgeted_fallback_above_the_quantile_and_writes_it() {
-    let plan = symbolic_plan("plan-fallback.json", &[]);
-    let hist = histogram("hist-fallback.json");
-    let out = tmp_file("reserve", "reservation-fallback.json");
     let dir = tmp_file("reserve", "fallbacks");
     let sample = symbolic_sample();
-    let o = memplan(&[
-        "reserve",
-        &plan,
-        &hist,
-        "--split",
-        "B",
-        "--graph",
-        &sample,
-        "--fallback-dir",
-        dir.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (plan, hist, stdout, r) = reserve_run(
+        "fallback",
+        &[
+            "--split",
+            "B",
+            "--graph",
+            &sample,
+            "--fallback-dir",
+            dir.to_str().unwrap(),
+        ],
+    );
     // B=32 is above the 0.99 quantile (B=16): its budgeted plan at the reserved size.
     assert!(stdout.contains("fallback at B=32: fits"), "{stdout}");
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let reserved = r["reserved_bytes"].as_u64().unwrap();
     let f = &r["fallback_plans"][0];
     assert_eq!(f["binding"]["B"], 32, "{f}");
