@@ -30,6 +30,7 @@ from ._memplan import (
     check,
     place,
     plan,
+    reserve,
 )
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "check",
     "place",
     "plan",
+    "reserve",
 ]

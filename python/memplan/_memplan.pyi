@@ -119,3 +119,17 @@ def place(
     heuristic: bool = False,
 ) -> Dict[str, Any]:
     """Place buffers in one arena: fits, peak_bytes, lower_bound_bytes, gap, load_bytes, status, method, elapsed_ms, buffers ([{id, offset}] in input order)."""
+
+def reserve(
+    plan: Union["SymbolicPlan", Mapping[str, Any], str, bytes, PathLike],
+    distribution: Union[Mapping[str, Any], str, PathLike],
+    quantile: float = 0.99,
+    split: Optional[str] = None,
+    batching: bool = False,
+    window: int = 16,
+    requests: int = 10000,
+    seed: int = 0,
+    graph: Optional[GraphLike] = None,
+) -> Dict[str, Any]:
+    """The P99 reservation of a symbolic plan, as `memplan reserve -o` writes it: reserved_bytes,
+    quantile_binding, average_utilisation, bindings, and `batching` / `fallback_plans` when asked."""

@@ -390,6 +390,80 @@ fn plan_symbolic(
     }
 }
 
+/// The P99 reservation of a symbolic plan for a distribution of bindings, as `memplan reserve`
+/// (`-o`'s JSON as a dict): `plan` is a `SymbolicPlan` or a memplan-symbolic-plan/1 document;
+/// `distribution` a dict (`{"B": {"1": 120, "8": 40}}` or `{"B": [3, 1, 8]}`), JSON or CSV text
+/// (`"B,S,weight\n8,512,40\n..."`) or a path. `split` names the batch symbol (splits above the
+/// quantile; needed by `batching`, the dynamic batcher's simulation with `window`, `requests`
+/// and `seed`). With `graph` (the symbolic graph), the budgeted fallback of every binding above
+/// the quantile is planned (`fallback_plans`). The GIL is released meanwhile.
+#[pyfunction]
+#[pyo3(signature = (plan, distribution, quantile=0.99, split=None, batching=false, window=16, requests=10_000, seed=0, graph=None))]
+#[allow(clippy::too_many_arguments)]
+fn reserve(
+    py: Python<'_>,
+    plan: &Bound<'_, PyAny>,
+    distribution: &Bound<'_, PyAny>,
+    quantile: f64,
+    split: Option<String>,
+    batching: bool,
+    window: usize,
+    requests: usize,
+    seed: u64,
+    graph: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    use memplan::symbolic::{parse_histogram, reserve_report, BatchingOptions, SymbolicGraph};
+    let sp = match plan.cast::<SymbolicPlan>() {
+        Ok(p) => p.borrow().plan.clone(),
+        Err(_) => {
+            let (text, label) = document_text(plan, "plan", false)?;
+            memplan::symbolic::SymbolicPlan::parse(&text)
+                .map_err(|e| bad(format!("{label}: {e}")))?
+        }
+    };
+    let (text, label) = match distribution.extract::<String>() {
+        Ok(t) if t.contains('\n') || t.trim_start().starts_with(['{', '[']) => {
+            (t, "distribution".to_string())
+        }
+        _ => document_text(distribution, "distribution", false)?,
+    };
+    let samples = parse_histogram(&text).map_err(|e| bad(format!("{label}: {e}")))?;
+    let graph = match graph {
+        None => None,
+        Some(g) => {
+            let (text, label) = document_text(g, "graph", false)?;
+            Some(SymbolicGraph::parse(&text).map_err(|e| bad(format!("{label}: {e}")))?)
+        }
+    };
+    let options = batching.then_some(BatchingOptions {
+        window,
+        requests,
+        seed,
+    });
+    let result = py.detach(|| {
+        reserve_report(
+            &sp,
+            &samples,
+            quantile,
+            split.as_deref(),
+            options.as_ref(),
+            graph.as_ref(),
+            &PipelineOptions::default(),
+        )
+        .map(|(report, _)| serde_json::to_string(&report))
+        .map_err(|e| {
+            let planning = matches!(e, memplan::symbolic::SymbolicError::Pipeline { .. });
+            (planning, e.to_string())
+        })
+    });
+    match result {
+        Ok(Ok(json)) => json_loads(py, &json),
+        Ok(Err(e)) => Err(PlanningError::new_err(e.to_string())),
+        Err((true, e)) => Err(PlanningError::new_err(e)),
+        Err((false, e)) => Err(bad(format!("{label}: {e}"))),
+    }
+}
+
 /// A binding from keyword arguments (`B=17, S=128`).
 fn binding_of(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<memplan::symbolic::Binding> {
     let mut b = memplan::symbolic::Binding::new();
@@ -649,6 +723,7 @@ fn _memplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;
+    m.add_function(wrap_pyfunction!(reserve, m)?)?;
     m.add_class::<Plan>()?;
     m.add_class::<SymbolicPlan>()?;
     m.add("MemplanError", py.get_type::<MemplanError>())?;

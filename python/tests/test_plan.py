@@ -306,3 +306,31 @@ def test_bad_bindings_and_switches_raise_bad_input_naming_them():
         memplan.plan(SYMBOLIC, budget="80%")
     with pytest.raises(memplan.BadInputError, match=r"max_ratio"):
         memplan.plan(SYMBOLIC, max_ratio=0.5)
+
+
+def test_reserve_gives_the_cli_report_for_a_histogram_csv_or_listed_sample(tmp_path):
+    plan_path = tmp_path / "sym.json"
+    code, _, err = cli("plan", str(SYMBOLIC), "-o", str(plan_path))
+    assert code == 0, err
+    hist = {"B": {"1": 320, "2": 160, "4": 80, "8": 40, "16": 20, "32": 1}}
+    hist_path = tmp_path / "hist.json"
+    hist_path.write_text(json.dumps(hist))
+    out = tmp_path / "res.json"
+    code, _, err = cli("reserve", str(plan_path), str(hist_path), "--split", "B", "--batching",
+                       "--requests", "500", "--graph", str(SYMBOLIC), "-o", str(out))
+    assert code == 0, err
+    ours = memplan.reserve(memplan.SymbolicPlan.load(plan_path), hist, split="B", batching=True,
+                           requests=500, graph=SYMBOLIC)
+    assert ours == json.loads(out.read_text())
+    assert ours["fallback_plans"][0]["binding"] == {"B": 32}
+    assert ours["batching"]["average_utilisation"] > ours["average_utilisation"]
+    # The same distribution as CSV text or a listed sample: the same reservation.
+    csv = "B,weight\n" + "".join(f"{b},{w}\n" for b, w in hist["B"].items())
+    listed = {"B": [int(b) for b, w in hist["B"].items() for _ in range(w)]}
+    for dist in (csv, listed, str(hist_path)):
+        r = memplan.reserve(plan_path, dist)
+        assert r["reserved_bytes"] == ours["reserved_bytes"]
+    with pytest.raises(memplan.BadInputError, match="batching merges requests along the split"):
+        memplan.reserve(plan_path, hist, batching=True)
+    with pytest.raises(memplan.BadInputError, match="quantile 2 is not in"):
+        memplan.reserve(plan_path, hist, quantile=2)

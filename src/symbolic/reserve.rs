@@ -251,8 +251,11 @@ pub struct FallbackPlan {
     pub reason: Option<String>,
 }
 
+/// A concrete graph and its plan.
+pub type ConcretePair = (crate::Graph, crate::Plan);
+
 /// A fallback report with the concrete graph and plan when one fits.
-pub type PlannedFallback = (FallbackPlan, Option<(crate::Graph, crate::Plan)>);
+pub type PlannedFallback = (FallbackPlan, Option<ConcretePair>);
 
 /// Plans the budgeted fallback of every binding of `reservation` that does not fit: `graph`
 /// instantiated there, planned by [`crate::pipeline::run`] with `options` and the reserved bytes
@@ -308,6 +311,68 @@ pub fn plan_fallbacks(
         }
     }
     Ok(out)
+}
+
+/// Everything `memplan reserve` reports (and Python's `memplan.reserve` returns): the
+/// reservation, with the dynamic batcher's report and the planned fallbacks when asked. Its
+/// JSON is the reservation's fields plus `batching` and `fallback_plans`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReserveReport {
+    /// The reservation.
+    #[serde(flatten)]
+    pub reservation: Reservation,
+    /// The dynamic batcher's report ([`super::simulate_batching`]), when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batching: Option<super::BatchingReport>,
+    /// The planned fallbacks above the quantile ([`plan_fallbacks`]), when a graph was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_plans: Option<Vec<FallbackPlan>>,
+}
+
+/// [`reserve`], then [`super::simulate_batching`] along `split_symbol` when `batching` is given
+/// and [`plan_fallbacks`] when `graph` is: the one call behind every front end's reservation.
+/// Returns the report and, per planned fallback, its concrete graph and plan when it fits.
+pub fn reserve_report(
+    plan: &SymbolicPlan,
+    samples: &[(Binding, f64)],
+    quantile: f64,
+    split_symbol: Option<&str>,
+    batching: Option<&super::BatchingOptions>,
+    graph: Option<&super::SymbolicGraph>,
+    options: &crate::pipeline::PipelineOptions,
+) -> Result<(ReserveReport, Vec<Option<ConcretePair>>), SymbolicError> {
+    let reservation = reserve(plan, samples, quantile, split_symbol)?;
+    let batching =
+        match (batching, split_symbol) {
+            (None, _) => None,
+            (Some(o), Some(symbol)) => Some(super::simulate_batching(
+                plan,
+                samples,
+                &reservation,
+                symbol,
+                o,
+            )?),
+            (Some(_), None) => return Err(SymbolicError::Reserve(
+                "batching merges requests along the split symbol: name it (--split B, split=\"B\")"
+                    .into(),
+            )),
+        };
+    let (fallback_plans, pairs) = match graph {
+        None => (None, Vec::new()),
+        Some(g) => {
+            let planned = plan_fallbacks(g, &reservation, options)?;
+            let (reports, pairs) = planned.into_iter().unzip();
+            (Some(reports), pairs)
+        }
+    };
+    Ok((
+        ReserveReport {
+            reservation,
+            batching,
+            fallback_plans,
+        },
+        pairs,
+    ))
 }
 
 /// The largest value of `symbol` below the binding's whose binding fits `reserved`, and the

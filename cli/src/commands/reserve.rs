@@ -1,14 +1,13 @@
-//! `memplan reserve`: the P99 reservation of a symbolic plan for a histogram of bindings
-//! (`memplan::symbolic::reserve`): a table on stdout, the JSON reservation with `-o`; with
-//! `--batching`, the dynamic batcher's utilisation (`memplan::symbolic::batching`); with
-//! `--graph`, the budgeted fallback plans above the quantile (`plan_fallbacks`).
+//! `memplan reserve`: the P99 reservation of a symbolic plan for a distribution of bindings
+//! (`memplan::symbolic::reserve_report`): a table on stdout, the JSON report with `-o`; with
+//! `--batching`, the dynamic batcher's utilisation; with `--graph`, the budgeted fallback plans
+//! above the quantile (written to `--fallback-dir`).
 
 use crate::args::ReserveArgs;
 use crate::common::{bad, mib, read, write_out};
 use anyhow::Result;
 use memplan::symbolic::{
-    parse_histogram, plan_fallbacks, reserve as reserve_for, simulate_batching, BatchingOptions,
-    SymbolicGraph, SymbolicPlan,
+    parse_histogram, reserve_report, BatchingOptions, SymbolicGraph, SymbolicPlan,
 };
 use std::process::ExitCode;
 
@@ -20,8 +19,29 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
         SymbolicPlan::parse(&read(&a.plan)?).map_err(|e| bad(format!("{plan_label}: {e}")))?;
     let samples =
         parse_histogram(&read(&a.histogram)?).map_err(|e| bad(format!("{hist_label}: {e}")))?;
-    let r = reserve_for(&plan, &samples, a.quantile, a.split.as_deref())
-        .map_err(|e| bad(format!("{hist_label}: {e}")))?;
+    let graph = match &a.graph {
+        None => None,
+        Some(path) => Some(
+            SymbolicGraph::parse(&read(path)?)
+                .map_err(|e| bad(format!("{}: {e}", path.display())))?,
+        ),
+    };
+    let batching = a.batching.then_some(BatchingOptions {
+        window: a.window,
+        requests: a.requests,
+        seed: a.seed,
+    });
+    let (report, pairs) = reserve_report(
+        &plan,
+        &samples,
+        a.quantile,
+        a.split.as_deref(),
+        batching.as_ref(),
+        graph.as_ref(),
+        &memplan::PipelineOptions::default(),
+    )
+    .map_err(|e| bad(format!("{hist_label}: {e}")))?;
+    let r = &report.reservation;
     println!(
         "{}: reserve {} B ({}) for quantile {} (binding {}); {:.1} % of the weight fits, \
          average utilisation {:.2} %",
@@ -53,82 +73,56 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
             b.utilisation * 100.0
         );
     }
-    let batching = match (&a.split, a.batching) {
-        (Some(symbol), true) => {
-            let o = BatchingOptions {
-                window: a.window,
-                requests: a.requests,
-                seed: a.seed,
-            };
-            let rep = simulate_batching(&plan, &samples, &r, symbol, &o)
-                .map_err(|e| bad(format!("{hist_label}: {e}")))?;
-            println!(
-                "dynamic batching (window {}, {} requests, seed {}): {symbol} up to {} per run; \
-                 {} runs, {:.2} requests and {symbol}={:.2} per run on average, {} requests split; \
-                 average utilisation {:.2} % (min {:.2} %)",
-                rep.window,
-                rep.requests,
-                rep.seed,
-                rep.capacity,
-                rep.runs,
-                rep.average_requests_per_run,
-                rep.average_value,
-                rep.split_requests,
-                rep.average_utilisation * 100.0,
-                rep.min_utilisation * 100.0
-            );
-            Some(rep)
+    if let (Some(rep), Some(symbol)) = (&report.batching, &a.split) {
+        println!(
+            "dynamic batching (window {}, {} requests, seed {}): {symbol} up to {} per run; \
+             {} runs, {:.2} requests and {symbol}={:.2} per run on average, {} requests split; \
+             average utilisation {:.2} % (min {:.2} %)",
+            rep.window,
+            rep.requests,
+            rep.seed,
+            rep.capacity,
+            rep.runs,
+            rep.average_requests_per_run,
+            rep.average_value,
+            rep.split_requests,
+            rep.average_utilisation * 100.0,
+            rep.min_utilisation * 100.0
+        );
+    }
+    if let Some(dir) = &a.fallback_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    for (f, pair) in report.fallback_plans.iter().flatten().zip(&pairs) {
+        match (&f.reason, f.peak_bytes) {
+            (Some(why), _) => println!("fallback at {}: no plan fits: {why}", f.binding),
+            (None, Some(peak)) => println!(
+                "fallback at {}: {} ({} B, {} B spilled, {} ops recomputed, modelled overhead \
+                 {:.1} %)",
+                f.binding,
+                if f.fits { "fits" } else { "does not fit" },
+                peak,
+                f.spilled_out_bytes,
+                f.recomputed_ops,
+                f.overhead_pct
+            ),
+            (None, None) => {}
         }
-        _ => None,
-    };
-    let mut fallbacks = None;
-    if let Some(path) = &a.graph {
-        let label = path.display().to_string();
-        let graph = SymbolicGraph::parse(&read(path)?).map_err(|e| bad(format!("{label}: {e}")))?;
-        let planned = plan_fallbacks(&graph, &r, &memplan::PipelineOptions::default())
-            .map_err(|e| bad(format!("{label}: {e}")))?;
-        if let Some(dir) = &a.fallback_dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
+        if let (Some(dir), Some((g, p)), true) = (&a.fallback_dir, pair, f.fits) {
+            let stem = f.binding.to_string();
+            write_out(
+                &Some(dir.join(format!("{stem}.graph.json"))),
+                &format!("{}\n", g.to_json()),
+            )?;
+            write_out(
+                &Some(dir.join(format!("{stem}.plan.json"))),
+                &format!("{}\n", p.to_json()),
+            )?;
         }
-        for (f, pair) in &planned {
-            match (&f.reason, f.peak_bytes) {
-                (Some(why), _) => println!("fallback at {}: no plan fits: {why}", f.binding),
-                (None, Some(peak)) => println!(
-                    "fallback at {}: {} ({} B, {} B spilled, {} ops recomputed, modelled overhead \
-                     {:.1} %)",
-                    f.binding,
-                    if f.fits { "fits" } else { "does not fit" },
-                    peak,
-                    f.spilled_out_bytes,
-                    f.recomputed_ops,
-                    f.overhead_pct
-                ),
-                (None, None) => {}
-            }
-            if let (Some(dir), Some((g, p)), true) = (&a.fallback_dir, pair, f.fits) {
-                let stem = f.binding.to_string();
-                write_out(
-                    &Some(dir.join(format!("{stem}.graph.json"))),
-                    &format!("{}\n", g.to_json()),
-                )?;
-                write_out(
-                    &Some(dir.join(format!("{stem}.plan.json"))),
-                    &format!("{}\n", p.to_json()),
-                )?;
-            }
-        }
-        fallbacks = Some(planned.into_iter().map(|(f, _)| f).collect::<Vec<_>>());
     }
     if a.output.is_some() {
-        let mut value = serde_json::to_value(&r)?;
-        if let (Some(rep), Some(obj)) = (&batching, value.as_object_mut()) {
-            obj.insert("batching".into(), serde_json::to_value(rep)?);
-        }
-        if let (Some(f), Some(obj)) = (&fallbacks, value.as_object_mut()) {
-            obj.insert("fallback_plans".into(), serde_json::to_value(f)?);
-        }
-        let json = serde_json::to_string_pretty(&value)?;
+        let json = serde_json::to_string_pretty(&report)?;
         write_out(&a.output, &format!("{json}\n"))?;
     }
     Ok(ExitCode::SUCCESS)
