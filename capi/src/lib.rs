@@ -368,22 +368,8 @@ fn plan_symbolic(
     let bad_options = |m: String| Failure::new(MEMPLAN_ERR_BAD_OPTIONS, m);
     let graph = SymbolicGraph::parse(text)
         .map_err(|e| Failure::new(MEMPLAN_ERR_BAD_GRAPH, e.to_string()))?;
-    let mut split = SymbolicOptions::default();
-    if let Some(v) = options.remove("max_ratio") {
-        split.max_ratio = v.as_f64().ok_or_else(|| {
-            bad_options(format!("options: max_ratio: expected a number, got {v}"))
-        })?;
-    }
-    if let Some(v) = options.remove("max_pieces") {
-        split.max_pieces = v
-            .as_u64()
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| {
-                bad_options(format!(
-                    "options: max_pieces: expected an integer >= 1, got {v}"
-                ))
-            })?;
-    }
+    let split = SymbolicOptions::take_from(&mut options)
+        .map_err(|e| bad_options(format!("options: {e}")))?;
     let opts: PipelineOptions = serde_json::from_value(serde_json::Value::Object(options))
         .map_err(|e| bad_options(format!("options: {e}")))?;
     let plan = plan_symbolic_with(&graph, &opts, &split).map_err(|e| match &e {

@@ -138,10 +138,18 @@ fn pipeline_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<PipelineOpt
     let Some(options) = options else {
         return Ok(PipelineOptions::default());
     };
+    pipeline_options_from(options_value(options)?)
+}
+
+/// The keyword options as JSON.
+fn options_value(options: &Bound<'_, PyDict>) -> PyResult<serde_json::Value> {
     let text = json_dumps(options.as_any())
         .map_err(|e| bad(format!("options: a value json.dumps refuses: {e}")))?;
-    let mut value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("options: {e}")))?;
+    serde_json::from_str(&text).map_err(|e| bad(format!("options: {e}")))
+}
+
+/// Pipeline options from their JSON (`rewrite` may be the CLI's comma list), checked.
+fn pipeline_options_from(mut value: serde_json::Value) -> PyResult<PipelineOptions> {
     if let Some(serde_json::Value::String(list)) = value.get("rewrite") {
         let names: Vec<serde_json::Value> = Rewrite::parse_list(list)
             .map_err(|e| bad(format!("options: {e}")))?
@@ -349,29 +357,15 @@ fn plan_symbolic(
 ) -> PyResult<SymbolicPlan> {
     use memplan::symbolic::{plan_symbolic_with, SymbolicError, SymbolicGraph, SymbolicOptions};
     let graph = SymbolicGraph::parse(text).map_err(|e| bad(format!("{label}: {e}")))?;
-    let mut split = SymbolicOptions::default();
-    let rest = match options {
-        None => None,
-        Some(o) => {
-            let rest = o.copy()?;
-            if let Some(v) = rest.get_item("max_ratio")? {
-                split.max_ratio = v
-                    .extract()
-                    .map_err(|_| bad(format!("options: max_ratio: expected a number, got {v}")))?;
-                rest.del_item("max_ratio")?;
-            }
-            if let Some(v) = rest.get_item("max_pieces")? {
-                split.max_pieces = v.extract().map_err(|_| {
-                    bad(format!(
-                        "options: max_pieces: expected an integer >= 1, got {v}"
-                    ))
-                })?;
-                rest.del_item("max_pieces")?;
-            }
-            Some(rest)
-        }
+    let mut map = match options {
+        None => serde_json::Map::new(),
+        Some(o) => match options_value(o)? {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        },
     };
-    let opts = pipeline_options(rest.as_ref())?;
+    let split = SymbolicOptions::take_from(&mut map).map_err(|e| bad(format!("options: {e}")))?;
+    let opts = pipeline_options_from(serde_json::Value::Object(map))?;
     let result = py.detach(|| {
         plan_symbolic_with(&graph, &opts, &split).map_err(|e| match &e {
             SymbolicError::Pipeline { source, .. } if !source.is_bad_input() => {

@@ -436,6 +436,32 @@ impl Default for SymbolicOptions {
     }
 }
 
+impl SymbolicOptions {
+    /// Takes the split switches `max_ratio` and `max_pieces` out of a JSON options object, the
+    /// form the C ABI and Python take them in next to the pipeline options (the rest stays in
+    /// `options`); absent ones keep their defaults. A value of the wrong type is an error
+    /// naming it; the ranges are checked by [`plan_symbolic_with`].
+    pub fn take_from(
+        options: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> Result<SymbolicOptions, SymbolicError> {
+        let mut split = SymbolicOptions::default();
+        if let Some(v) = options.remove("max_ratio") {
+            split.max_ratio = v.as_f64().ok_or_else(|| {
+                SymbolicError::Options(format!("max_ratio: expected a number, got {v}"))
+            })?;
+        }
+        if let Some(v) = options.remove("max_pieces") {
+            split.max_pieces = v
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| {
+                    SymbolicError::Options(format!("max_pieces: expected an integer >= 1, got {v}"))
+                })?;
+        }
+        Ok(split)
+    }
+}
+
 /// One piece while [`plan_symbolic_with`] splits.
 struct Work {
     lo: u64,
