@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check for the plan executor: build with --features cuda, run the GPU tests,
-# run `memplan run --device cuda` on three zoo plans (the third with spill and recompute
+# run `memplan run --device cuda` on three zoo plans (and a 2-stream plan of each) (the third with spill and recompute
 # round trips inserted, or at a 60 % budget once `memplan plan --budget` exists), and write
 # a JSON summary to $OUT/gpu_check.json. Usage: OUT=dir scripts/gpu_check.sh
 set -u
@@ -34,6 +34,15 @@ for g in resnet18.1.inference mobilenet_v2.1.inference alexnet.64.train; do
     if "$BIN" plan --help | grep -q -- --budget; then
       "$BIN" plan "$ZOO/$g.json" --budget 60% -o "$OUT/$g.budget.plan.json" 2>> "$OUT/log.txt" && plan="$OUT/$g.budget.plan.json"
     fi
+  fi
+  # A 2-stream plan of every graph too: CUDA streams and events.
+  if "$BIN" plan --help | grep -q -- --streams; then
+    "$BIN" plan "$ZOO/$g.json" --strategy heuristic --streams 2 -o "$OUT/$g.streams.plan.json" 2>> "$OUT/log.txt"
+    log "run $g (mix, 2 streams)"
+    "$BIN" run "$ZOO/$g.json" "$OUT/$g.streams.plan.json" --device cuda --kernels mix --json > "$OUT/$g.streams.cuda.json" 2> "$OUT/$g.streams.cuda.err"
+    echo "$g streams rc=$?" >> "$OUT/log.txt"
+    "$BIN" run "$ZOO/$g.json" "$OUT/$g.streams.plan.json" --device cpu --kernels mix --json > "$OUT/$g.streams.cpu.json" 2>> "$OUT/log.txt"
+    runs+=("$g.streams")
   fi
   for k in mix real; do
     log "run $g ($k) $plan"

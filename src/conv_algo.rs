@@ -413,6 +413,7 @@ pub fn upgrade_in_place(
     let size_of = |name: &str| g.tensor_by_name(name).map_or(0, |t| g.tensor(t).size);
     for (i, ins) in plan.instructions.iter().enumerate() {
         match ins {
+            Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. } => {}
             Instruction::Alloc { tensor, offset, .. }
             | Instruction::SpillIn { tensor, offset, .. } => {
                 let is_arena = g
@@ -422,7 +423,7 @@ pub fn upgrade_in_place(
                     ranges.insert(tensor.clone(), (*offset, offset + size_of(tensor)));
                 }
             }
-            Instruction::Free { tensor } | Instruction::SpillOut { tensor, .. } => {
+            Instruction::Free { tensor, .. } | Instruction::SpillOut { tensor, .. } => {
                 ranges.remove(tensor);
             }
             Instruction::Exec { node, .. } => {

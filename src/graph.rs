@@ -143,6 +143,9 @@ pub struct Op {
     /// it, `None` (absent) leaves it to the op type's default. What the planner and the
     /// validator honour is [`crate::ops::may_recompute`], which combines both.
     pub recompute: Option<bool>,
+    /// The optional field `stream` (memplan extension, parallel plans): the stream the op
+    /// must run on; `None` leaves it to the planner (`streams` option).
+    pub stream: Option<u32>,
 }
 
 /// A validated graph.
@@ -285,6 +288,17 @@ pub enum GraphError {
         /// Op names on the cycle, in dependency order.
         ops: Vec<String>,
     },
+    /// An op's `stream` is not below [`crate::plan::MAX_STREAMS`].
+    #[error(
+        "op {op:?} stream is {stream}, expected a stream id below {}",
+        crate::plan::MAX_STREAMS
+    )]
+    BadStream {
+        /// The op.
+        op: String,
+        /// The stream given.
+        stream: u32,
+    },
     /// An op's `recompute` field is not a boolean.
     #[error("op {op:?} recompute is {found}, expected true or false")]
     BadRecompute {
@@ -367,6 +381,8 @@ struct OutOp<'a> {
     fused: Option<Vec<crate::fused::OutMember<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     recompute: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -410,6 +426,7 @@ struct RawOp {
     /// Any JSON value (null included), so that a non-boolean is an error naming the op.
     #[serde(default, deserialize_with = "present")]
     recompute: Option<serde_json::Value>,
+    stream: Option<u32>,
 }
 
 /// Deserialises a field that is present (even as `null`) as `Some`.
@@ -589,6 +606,14 @@ impl Graph {
                     })
                 }
             };
+            if let Some(st) = o.stream {
+                if st >= crate::plan::MAX_STREAMS {
+                    return Err(GraphError::BadStream {
+                        op: o.name.clone(),
+                        stream: st,
+                    });
+                }
+            }
             let workspace = o.workspace.unwrap_or(0);
             if memplan_solver::align_up(workspace, alignment).is_none() {
                 return Err(GraphError::Overflow(format!("op {:?} workspace", o.name)));
@@ -637,6 +662,7 @@ impl Graph {
                     inplace,
                     fused,
                     recompute,
+                    stream: o.stream,
                 },
             )
             .collect();
@@ -721,6 +747,7 @@ impl Graph {
                     inplace: (!o.inplace.is_empty()).then_some(o.inplace.as_slice()),
                     fused: o.fused.as_ref().map(|f| f.to_out(o, &self.tensors)),
                     recompute: o.recompute,
+                    stream: o.stream,
                 })
                 .collect(),
         };

@@ -28,6 +28,7 @@ pub mod passes;
 pub mod pipeline;
 pub mod plan;
 pub mod planner;
+pub mod streams;
 pub mod symbolic;
 pub mod tiers;
 pub mod trace;

@@ -141,6 +141,13 @@ pub struct PipelineOptions {
     pub device_profile: Option<DeviceProfile>,
     /// Host link bandwidth per direction in GB/s (overrides the profile's).
     pub link_gbps: Option<f64>,
+    /// Streams the plan may run on (default 1: one total order). With more, independent
+    /// branches run on several streams with the events that keep memory safe
+    /// ([`crate::streams`]); ops that name a stream raise it.
+    pub streams: u32,
+    /// With streams: the most arena bytes the parallel plan may take, as a multiple of the
+    /// single-stream plan's peak (default 1.10); a budget caps it instead.
+    pub stream_peak_ratio: f64,
 }
 
 impl Default for PipelineOptions {
@@ -161,9 +168,15 @@ impl Default for PipelineOptions {
             tier_alignment: None,
             device_profile: None,
             link_gbps: None,
+            streams: 1,
+            stream_peak_ratio: DEFAULT_STREAM_PEAK_RATIO,
         }
     }
 }
+
+/// Default `stream_peak_ratio`: a parallel plan may take 10 % more arena than the
+/// single-stream plan.
+pub const DEFAULT_STREAM_PEAK_RATIO: f64 = 1.10;
 
 /// What a run can be told while it runs: stop, and report progress.
 #[derive(Debug, Clone, Default)]
@@ -366,6 +379,26 @@ impl PipelineOptions {
                 self.spill_strategy
             ));
         }
+        if self.streams == 0 || self.streams > crate::plan::MAX_STREAMS {
+            return bad(format!(
+                "streams {} is out of range: 1 to {}",
+                self.streams,
+                crate::plan::MAX_STREAMS
+            ));
+        }
+        if !(self.stream_peak_ratio.is_finite() && self.stream_peak_ratio >= 1.0) {
+            return bad(format!(
+                "stream_peak_ratio {} is not a number >= 1",
+                self.stream_peak_ratio
+            ));
+        }
+        if self.streams > 1 && self.tiers {
+            return bad(
+                "streams and tiers cannot be combined: a tiered plan keeps regions of its own, \
+                 which the parallel planner does not model; drop one of them"
+                    .into(),
+            );
+        }
         if let Some(spec) = &self.tier_alignment {
             if !self.tiers {
                 return bad("tier_alignment needs tiers".into());
@@ -548,7 +581,24 @@ pub fn run(
         let choice = ca::choose_and_plan(&g, mode, &profile, &popts)?;
         (choice.graph, choice.plan)
     };
-    // 3. One status for the whole run.
+    // 3. Streams: the plan spread over several streams, with events.
+    let pinned = planned.ops.iter().any(|o| o.stream.is_some());
+    if options.streams > 1 || pinned {
+        let serial_peak = plan.stats.peak_bytes;
+        let peak_cap = match &plan.stats.budget {
+            Some(b) => b.budget_bytes,
+            None => (serial_peak as f64 * options.stream_peak_ratio).floor() as u64,
+        };
+        let sopts = crate::streams::StreamOptions {
+            streams: options.streams,
+            peak_cap,
+        };
+        let (p, stat) = crate::streams::parallelise(&planned, &plan, &profile, &sopts)
+            .map_err(|e| PipelineError::Options(e.to_string()))?;
+        plan = p;
+        plan.stats.streams = stat.map(Box::new);
+    }
+    // 4. One status for the whole run.
     plan.stats.status = Some(final_status(&plan, options, &cancel, deadline.hit()));
     plan.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     let rewritten = planned != *graph;

@@ -79,11 +79,18 @@ pub enum Instruction {
         /// [`crate::conv_algo`]). Absent for other ops and in older plans.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         algo: Option<String>,
+        /// Extension (parallel plans): the stream the op runs on; absent means stream 0.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<u32>,
     },
     /// Release a tensor's range.
     Free {
         /// Tensor name.
         tensor: String,
+        /// Extension (parallel plans): the stream the release is ordered on (as
+        /// `cudaFreeAsync`); absent means stream 0.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<u32>,
     },
     /// Copy a tensor to the host pool and release its arena range.
     SpillOut {
@@ -91,6 +98,9 @@ pub enum Instruction {
         tensor: String,
         /// Offset in the host pool (bytes).
         host_offset: u64,
+        /// Extension (parallel plans): the (copy) stream the copy runs on; absent means 0.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<u32>,
     },
     /// Reserve a range and copy the tensor back from the host pool.
     SpillIn {
@@ -101,7 +111,69 @@ pub enum Instruction {
         /// Virtual memory id, when given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mem_id: Option<u64>,
+        /// Extension (parallel plans): the (copy) stream the copy runs on; absent means 0.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<u32>,
     },
+    /// Extension (parallel plans): event `event` completes when everything issued on
+    /// `stream` so far has completed. Each event is recorded once per plan.
+    RecordEvent {
+        /// Event id (unique in the plan).
+        event: u64,
+        /// The stream whose work the event marks.
+        stream: u32,
+    },
+    /// Extension (parallel plans): work issued on `stream` after this instruction starts only
+    /// once event `event` (recorded earlier in the stream of instructions) has completed.
+    WaitEvent {
+        /// Event id.
+        event: u64,
+        /// The stream that waits.
+        stream: u32,
+    },
+}
+
+/// The most streams a plan may use (stream ids are `0..MAX_STREAMS`).
+pub const MAX_STREAMS: u32 = 64;
+
+impl Instruction {
+    /// The stream the instruction is ordered on: its `stream` field, 0 when absent, and 0 for
+    /// `alloc` (a host-side reservation; its bytes are written by the tensor's writer).
+    pub fn stream(&self) -> u32 {
+        match self {
+            Instruction::Exec { stream, .. }
+            | Instruction::Free { stream, .. }
+            | Instruction::SpillOut { stream, .. }
+            | Instruction::SpillIn { stream, .. } => stream.unwrap_or(0),
+            Instruction::RecordEvent { stream, .. } | Instruction::WaitEvent { stream, .. } => {
+                *stream
+            }
+            Instruction::Alloc { .. } => 0,
+        }
+    }
+}
+
+impl Plan {
+    /// Whether the plan uses more than one stream or any event (a parallel plan); a plan that
+    /// does not is an ordinary single-stream memplan-plan/1 plan.
+    pub fn is_parallel(&self) -> bool {
+        self.instructions.iter().any(|i| {
+            i.stream() != 0
+                || matches!(
+                    i,
+                    Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. }
+                )
+        })
+    }
+
+    /// Number of streams the plan uses (1 + the largest stream id).
+    pub fn stream_count(&self) -> u32 {
+        self.instructions
+            .iter()
+            .map(|i| i.stream().saturating_add(1))
+            .max()
+            .unwrap_or(1)
+    }
 }
 
 /// A portfolio member's figure in the plan stats.
@@ -238,6 +310,10 @@ pub struct PlanStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(serialize_with = "finite_opt")]
     pub fragmentation_at_peak: Option<f64>,
+    /// Parallel plans: streams, modelled makespans and the candidates weighed
+    /// ([`crate::streams`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<Box<crate::streams::StreamStat>>,
     /// The tier regions of a tiered plan (`memplan plan --tiers`); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tiers: Vec<TierStat>,
@@ -451,13 +527,17 @@ pub fn emit(
             }
         }
         ins.push(Instruction::Exec {
+            stream: None,
             node: op.name.clone(),
             workspace_offset: lt.workspace_buffer[k].map(|b| placement.offsets[b]),
             algo: algo_attr(op),
         });
         dies_at[s].sort_unstable();
         for &v in &dies_at[s] {
-            ins.push(Instruction::Free { tensor: name(v) });
+            ins.push(Instruction::Free {
+                stream: None,
+                tensor: name(v),
+            });
         }
     }
     let peak = lt
@@ -523,7 +603,7 @@ mod tests {
                         }
                     )
                 }
-                Instruction::Free { tensor } => format!("free {tensor}"),
+                Instruction::Free { tensor, .. } => format!("free {tensor}"),
                 other => format!("{other:?}"),
             })
             .collect()

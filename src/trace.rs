@@ -177,10 +177,12 @@ mod tests {
             .find(|t| g.in_arena(g.tensor_by_name(&t.name).unwrap()));
         let name = t.unwrap().name.clone();
         p.instructions.push(Instruction::SpillOut {
+            stream: None,
             tensor: name.clone(),
             host_offset: 0,
         });
         p.instructions.push(Instruction::SpillIn {
+            stream: None,
             tensor: name,
             offset: 0,
             mem_id: None,

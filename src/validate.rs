@@ -18,9 +18,16 @@
 //! would overwrite T), and D cannot be spilled while T is reserved in its bytes. The shared
 //! bytes count once in `max_live`.
 //!
+//! Parallel plans (streams and events): the plan must be valid in its listed order (one
+//! linearisation of its streams), and then the happens-before rules of `streams` hold:
+//! every reuse of bytes, free and spill is ordered after the uses it must follow by stream
+//! order or events, whatever the streams' relative speed.
+//!
 //! Layout: [`validate`] runs the plan-level checks, then a small loop hands each instruction
 //! to its handler on the replay state (one handler per kind: `alloc`, `spill_in`, `free`,
 //! `spill_out`, `exec`, with the workspace check apart), then the end-of-plan checks.
+
+mod streams;
 
 use crate::graph::{Graph, TensorId, TensorKind};
 use crate::plan::{Instruction, Plan, PLAN_FORMAT};
@@ -144,6 +151,14 @@ pub enum ViolationKind {
     /// The plan's declared sizes disagree with the replay.
     #[error("{0}")]
     Stats(String),
+    /// Parallel plans: two instructions on different streams that touch the same bytes are
+    /// not ordered by stream order or events.
+    #[error("{0}")]
+    Unordered(Box<Unordered>),
+    /// Parallel plans: a stream id out of range, an event recorded twice or waited for
+    /// before it is recorded, a graph input placed over bytes a stream released.
+    #[error("streams: {0}")]
+    Streams(String),
     /// The replayed peak exceeds the budget.
     #[error("peak {peak} is over the budget of {budget} bytes")]
     OverBudget {
@@ -152,6 +167,30 @@ pub enum ViolationKind {
         /// The budget.
         budget: u64,
     },
+}
+
+/// Two instructions of a parallel plan on different streams that touch the same bytes and
+/// that neither stream order nor events order ([`ViolationKind::Unordered`]).
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[error(
+    "{later} on stream {later_stream} may run before {earlier} (instruction \
+     {earlier_instruction}, stream {earlier_stream}) has finished: {why}; no event orders \
+     them (record an event on stream {earlier_stream} after it and wait for it on stream \
+     {later_stream} before)"
+)]
+pub struct Unordered {
+    /// The instruction that must finish first, in words (`op "x"`, `the free of "t"`).
+    pub earlier: String,
+    /// Its stream.
+    pub earlier_stream: u32,
+    /// Its index in `instructions`.
+    pub earlier_instruction: usize,
+    /// The instruction that may overtake it.
+    pub later: String,
+    /// Its stream.
+    pub later_stream: u32,
+    /// What they share (the tensor and how).
+    pub why: String,
 }
 
 /// A violation, at an instruction index when it is about one.
@@ -247,7 +286,12 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
             kind,
         })?;
     }
-    rp.finish(plan, budget).map_err(global)
+    let replay = rp.finish(plan, budget).map_err(global)?;
+    streams::check(graph, plan).map_err(|(i, kind)| Violation {
+        instruction: Some(i),
+        kind,
+    })?;
+    Ok(replay)
 }
 
 /// The replay's state while walking the instructions: who owns every reserved arena and
@@ -311,16 +355,20 @@ impl<'g> Replayer<'g> {
                 ..
             } => self.alloc(tensor, *offset, inplace_of.as_deref())?,
             Instruction::SpillIn { tensor, offset, .. } => self.spill_in(tensor, *offset)?,
-            Instruction::Free { tensor } => self.free(tensor)?,
+            Instruction::Free { tensor, .. } => self.free(tensor)?,
             Instruction::SpillOut {
                 tensor,
                 host_offset,
+                ..
             } => self.spill_out(tensor, *host_offset)?,
             Instruction::Exec {
                 node,
                 workspace_offset,
                 ..
             } => self.exec(node, *workspace_offset)?,
+            // Stream order is checked apart ([`streams`]): in the listed order, events are
+            // no-ops.
+            Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. } => {}
         }
         if let Some((_, hi)) = ins_range(ins, &self.st, &self.tensor_ids) {
             self.r.peak = self.r.peak.max(hi);

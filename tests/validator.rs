@@ -91,7 +91,7 @@ fn freeing_before_the_last_use_is_a_read_of_an_unreserved_tensor() {
     let mut p = planned(&g, false);
     let free_a = position(
         &p,
-        |ins| matches!(ins, Instruction::Free { tensor } if tensor == "a"),
+        |ins| matches!(ins, Instruction::Free { tensor, .. } if tensor == "a"),
     );
     let exec_relu = position(
         &p,
@@ -117,6 +117,7 @@ fn a_missing_workspace_offset_names_the_op() {
         |ins| matches!(ins, Instruction::Exec { node, .. } if node == "conv"),
     );
     p.instructions[i] = Instruction::Exec {
+        stream: None,
         node: "conv".into(),
         workspace_offset: None,
         algo: None,
@@ -186,6 +187,7 @@ fn spilling_and_reloading_at_another_offset_is_valid() {
     p.instructions.insert(
         after_conv,
         Instruction::SpillOut {
+            stream: None,
             tensor: "x".into(),
             host_offset: 0,
         },
@@ -198,6 +200,7 @@ fn spilling_and_reloading_at_another_offset_is_valid() {
     p.instructions.insert(
         before_head,
         Instruction::SpillIn {
+            stream: None,
             tensor: "x".into(),
             offset: top,
             mem_id: None,
@@ -223,6 +226,7 @@ fn reading_a_spilled_tensor_is_reported() {
     p.instructions.insert(
         after_conv,
         Instruction::SpillOut {
+            stream: None,
             tensor: "x".into(),
             host_offset: 0,
         },

@@ -49,6 +49,7 @@ fn the_hand_written_plans_are_valid_and_run_equal_to_the_reference() {
         ("plain", kinds::plain()),
         ("inplace", kinds::inplace()),
         ("spilled twice", kinds::spilled_twice()),
+        ("on two streams", kinds::parallel()),
     ] {
         if name != "spilled twice" {
             let r = validate(&g, &p, None).unwrap_or_else(|v| panic!("{name}: {v}"));
@@ -130,7 +131,7 @@ fn rerun_donor_producer(g: &Graph, p: &Plan) -> Option<(Plan, String)> {
             .position(|i| matches!(i, Instruction::Exec { .. }))
             .map_or(p.instructions.len(), |k| e_r + 1 + k);
         let operand = |i: &Instruction| match i {
-            Instruction::Free { tensor } => g
+            Instruction::Free { tensor, .. } => g
                 .tensor_by_name(tensor)
                 .is_some_and(|t| pp.inputs.contains(&t) || pp.outputs.contains(&t)),
             _ => false,

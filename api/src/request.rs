@@ -86,7 +86,7 @@ pub enum QueryKind {
 /// Every option field a request may give: the pipeline's
 /// ([`memplan::PipelineOptions`]), then the service's `cache`, with how each reads from a query
 /// string. A test checks that it names every field of `PipelineOptions`.
-pub const OPTION_FIELDS: [(&str, QueryKind); 16] = [
+pub const OPTION_FIELDS: [(&str, QueryKind); 18] = [
     ("rewrite", QueryKind::List),
     ("conv_algos", QueryKind::Text),
     ("tile", QueryKind::Text),
@@ -102,6 +102,8 @@ pub const OPTION_FIELDS: [(&str, QueryKind); 16] = [
     ("tier_alignment", QueryKind::Text),
     ("device_profile", QueryKind::Json),
     ("link_gbps", QueryKind::Number),
+    ("streams", QueryKind::Number),
+    ("stream_peak_ratio", QueryKind::Number),
     ("cache", QueryKind::Bool),
 ];
 

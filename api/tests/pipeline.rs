@@ -132,6 +132,18 @@ async fn post_plan_gives_the_pipelines_plan_for_the_same_options() {
         &generous,
     )
     .await;
+    let parallel = PipelineOptions {
+        streams: 2,
+        stream_peak_ratio: 1.5,
+        ..generous.clone()
+    };
+    assert_same_plan_as_the_pipeline(
+        &api,
+        &graph,
+        "strategy=heuristic&time_limit_s=10&streams=2&stream_peak_ratio=1.5",
+        &parallel,
+    )
+    .await;
     let rewritten = PipelineOptions {
         rewrite: Rewrite::ALL.to_vec(),
         ..generous.clone()

@@ -1,7 +1,7 @@
 //! Benchmark tables over the shared model zoo, allocation traces and hard placement instances.
 //!
 //! Run: `cargo run --release -p memplan-benchmarks -- [SHARED_DIR] [--time-limit S]
-//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic]`
+//! [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic|streams]`
 //! (SHARED_DIR defaults to `../shared`). Every graph is planned through the one planning
 //! pipeline ([`memplan::pipeline::run`]) with [`PipelineOptions`]: the defaults (effort in
 //! deterministic work units, [`memplan::pipeline::DEFAULT_TIME_LIMIT_S`] as a wall-clock cap),
@@ -55,6 +55,10 @@
 //!   [--write DIR]`; not part of the default run): the exact search on generated hard
 //!   placement instances with known answers and the six challenging ones (see
 //!   `exact_suite.rs`).
+//! - **streams** (`--only streams`; not part of the default run): parallel plans with 1, 2
+//!   and 4 streams, and under a budget equal to the single-stream peak, on googlenet and
+//!   inception_v3 inference and googlenet training: peak, modelled makespan, events (see
+//!   `streams.rs`).
 //! - **symbolic** (`--only symbolic [--graphs DIR]`; not part of the default run): one plan
 //!   for batch 1..=64 of resnet50 and vit_b_16 against per-batch plans, instantiation time,
 //!   P99 utilisation alone and with dynamic batching (see `symbolic.rs`).
@@ -70,6 +74,7 @@ mod determinism;
 mod exact_suite;
 mod fusion;
 mod mutations;
+mod streams;
 mod symbolic;
 
 use anyhow::{bail, Context, Result};
@@ -156,7 +161,7 @@ fn main() -> Result<()> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--write DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic|streams] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--write DIR]"
                 );
                 return Ok(());
             }
@@ -206,6 +211,9 @@ fn main() -> Result<()> {
         graphs.extend(files_or_empty(&shared.join("bench/checkmate"), "json"));
         budget_table(&graphs, &base)?;
         return Ok(());
+    }
+    if only.as_deref() == Some("streams") {
+        return streams::run(&streams::graphs(&shared), &base);
     }
     if only.as_deref() == Some("symbolic") {
         return symbolic::run(&symbolic::graphs(extra_graphs.as_deref())?);

@@ -188,6 +188,15 @@ pub struct PlanArgs {
     /// modelled time (H200 roofline, or --device-profile).
     #[arg(long, default_value_t = 10.0, value_name = "PCT")]
     pub tile_overhead: f64,
+    /// Streams the plan may run on: with K > 1 independent branches run concurrently, with
+    /// `record_event` / `wait_event` instructions that keep every reuse of bytes safe; prints
+    /// the modelled makespan against the single-stream plan's on stderr.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub streams: u32,
+    /// With --streams: the most arena bytes the parallel plan may take, as a multiple of the
+    /// single-stream peak (a --budget caps it instead).
+    #[arg(long, default_value_t = memplan::pipeline::DEFAULT_STREAM_PEAK_RATIO, value_name = "RATIO")]
+    pub stream_peak_ratio: f64,
 }
 
 /// The arguments of `memplan instantiate`.
@@ -359,6 +368,13 @@ pub struct RunArgs {
     /// Relative tolerance of the --original comparison (0: bitwise).
     #[arg(long, default_value_t = 0.0, value_name = "T")]
     pub original_tolerance: f64,
+    /// Parallel plans on the CPU: delay every stream's tasks by a random time seeded by S
+    /// (up to --perturb-us), so that a race the plan allows shows up.
+    #[arg(long, value_name = "S")]
+    pub perturb_seed: Option<u64>,
+    /// With --perturb-seed: the longest delay in microseconds.
+    #[arg(long, default_value_t = 2000, value_name = "US")]
+    pub perturb_us: u64,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,

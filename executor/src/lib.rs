@@ -9,6 +9,8 @@
 //!   the CPU kernels;
 //! - [`replay`]: the device-independent instruction replay over a [`replay::Backend`];
 //! - [`cpu`]: the CPU backend (one arena allocation, one weights allocation, one host pool);
+//! - [`threads`]: the CPU backend of parallel plans (a thread per stream, real events,
+//!   seeded schedule perturbation);
 //! - [`reference`]: the reference run;
 //! - [`rewrite`]: inserts spill and recompute round trips into a valid plan (to exercise
 //!   executors before a budgeted planner exists);
@@ -29,6 +31,7 @@ pub mod kernels;
 pub mod reference;
 pub mod replay;
 pub mod rewrite;
+pub mod threads;
 
 pub use data::{Source, TensorValues};
 pub use kernels::KernelMode;
@@ -67,6 +70,9 @@ pub struct ExecOptions {
     /// Refuse to run ([`ExecError::MixedKernels`]) when an op would run the mixing kernel:
     /// with real data, a mixed op's output is a hash, not a value.
     pub require_real_kernels: bool,
+    /// Parallel plans on the CPU: seeded random delays per task on every stream thread
+    /// ([`threads::Perturb`]), so that a race the plan allows shows up. `None`: no delays.
+    pub perturb: Option<threads::Perturb>,
 }
 
 impl ExecOptions {
@@ -98,6 +104,10 @@ pub enum ExecError {
         /// Its size.
         bytes: u64,
     },
+    /// Parallel plans: two tasks touching the same bytes overlapped in time on different
+    /// streams (a missing event), as observed by the threaded CPU backend.
+    #[error("race: {0}")]
+    Race(String),
     /// A kernel failed (operand sizes that contradict the graph).
     #[error("kernel of op {op:?}: {message}")]
     Kernel {
@@ -423,17 +433,48 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
     check_options(graph, &kernels, opts)?;
     let src = opts.source();
     let spans = replay::weight_spans(graph, plan)?;
-    let mut backend = cpu::CpuBackend::new(plan.arena_bytes, plan.weights_bytes, plan.host_bytes)?;
-    load_weights(graph, &spans, &src, backend.weights.bytes_mut());
     let fill = replay::fills(graph);
     let mut gen = |t: memplan::TensorId| reference::initial(graph, t, &src, fill[t.index()]);
     let step_start = Instant::now();
-    let (counts, resident) = replay::replay(graph, plan, &kernels, &spans, &mut gen, &mut backend)?;
+    let parallel = plan.is_parallel();
+    let mut serial: Option<cpu::CpuBackend> = None;
+    let mut threaded: Option<threads::ThreadedCpu> = None;
+    let backend: &mut dyn replay::Backend = if parallel {
+        threaded.insert(threads::ThreadedCpu::new(
+            plan.arena_bytes,
+            plan.weights_bytes,
+            plan.host_bytes,
+            |w| load_weights(graph, &spans, &src, w),
+            opts.perturb,
+        )?)
+    } else {
+        let b = serial.insert(cpu::CpuBackend::new(
+            plan.arena_bytes,
+            plan.weights_bytes,
+            plan.host_bytes,
+        )?);
+        load_weights(graph, &spans, &src, b.weights.bytes_mut());
+        b
+    };
+    let (counts, resident) = replay::replay(graph, plan, &kernels, &spans, &mut gen, backend)?;
     let step_ms = step_start.elapsed().as_secs_f64() * 1e3;
     let mut outputs = Vec::new();
     for (t, span) in replay::final_outputs(graph, &resident)? {
-        outputs.push((t, replay::Backend::read(&mut backend, span)?));
+        outputs.push((t, backend.read(span)?));
     }
+    let (allocated, scratch_bytes, streams) = match (&threaded, &serial) {
+        (Some(t), _) => (t.allocated(), t.scratch_bytes(), t.streams()),
+        (None, Some(c)) => (
+            [
+                c.arena.allocated(),
+                c.weights.allocated(),
+                c.host.allocated(),
+            ],
+            c.scratch.peak_bytes + c.copy_peak,
+            1,
+        ),
+        (None, None) => ([0; 3], 0, 0),
+    };
     let reference = reference::run_with(graph, &kernels, &src)?;
     let (first_mismatch, nonfinite) = compare(graph, &outputs, &reference.outputs, 0.0);
     let mut report = ExecReport::assemble(
@@ -443,13 +484,9 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
             device: "cpu".into(),
             outputs_compared: outputs.len(),
             first_mismatch,
-            allocated: [
-                backend.arena.allocated(),
-                backend.weights.allocated(),
-                backend.host.allocated(),
-            ],
+            allocated,
             counts: &counts,
-            scratch_bytes: backend.scratch.peak_bytes + backend.copy_peak,
+            scratch_bytes,
             step_ms,
             kernels: &kernels,
             reference: &reference,
@@ -458,6 +495,15 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
         },
     );
     report.supplied_tensors = supplied_count(opts);
+    if parallel {
+        report.notes.push(format!(
+            "parallel plan: {streams} stream threads with real events{}",
+            opts.perturb.map_or(String::new(), |p| format!(
+                ", perturbed (seed {}, delays up to {} us)",
+                p.seed, p.max_delay_us
+            ))
+        ));
+    }
     report.output_values = outputs
         .into_iter()
         .map(|(t, bytes)| (graph.tensor(t).name.clone(), bytes))

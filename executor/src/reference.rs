@@ -204,6 +204,7 @@ pub fn isolated_plan(graph: &Graph) -> Plan {
         }
         let workspace_offset = (op.workspace > 0).then(|| place(op.workspace, graph.alignment));
         ins.push(Instruction::Exec {
+            stream: None,
             node: op.name.clone(),
             workspace_offset,
             algo: memplan::plan::algo_attr(op),

@@ -66,6 +66,88 @@ pub trait Backend {
     fn finish(&mut self) -> Result<(), ExecError>;
     /// Reads an arena range back (after [`Backend::finish`]).
     fn read(&mut self, span: Span) -> Result<Vec<u8>, ExecError>;
+    /// Issues the following work (poison, load, exec, spills, events) on `stream`, or on
+    /// the host (`None`: done at once, before anything issued later on any stream; graph
+    /// inputs are loaded so). The default ignores it: a serial backend runs everything in
+    /// the listed order, which every valid parallel plan allows.
+    fn set_stream(&mut self, _stream: Option<u32>) -> Result<(), ExecError> {
+        Ok(())
+    }
+    /// Records `event` on the current stream: it completes when everything issued on the
+    /// stream so far has completed.
+    fn record_event(&mut self, _event: u64) -> Result<(), ExecError> {
+        Ok(())
+    }
+    /// Makes work issued later on the current stream wait for `event`.
+    fn wait_event(&mut self, _event: u64) -> Result<(), ExecError> {
+        Ok(())
+    }
+}
+
+/// The stream each instruction is issued on for [`Backend::set_stream`]: its own stream;
+/// for an `alloc` (whose fresh bytes are poisoned) the stream of the next exec that writes
+/// the tensor, or the host for a graph input (its data is loaded by the host). Errors name
+/// a stream id out of range and an event waited for before it is recorded or recorded twice
+/// (a backend would wait forever).
+fn issue_streams(graph: &Graph, plan: &Plan) -> Result<Vec<Option<u32>>, ExecError> {
+    let ids = graph.tensor_ids();
+    let ops = graph.op_indices();
+    let bad = |i: usize, message: String| ExecError::BadPlan {
+        instruction: Some(i),
+        message,
+    };
+    let mut out: Vec<Option<u32>> = Vec::with_capacity(plan.instructions.len());
+    // Allocs waiting for their writer's stream: tensor -> instruction index.
+    let mut pending: HashMap<TensorId, usize> = HashMap::new();
+    let mut recorded: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    for (i, ins) in plan.instructions.iter().enumerate() {
+        let s = ins.stream();
+        if s >= memplan::plan::MAX_STREAMS {
+            return Err(bad(
+                i,
+                format!(
+                    "stream {s} is out of range (at most {} streams)",
+                    memplan::plan::MAX_STREAMS
+                ),
+            ));
+        }
+        match ins {
+            Instruction::Alloc { tensor, .. } => {
+                let input = ids
+                    .get(tensor.as_str())
+                    .map(|&t| (t, graph.tensor(t).kind == TensorKind::Input));
+                match input {
+                    Some((_, true)) | None => out.push(None),
+                    Some((t, false)) => {
+                        pending.insert(t, i);
+                        out.push(Some(0));
+                    }
+                }
+                continue;
+            }
+            Instruction::Exec { node, .. } => {
+                if let Some(&k) = ops.get(node.as_str()) {
+                    for t in &graph.ops[k].outputs {
+                        if let Some(a) = pending.remove(t) {
+                            out[a] = Some(s);
+                        }
+                    }
+                }
+            }
+            Instruction::RecordEvent { event, .. } if !recorded.insert(*event) => {
+                return Err(bad(i, format!("event {event} is recorded twice")));
+            }
+            Instruction::WaitEvent { event, .. } if !recorded.contains(event) => {
+                return Err(bad(
+                    i,
+                    format!("wait_event {event} before the event is recorded"),
+                ));
+            }
+            _ => {}
+        }
+        out.push(Some(s));
+    }
+    Ok(out)
 }
 
 /// Counts of a replay.
@@ -160,22 +242,32 @@ pub fn replay(
         runs: vec![0u64; graph.ops.len()],
         c: Counts::default(),
         donor_of: vec![None; n],
+        deferred: if plan.is_parallel() {
+            Some(HashMap::new())
+        } else {
+            None
+        },
         takers: vec![Vec::new(); n],
         i: 0,
     };
+    let streams = issue_streams(graph, plan)?;
     for (i, ins) in plan.instructions.iter().enumerate() {
         r.i = i;
+        backend.set_stream(streams[i])?;
         match ins {
+            Instruction::RecordEvent { event, .. } => backend.record_event(*event)?,
+            Instruction::WaitEvent { event, .. } => backend.wait_event(*event)?,
             Instruction::Alloc {
                 tensor,
                 offset,
                 inplace_of,
                 ..
             } => r.alloc(tensor, *offset, inplace_of.as_deref(), inputs, backend)?,
-            Instruction::Free { tensor } => r.free(tensor, backend)?,
+            Instruction::Free { tensor, .. } => r.free(tensor, backend)?,
             Instruction::SpillOut {
                 tensor,
                 host_offset,
+                ..
             } => r.spill_out(tensor, *host_offset, backend)?,
             Instruction::SpillIn { tensor, offset, .. } => r.spill_in(tensor, *offset, backend)?,
             Instruction::Exec {
@@ -218,6 +310,10 @@ struct Replay<'g> {
     takers: Vec<Vec<TensorId>>,
     /// Index of the instruction being replayed (for errors).
     i: usize,
+    /// Parallel plans: the poison of a fresh reservation waits for the tensor's writer, on
+    /// its stream after its waits (the bytes may still be in use by the stream that released
+    /// them until then). `None` for single-stream plans (poisoned at the alloc).
+    deferred: Option<HashMap<TensorId, Span>>,
 }
 
 impl Replay<'_> {
@@ -297,8 +393,14 @@ impl Replay<'_> {
         let span = self.span_of(t, offset)?;
         // A fresh reservation holds garbage; an in-place one keeps its donor's bytes
         // until the producer overwrites them.
+        let input = self.graph.tensor(t).kind == TensorKind::Input;
         match inplace_of {
-            None => backend.poison(span)?,
+            None => match self.deferred.as_mut() {
+                Some(d) if !input => {
+                    d.insert(t, span);
+                }
+                _ => backend.poison(span)?,
+            },
             Some(d) => {
                 let d = self.lookup(d)?;
                 let mut chain = Some(d);
@@ -327,6 +429,9 @@ impl Replay<'_> {
         let span = self.at[t.index()]
             .take()
             .ok_or_else(|| self.bad(format!("free of {tensor:?}, which is not resident")))?;
+        if let Some(d) = self.deferred.as_mut() {
+            d.remove(&t);
+        }
         self.release(t, span, backend)
     }
 
@@ -471,6 +576,13 @@ impl Replay<'_> {
         let workspace = self.workspace(node, op, workspace_offset)?;
         if let Some(ws) = workspace {
             self.c.peak = self.c.peak.max(ws.1);
+        }
+        if let Some(d) = self.deferred.as_mut() {
+            for t in &op.outputs {
+                if let Some(span) = d.remove(t) {
+                    backend.poison(span)?;
+                }
+            }
         }
         backend.exec(&Step {
             op: k,

@@ -95,20 +95,28 @@ impl<'g> Ctx<'g> {
                 None => (Vec::new(), Vec::new()),
             },
             Instruction::Alloc { tensor, .. }
-            | Instruction::Free { tensor }
+            | Instruction::Free { tensor, .. }
             | Instruction::SpillOut { tensor, .. }
             | Instruction::SpillIn { tensor, .. } => (
                 Vec::new(),
                 self.ids.get(tensor.as_str()).copied().into_iter().collect(),
             ),
+            Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. } => {
+                (Vec::new(), Vec::new())
+            }
         }
     }
 }
 
-/// Inserts recompute and spill round trips into a valid `plan` (see the module doc).
+/// Inserts recompute and spill round trips into a valid `plan` (see the module doc). A
+/// parallel plan ([`Plan::is_parallel`]) is returned unchanged: a round trip inserted in the
+/// listed order would need events of its own.
 pub fn rewrite(graph: &Graph, plan: &Plan, opts: RewriteOptions) -> (Plan, RewriteStats) {
     let mut out = plan.clone();
     let mut stats = RewriteStats::default();
+    if plan.is_parallel() {
+        return (out, stats);
+    }
     let mut cursor = plan.arena_bytes;
     if opts.recompute_every > 0 {
         stats.recomputes = recompute(graph, &mut out, opts.recompute_every, &mut cursor);
@@ -219,6 +227,7 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
             r1 + 1,
             0,
             vec![Instruction::Free {
+                stream: None,
                 tensor: tensor.name.clone(),
             }],
         ));
@@ -233,6 +242,7 @@ fn recompute(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> 
                     inplace_of: None,
                 },
                 Instruction::Exec {
+                    stream: None,
                     node: node.clone(),
                     workspace_offset: ws,
                     algo: algo.clone(),
@@ -294,6 +304,7 @@ fn spill(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> usiz
             i + 1,
             0,
             vec![Instruction::SpillOut {
+                stream: None,
                 tensor: tensor.name.clone(),
                 host_offset: host,
             }],
@@ -302,6 +313,7 @@ fn spill(graph: &Graph, plan: &mut Plan, every: usize, cursor: &mut u64) -> usiz
             j,
             1,
             vec![Instruction::SpillIn {
+                stream: None,
                 tensor: tensor.name.clone(),
                 offset: off,
                 mem_id: None,

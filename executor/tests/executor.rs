@@ -156,10 +156,10 @@ fn residency(g: &Graph, p: &Plan) -> Vec<HashMap<String, (u64, u64)>> {
             | Instruction::SpillIn { tensor, offset, .. } => {
                 at.insert(tensor.clone(), (*offset, offset + size(tensor)));
             }
-            Instruction::Free { tensor } | Instruction::SpillOut { tensor, .. } => {
+            Instruction::Free { tensor, .. } | Instruction::SpillOut { tensor, .. } => {
                 at.remove(tensor);
             }
-            Instruction::Exec { .. } => {}
+            _ => {}
         }
     }
     out
@@ -251,7 +251,7 @@ fn an_early_free_is_reported_as_an_error_naming_the_tensor() {
         .iter()
         .enumerate()
         .find_map(|(j, ins)| match ins {
-            Instruction::Free { tensor } => {
+            Instruction::Free { tensor, .. } => {
                 let first = next_read(&g, &p, tensor, 0)?;
                 (next_read(&g, &p, tensor, first + 1)? < j && res[j].contains_key(tensor))
                     .then(|| (j, (tensor.clone(), first)))
@@ -323,6 +323,7 @@ fn ranges_outside_the_arena_and_unknown_names_are_clear_errors() {
     q.instructions.insert(
         0,
         Instruction::Exec {
+            stream: None,
             node: "nope".into(),
             workspace_offset: None,
             algo: None,

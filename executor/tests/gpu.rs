@@ -89,3 +89,36 @@ fn gpu_real_kernels_reproduce_the_isolated_run_bitwise() {
     assert!(r.outputs_equal, "{r:?}");
     println!("{:?}", r.notes);
 }
+
+#[test]
+fn a_two_stream_plan_runs_on_two_cuda_streams_equal_to_the_reference() {
+    if !gpu_or_skip("a_two_stream_plan_runs_on_two_cuda_streams") {
+        return;
+    }
+    let Some(path) = shared::zoo_path("inception_v3.1.inference") else {
+        shared::optional("a_two_stream_plan: the zoo is not here");
+        return;
+    };
+    let g = Graph::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let o = memplan::PipelineOptions {
+        streams: 2,
+        strategy: Strategy::Heuristic,
+        ..memplan::PipelineOptions::default()
+    };
+    let p = memplan::pipeline::run(&g, &o, &memplan::Control::default())
+        .unwrap()
+        .plan;
+    assert!(p.is_parallel());
+    memplan::validate(&g, &p, None).unwrap();
+    let r = execute(
+        &g,
+        &p,
+        &ExecOptions {
+            device: Device::Cuda,
+            kernels: KernelMode::Mix,
+            ..ExecOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(r.outputs_equal, "{r:?}");
+}

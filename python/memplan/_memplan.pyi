@@ -77,6 +77,8 @@ def plan(
     tier_alignment: Optional[str] = None,
     device_profile: Optional[Mapping[str, Any]] = None,
     link_gbps: Optional[float] = None,
+    streams: int = 1,
+    stream_peak_ratio: float = 1.10,
     max_ratio: float = 1.05,
     max_pieces: int = 16,
 ) -> Union[Plan, "SymbolicPlan"]:

@@ -29,6 +29,8 @@ name; every graph tensor is one storage, produced by one node output (`tensor_no
   and copied (`dst.copy_(result)`). Executing a node again (recompute) does the same.
 - `free T`: no-op on memory (T can no longer be read: a later read is a ReplayError).
 - `spill_out T @h` / `spill_in T @o`: byte copies arena -> host pool [h, h+size) and back.
+- `record_event` / `wait_event` (parallel plans): no-ops; the listed order is one valid
+  linearisation of the streams.
 - Weights stay in the module's own tensors, or (`weights_region=True`) in one weights tensor
   of `weights_bytes` at the plan's `weights` offsets. Buffers are cloned, so the module is
   never modified; the input mutations that functionalization appends (batch-norm running
@@ -551,6 +553,13 @@ class _Replay:
             self._tensor(tname, need_valid=False).copy_(self.input_values[tname])
             self._inputs_loaded.add(tname)
             self.valid.add(tname)
+
+    def _do_record_event(self, ins):
+        """Parallel plans: the replay runs the listed order, one linearisation of the
+        streams that every valid parallel plan allows; events order nothing more here."""
+
+    def _do_wait_event(self, ins):
+        """See `_do_record_event`."""
 
     def _do_free(self, ins):
         tname = self._check_tensor(ins)

@@ -334,3 +334,13 @@ def test_reserve_gives_the_cli_report_for_a_histogram_csv_or_listed_sample(tmp_p
         memplan.reserve(plan_path, hist, batching=True)
     with pytest.raises(memplan.BadInputError, match="quantile 2 is not in"):
         memplan.reserve(plan_path, hist, quantile=2)
+
+
+def test_streams_give_the_cli_parallel_plan_for_the_same_options(tmp_path):
+    out = tmp_path / "p.json"
+    code, _, err = cli("plan", str(SAMPLE), "--streams", "2", "--stream-peak-ratio", "2", "-o", str(out))
+    assert code == 0, err
+    plan = memplan.plan(SAMPLE, streams=2, stream_peak_ratio=2.0)
+    assert without_timing(plan.to_json()) == without_timing(out.read_text())
+    assert plan.stats["streams"]["serial_makespan_us"] > 0
+    plan.check(SAMPLE)

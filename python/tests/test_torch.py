@@ -350,3 +350,15 @@ def test_recomputing_a_training_batch_norm_does_not_update_its_running_stats_twi
     r = mt.run(ex, (x,), plan, measure=False)
     assert r.counts["recompute"] == 1
     assert r.bitwise_equal, f"max abs diff {r.max_abs_diff}"
+
+
+def test_a_two_stream_plan_of_resnet18_replays_bitwise_equal_to_eager(tmp_path):
+    model, x = model_and_input("resnet18", 2, 64)
+    ex = mt.export(model, (x,), train=False)
+    plan = plan_graph(ex.graph, tmp_path, streams=2, stream_peak_ratio=1.5)
+    ops = {i["op"] for i in plan["instructions"]}
+    assert "record_event" in ops and "wait_event" in ops, plan["stats"].get("streams")
+    assert plan["stats"]["streams"]["makespan_us"] < plan["stats"]["streams"]["serial_makespan_us"]
+    ok, _, text = check_plan(ex.graph, plan, tmp_path)
+    assert ok is not False, text
+    assert_replay_equals_eager(mt.run(ex, (x,), plan))

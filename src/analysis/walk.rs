@@ -44,7 +44,8 @@ pub enum ArenaStep<'p> {
     },
 }
 
-/// The instructions of `plan` as [`ArenaStep`]s, in order, resolved against `graph`.
+/// The instructions of `plan` as [`ArenaStep`]s, in order, resolved against `graph` (event
+/// instructions, which touch no byte, are skipped).
 pub fn arena_steps<'g, 'p>(
     graph: &'g Graph,
     plan: &'p Plan,
@@ -53,37 +54,41 @@ pub fn arena_steps<'g, 'p>(
     let ids: HashMap<&'g str, TensorId> = graph.tensor_ids();
     let ops: HashMap<&'g str, usize> = graph.op_indices();
     let size = move |name: &str| ids.get(name).map(|&t| graph.tensor(t).size);
-    plan.instructions.iter().map(move |ins| match ins {
-        Instruction::Alloc { tensor, offset, .. } => ArenaStep::Reserve {
-            tensor,
-            offset: *offset,
-            size: size(tensor),
-            spill: false,
-        },
-        Instruction::SpillIn { tensor, offset, .. } => ArenaStep::Reserve {
-            tensor,
-            offset: *offset,
-            size: size(tensor),
-            spill: true,
-        },
-        Instruction::Free { tensor } => ArenaStep::Release {
-            tensor,
-            size: size(tensor),
-            spill: false,
-        },
-        Instruction::SpillOut { tensor, .. } => ArenaStep::Release {
-            tensor,
-            size: size(tensor),
-            spill: true,
-        },
-        Instruction::Exec {
-            node,
-            workspace_offset,
-            ..
-        } => ArenaStep::Exec {
-            node,
-            op: ops.get(node.as_str()).copied(),
-            workspace_offset: *workspace_offset,
-        },
+    // Events order streams and touch no byte: they are not arena steps.
+    plan.instructions.iter().filter_map(move |ins| {
+        Some(match ins {
+            Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. } => return None,
+            Instruction::Alloc { tensor, offset, .. } => ArenaStep::Reserve {
+                tensor,
+                offset: *offset,
+                size: size(tensor),
+                spill: false,
+            },
+            Instruction::SpillIn { tensor, offset, .. } => ArenaStep::Reserve {
+                tensor,
+                offset: *offset,
+                size: size(tensor),
+                spill: true,
+            },
+            Instruction::Free { tensor, .. } => ArenaStep::Release {
+                tensor,
+                size: size(tensor),
+                spill: false,
+            },
+            Instruction::SpillOut { tensor, .. } => ArenaStep::Release {
+                tensor,
+                size: size(tensor),
+                spill: true,
+            },
+            Instruction::Exec {
+                node,
+                workspace_offset,
+                ..
+            } => ArenaStep::Exec {
+                node,
+                op: ops.get(node.as_str()).copied(),
+                workspace_offset: *workspace_offset,
+            },
+        })
     })
 }

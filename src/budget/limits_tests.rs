@@ -54,11 +54,15 @@ fn simulating_the_plan_of_a_long_chain_takes_linear_time() {
             inplace_of: None,
         });
         ins.push(Instruction::Exec {
+            stream: None,
             node: g.ops[k].name.clone(),
             workspace_offset: None,
             algo: None,
         });
-        ins.push(Instruction::Free { tensor: name(k) });
+        ins.push(Instruction::Free {
+            stream: None,
+            tensor: name(k),
+        });
     }
     let plan = Plan::new(&g, ins, 128, 0);
     crate::validate::validate(&g, &plan, Some(128)).unwrap();

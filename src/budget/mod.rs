@@ -960,6 +960,7 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
                         inplace_of: None,
                     }),
                     Start::SpillIn => pre_in[iv.start].push(Instruction::SpillIn {
+                        stream: None,
                         tensor: name.clone(),
                         offset: off,
                         mem_id: None,
@@ -971,8 +972,12 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
                 let last = iv.end - 1;
                 match iv.how_end {
                     End::Stay => {}
-                    End::Free => post[last].push(Instruction::Free { tensor: name }),
+                    End::Free => post[last].push(Instruction::Free {
+                        stream: None,
+                        tensor: name,
+                    }),
                     End::SpillOut => post[last].push(Instruction::SpillOut {
+                        stream: None,
                         tensor: name,
                         host_offset: host_at.get(&(iv.tensor, last)).copied().unwrap_or(0),
                     }),
@@ -996,6 +1001,7 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
                 inplace_of: None,
             });
             ins.push(Instruction::Exec {
+                stream: None,
                 node: graph.ops[p].name.clone(),
                 workspace_offset: rc_ws.get(&(b, t)).copied(),
                 algo: crate::plan::algo_attr(&chosen.ops[p]),
@@ -1013,6 +1019,7 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
             }
         }
         ins.push(Instruction::Exec {
+            stream: None,
             node: op.name.clone(),
             workspace_offset: ws_at[s],
             algo: crate::plan::algo_attr(&chosen.ops[k]),
@@ -1078,6 +1085,8 @@ pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
     let mut ran = vec![false; graph.ops.len()];
     for ins in &plan.instructions {
         match ins {
+            // Single-stream timing: events order nothing here.
+            Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. } => {}
             Instruction::Alloc { tensor, offset, .. } => {
                 if let Some(&t) = tensor_ids.get(tensor.as_str()) {
                     let hi = offset + graph.tensor(t).size;
@@ -1087,7 +1096,7 @@ pub fn simulate(graph: &Graph, ctx: &Ctx, plan: &Plan) -> Timing {
                     ready[t.index()] = w;
                 }
             }
-            Instruction::Free { tensor } => {
+            Instruction::Free { tensor, .. } => {
                 if let Some(&t) = tensor_ids.get(tensor.as_str()) {
                     if let Some((lo, hi)) = range[t.index()].take() {
                         released.push((lo, hi, touched[t.index()]));

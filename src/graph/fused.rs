@@ -432,6 +432,7 @@ impl MemberGraph {
                 mg.graph.producer[t.index()] = Some(crate::OpId(m as u32));
             }
             mg.graph.ops.push(Op {
+                stream: None,
                 name: mem.name.clone(),
                 op_type: mem.op_type.clone(),
                 inputs: ins,

@@ -211,6 +211,7 @@ mod tests {
 
     fn op(ty: &str, flag: Option<bool>) -> Op {
         Op {
+            stream: None,
             name: "o".into(),
             op_type: ty.into(),
             inputs: Vec::new(),

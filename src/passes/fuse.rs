@@ -636,6 +636,7 @@ fn fused_op(graph: &Graph, chain: &[OpId], rd: &[Vec<OpId>]) -> (Op, Vec<TensorI
         }
     }
     let op = Op {
+        stream: None,
         name: ops
             .iter()
             .map(|o| o.name.as_str())

@@ -649,6 +649,11 @@ impl SymbolicPlan {
         let end_of_run = plan.instructions.len() + 1;
         for (pos, ins) in plan.instructions.iter().enumerate() {
             match ins {
+                Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. } => {
+                    return Err(unsupported(
+                        "the plan runs on several streams (events); plan with streams 1".into(),
+                    ));
+                }
                 Instruction::Alloc {
                     tensor,
                     offset,
@@ -685,6 +690,7 @@ impl SymbolicPlan {
                     node,
                     workspace_offset,
                     algo,
+                    ..
                 } => {
                     let k = *op_ids
                         .get(node.as_str())
@@ -711,7 +717,7 @@ impl SymbolicPlan {
                         algo: algo.clone(),
                     });
                 }
-                Instruction::Free { tensor } => {
+                Instruction::Free { tensor, .. } => {
                     let b = tensor_ids
                         .get(tensor.as_str())
                         .and_then(|t| current.remove(t))
@@ -1030,6 +1036,7 @@ impl SymbolicPlan {
                     let ws = workspace_buffer.map(|b| b as usize);
                     load = load.max(live.saturating_add(ws.map_or(0, |b| size[b])));
                     Instruction::Exec {
+                        stream: None,
                         node: node.clone(),
                         workspace_offset: ws.map(|b| off[b]),
                         algo: algo.clone(),
@@ -1038,6 +1045,7 @@ impl SymbolicPlan {
                 Step::Free { tensor, buffer } => {
                     live = live.saturating_sub(size[*buffer as usize]);
                     Instruction::Free {
+                        stream: None,
                         tensor: tensor.clone(),
                     }
                 }

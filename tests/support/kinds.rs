@@ -126,6 +126,33 @@ pub fn spilled_twice() -> Plan {
     )
 }
 
+/// A valid plan on two streams: `scale` runs on stream 1, ordered after `relu` (and the
+/// free of `a`, whose bytes `c` reuses) by event 1; `head` waits for event 2 after `scale`.
+pub fn parallel() -> Plan {
+    plan_of(
+        json!([
+            {"op": "alloc", "tensor": "x", "offset": 0},
+            {"op": "alloc", "tensor": "a", "offset": 1024},
+            {"op": "exec", "node": "conv", "workspace_offset": 2048},
+            {"op": "alloc", "tensor": "b", "offset": 2048},
+            {"op": "exec", "node": "relu", "workspace_offset": null},
+            {"op": "free", "tensor": "a"},
+            {"op": "record_event", "event": 1, "stream": 0},
+            {"op": "wait_event", "event": 1, "stream": 1},
+            {"op": "alloc", "tensor": "c", "offset": 1024},
+            {"op": "exec", "node": "scale", "workspace_offset": null, "stream": 1},
+            {"op": "record_event", "event": 2, "stream": 1},
+            {"op": "wait_event", "event": 2, "stream": 0},
+            {"op": "alloc", "tensor": "y", "offset": 3072},
+            {"op": "exec", "node": "head", "workspace_offset": null},
+            {"op": "free", "tensor": "b"},
+            {"op": "free", "tensor": "c"},
+            {"op": "free", "tensor": "x"}
+        ]),
+        0,
+    )
+}
+
 /// An instruction from its JSON.
 pub fn ins(v: serde_json::Value) -> Instruction {
     serde_json::from_value(v).expect("an instruction")
@@ -143,9 +170,11 @@ fn shown(i: &Instruction) -> String {
     match i {
         Instruction::Alloc { tensor, .. } => format!("alloc {tensor}"),
         Instruction::Exec { node, .. } => format!("exec {node}"),
-        Instruction::Free { tensor } => format!("free {tensor}"),
+        Instruction::Free { tensor, .. } => format!("free {tensor}"),
         Instruction::SpillOut { tensor, .. } => format!("spill_out {tensor}"),
         Instruction::SpillIn { tensor, .. } => format!("spill_in {tensor}"),
+        Instruction::RecordEvent { event, stream } => format!("record_event {event} {stream}"),
+        Instruction::WaitEvent { event, stream } => format!("wait_event {event} {stream}"),
     }
 }
 
@@ -188,11 +217,13 @@ pub fn variant(k: &ViolationKind) -> &'static str {
         ViolationKind::Overflow(_) => "Overflow",
         ViolationKind::Stats(_) => "Stats",
         ViolationKind::OverBudget { .. } => "OverBudget",
+        ViolationKind::Unordered(_) => "Unordered",
+        ViolationKind::Streams(_) => "Streams",
     }
 }
 
 /// Every variant name (keep in step with [`variant`]).
-pub const VARIANTS: [&str; 20] = [
+pub const VARIANTS: [&str; 22] = [
     "Format",
     "GraphName",
     "Unknown",
@@ -213,6 +244,8 @@ pub const VARIANTS: [&str; 20] = [
     "Overflow",
     "Stats",
     "OverBudget",
+    "Unordered",
+    "Streams",
 ];
 
 fn case(name: &'static str, kind: &'static str, plan: Plan) -> Case {
@@ -239,7 +272,67 @@ pub fn cases() -> Vec<Case> {
     v.extend(read_cases(&base));
     v.extend(inplace_cases(&base));
     v.extend(host_and_end_cases(&base));
+    v.extend(stream_cases(&parallel()));
     v
+}
+
+/// Parallel plans: a missing event, a stream without events, an event never recorded.
+fn stream_cases(base: &Plan) -> Vec<Case> {
+    let edit = |f: &dyn Fn(&mut Plan)| {
+        let mut p = base.clone();
+        f(&mut p);
+        p
+    };
+    vec![
+        case(
+            "head reads c while scale may still write it (event 2 deleted)",
+            "Unordered",
+            edit(&|p| {
+                let i = at(p, "wait_event 2 0");
+                p.instructions.remove(i);
+            }),
+        ),
+        case(
+            "c takes the bytes of a before a's free is ordered before scale (event 1 deleted)",
+            "Unordered",
+            edit(&|p| {
+                let i = at(p, "wait_event 1 1");
+                p.instructions.remove(i);
+            }),
+        ),
+        Case {
+            // check_plan.py knows no streams: without events the plan is serial to it.
+            python_rejects: false,
+            ..case(
+                "scale on stream 1 without any event",
+                "Unordered",
+                edit(&|p| {
+                    p.instructions.retain(|i| {
+                        !matches!(
+                            i,
+                            Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. }
+                        )
+                    })
+                }),
+            )
+        },
+        case(
+            "a wait for an event never recorded",
+            "Streams",
+            edit(&|p| {
+                let i = at(p, "wait_event 1 1");
+                p.instructions[i] = ins(json!({"op": "wait_event", "event": 9, "stream": 1}));
+            }),
+        ),
+        case(
+            "an event recorded twice",
+            "Streams",
+            edit(&|p| {
+                let i = at(p, "record_event 2 1");
+                p.instructions[i] = ins(json!({"op": "record_event", "event": 1, "stream": 1}));
+            }),
+        ),
+    ]
 }
 
 /// The plan as a whole and its names: format, graph name, unknown names, the weights region.

@@ -184,12 +184,15 @@ pub fn show(ins: &Instruction) -> String {
             Some(w) => format!("exec {node} ws@{w}"),
             None => format!("exec {node}"),
         },
-        Instruction::Free { tensor } => format!("free {tensor}"),
+        Instruction::Free { tensor, .. } => format!("free {tensor}"),
         Instruction::SpillOut {
             tensor,
             host_offset,
+            ..
         } => format!("spill_out {tensor} host@{host_offset}"),
         Instruction::SpillIn { tensor, offset, .. } => format!("spill_in {tensor} @{offset}"),
+        Instruction::RecordEvent { event, stream } => format!("record_event {event} s{stream}"),
+        Instruction::WaitEvent { event, stream } => format!("wait_event {event} s{stream}"),
     }
 }
 
@@ -197,10 +200,12 @@ pub fn show(ins: &Instruction) -> String {
 pub fn tensor_of(ins: &Instruction) -> Option<&str> {
     match ins {
         Instruction::Alloc { tensor, .. }
-        | Instruction::Free { tensor }
+        | Instruction::Free { tensor, .. }
         | Instruction::SpillOut { tensor, .. }
         | Instruction::SpillIn { tensor, .. } => Some(tensor),
-        Instruction::Exec { .. } => None,
+        Instruction::Exec { .. }
+        | Instruction::RecordEvent { .. }
+        | Instruction::WaitEvent { .. } => None,
     }
 }
 
@@ -373,6 +378,7 @@ fn mutate_offsets(kind: Kind, g: &Graph, p: &Plan, m: &mut Plan, rng: &mut Rng) 
             let Instruction::SpillOut {
                 tensor,
                 host_offset,
+                ..
             } = &p.instructions[i]
             else {
                 return None;
@@ -508,10 +514,12 @@ fn mutate_names(kind: Kind, g: &Graph, p: &Plan, m: &mut Plan, rng: &mut Rng) ->
             }
             match &mut m.instructions[i] {
                 Instruction::Alloc { tensor, .. }
-                | Instruction::Free { tensor }
+                | Instruction::Free { tensor, .. }
                 | Instruction::SpillOut { tensor, .. }
                 | Instruction::SpillIn { tensor, .. } => *tensor = to.clone(),
-                Instruction::Exec { .. } => return None,
+                Instruction::Exec { .. }
+                | Instruction::RecordEvent { .. }
+                | Instruction::WaitEvent { .. } => return None,
             }
             format!("#{i} {} -> tensor {to}", show(&p.instructions[i]))
         }
@@ -822,6 +830,7 @@ fn mutate_frees_and_spills(
                 m.host_bytes = p.host_bytes + size;
             }
             m.instructions[f] = Instruction::SpillOut {
+                stream: None,
                 tensor: name,
                 host_offset,
             };
@@ -835,7 +844,10 @@ fn mutate_frees_and_spills(
         Kind::SpillToFree => {
             let i = rng.pick(&positions(p, |x| matches!(x, Instruction::SpillOut { .. })))?;
             let tensor = tensor_of(&p.instructions[i])?.to_string();
-            m.instructions[i] = Instruction::Free { tensor };
+            m.instructions[i] = Instruction::Free {
+                stream: None,
+                tensor,
+            };
             format!("#{i} {} -> free", show(&p.instructions[i]))
         }
         Kind::SpillInAlloc => {
@@ -845,6 +857,7 @@ fn mutate_frees_and_spills(
                     tensor,
                     offset,
                     mem_id,
+                    ..
                 } => Instruction::Alloc {
                     tensor: tensor.clone(),
                     offset: *offset,
@@ -857,6 +870,7 @@ fn mutate_frees_and_spills(
                     mem_id,
                     ..
                 } => Instruction::SpillIn {
+                    stream: None,
                     tensor: tensor.clone(),
                     offset: *offset,
                     mem_id: *mem_id,
@@ -898,6 +912,7 @@ fn mutate_frees_and_spills(
             m.instructions.insert(
                 i,
                 Instruction::SpillIn {
+                    stream: None,
                     tensor: name.clone(),
                     offset: to,
                     mem_id: None,
@@ -906,6 +921,7 @@ fn mutate_frees_and_spills(
             m.instructions.insert(
                 i,
                 Instruction::SpillOut {
+                    stream: None,
                     tensor: name.clone(),
                     host_offset,
                 },
@@ -988,6 +1004,7 @@ fn mutate_recomputes(
             m.instructions.insert(
                 r + 1,
                 Instruction::Free {
+                    stream: None,
                     tensor: name.clone(),
                 },
             );
@@ -1248,6 +1265,7 @@ pub fn used_bytes(g: &Graph, p: &Plan) -> (u64, u64, u64) {
             Instruction::SpillOut {
                 tensor,
                 host_offset,
+                ..
             } => host = host.max(host_offset.saturating_add(size(tensor))),
             Instruction::Exec {
                 node,

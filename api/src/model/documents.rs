@@ -243,6 +243,10 @@ pub struct OpDoc {
     /// `_` such as `add_`). Any other value than a boolean (null included) is refused.
     #[schema(nullable = false)]
     pub recompute: Option<bool>,
+    /// Extension (parallel plans): the stream the op must run on (0 to 63); absent leaves
+    /// it to the planner's `streams` option.
+    #[schema(nullable = false, maximum = 63)]
+    pub stream: Option<u32>,
 }
 
 /// A computation graph (memplan-graph/1, docs/FORMATS.md §1). Every rule of the format is
@@ -298,11 +302,17 @@ pub enum InstructionDoc {
         workspace_offset: Option<u64>,
         /// Extension: the conv algorithm the op runs (after the `conv-algos` rewrite).
         algo: Option<String>,
+        /// Extension (parallel plans): the stream it runs on (absent: 0).
+        #[schema(nullable = false)]
+        stream: Option<u32>,
     },
     /// Release `tensor`.
     Free {
         /// Tensor.
         tensor: String,
+        /// Extension (parallel plans): the stream the release is ordered on (absent: 0).
+        #[schema(nullable = false)]
+        stream: Option<u32>,
     },
     /// Copy `tensor` to the host pool at `host_offset` and release its range.
     SpillOut {
@@ -310,6 +320,9 @@ pub enum InstructionDoc {
         tensor: String,
         /// Host pool offset.
         host_offset: u64,
+        /// Extension (parallel plans): the copy's stream (absent: 0).
+        #[schema(nullable = false)]
+        stream: Option<u32>,
     },
     /// Reserve `offset` for `tensor` and copy it back from the host pool.
     SpillIn {
@@ -319,7 +332,52 @@ pub enum InstructionDoc {
         offset: u64,
         /// Virtual memory id.
         mem_id: Option<u64>,
+        /// Extension (parallel plans): the copy's stream (absent: 0).
+        #[schema(nullable = false)]
+        stream: Option<u32>,
     },
+    /// Extension (parallel plans): `event` completes when everything issued on `stream` so
+    /// far has completed (recorded once per plan).
+    RecordEvent {
+        /// Event id.
+        event: u64,
+        /// Stream.
+        stream: u32,
+    },
+    /// Extension (parallel plans): later work on `stream` waits for `event` (recorded
+    /// earlier in the stream of instructions).
+    WaitEvent {
+        /// Event id.
+        event: u64,
+        /// Stream.
+        stream: u32,
+    },
+}
+
+/// A parallel plan's figures: streams, modelled makespans, the candidates weighed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({"streams": 2, "makespan_us": 159.0, "serial_makespan_us": 214.5,
+    "serial_peak_bytes": 11064065, "peak_cap_bytes": 11064065, "events": 67,
+    "candidate": "repaired-by-time",
+    "candidates": [["serial-placement", 11064065, 212.8], ["repaired-by-time", 11064065, 159.0]]})))]
+pub struct StreamStatDoc {
+    /// Streams used.
+    pub streams: u32,
+    /// Modelled makespan of the plan (µs, one queue per stream).
+    pub makespan_us: f64,
+    /// Modelled makespan of the single-stream plan (µs).
+    pub serial_makespan_us: f64,
+    /// Peak of the single-stream plan (bytes).
+    pub serial_peak_bytes: u64,
+    /// The arena cap the plan had to meet (bytes).
+    pub peak_cap_bytes: u64,
+    /// Events recorded.
+    pub events: u64,
+    /// The candidate kept (`single-stream`, `serial-placement`, `repaired-by-time`, ...).
+    pub candidate: String,
+    /// Every candidate as `[name, peak bytes, makespan µs]`.
+    #[schema(value_type = Vec<Vec<serde_json::Value>>)]
+    pub candidates: Vec<(String, u64, f64)>,
 }
 
 /// A weight's place in the weights region.
@@ -540,6 +598,8 @@ pub struct PlanStatsDoc {
     /// Tier regions of a tiered plan (default none).
     #[schema(nullable = false)]
     pub tiers: Option<Vec<TierStatDoc>>,
+    /// Parallel plans: streams and modelled makespans.
+    pub streams: Option<StreamStatDoc>,
 }
 
 /// A memory plan (memplan-plan/1, docs/FORMATS.md §2): an instruction stream over one arena.

@@ -128,6 +128,17 @@ pub struct PlanOptionsBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0.001, maximum = 1e12)]
     pub link_gbps: Option<f64>,
+    /// Streams the plan may run on (default 1): with more, independent branches run
+    /// concurrently, with `record_event` / `wait_event` instructions keeping every reuse of
+    /// bytes safe; the plan's `stats.streams` gives the modelled makespans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 64)]
+    pub streams: Option<u32>,
+    /// With `streams`: the most arena bytes the parallel plan may take, as a multiple of the
+    /// single-stream peak (default 1.10; a budget caps it instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1.0)]
+    pub stream_peak_ratio: Option<f64>,
     /// Answer with the stored plan of an identical earlier request (same graph and options)
     /// without solving again (default true). `false` solves again and stores the new plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,6 +206,12 @@ pub struct PlanQuery {
     /// Host link bandwidth per direction in GB/s, from 0.001 to 1e12.
     #[param(minimum = 0.001, maximum = 1e12)]
     pub link_gbps: Option<f64>,
+    /// Streams the plan may run on (default 1).
+    #[param(minimum = 1, maximum = 64)]
+    pub streams: Option<u32>,
+    /// With `streams`: the arena cap as a multiple of the single-stream peak (default 1.10).
+    #[param(minimum = 1.0)]
+    pub stream_peak_ratio: Option<f64>,
     /// Answer from a stored plan of an identical request (default true).
     #[param(schema_with = super::names::query_bool)]
     pub cache: Option<bool>,

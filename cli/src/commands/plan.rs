@@ -173,6 +173,8 @@ fn pipeline_options(a: &PlanArgs, original: &Graph) -> Result<PipelineOptions> {
         None => None,
     };
     opts.link_gbps = a.link_gbps;
+    opts.streams = a.streams;
+    opts.stream_peak_ratio = a.stream_peak_ratio;
     Ok(opts)
 }
 
@@ -248,6 +250,21 @@ fn report_plan(original: &Graph, r: &memplan::PipelineResult) {
     }
     if !s.tiers.is_empty() {
         eprint!("{}", memplan::tiers::tier_table(&s.tiers));
+    }
+    if let Some(st) = &s.streams {
+        eprintln!(
+            "{}: {} streams ({}, {} events): modelled makespan {:.1} us vs {:.1} us on one stream ({:.2}x), peak {} B vs {} B on one stream (cap {} B)",
+            g.name,
+            st.streams,
+            st.candidate,
+            st.events,
+            st.makespan_us,
+            st.serial_makespan_us,
+            st.serial_makespan_us / st.makespan_us.max(1e-9),
+            s.peak_bytes,
+            st.serial_peak_bytes,
+            st.peak_cap_bytes
+        );
     }
     eprintln!(
         "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), status {}, {:.1} ms",

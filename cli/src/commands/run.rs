@@ -34,6 +34,10 @@ fn exec_options(a: &RunArgs) -> ExecOptions {
         },
         data: None,
         require_real_kernels: a.require_real_kernels,
+        perturb: a.perturb_seed.map(|seed| executor::threads::Perturb {
+            seed,
+            max_delay_us: a.perturb_us,
+        }),
     }
 }
 

@@ -10,6 +10,9 @@
 //!   reductions, concat) are not ported yet: on the GPU those ops use the mixing kernel —
 //!   in the GPU run, its self-reference and the CPU reference alike, so comparisons stay
 //!   meaningful.
+//! - Parallel plans: each plan stream is a CUDA stream, `record_event` / `wait_event` are
+//!   CUDA events on them (`set_stream` switches the stream work and cuBLAS issue on); graph
+//!   inputs are uploaded and synchronised before the streams start.
 //! - Two streams: compute, and copy for spills. `spill_out` waits (event) for the compute
 //!   work issued so far, copies device → pinned host and poisons the arena range on the copy
 //!   stream; `spill_in` waits for the compute stream (so the target range's previous readers
@@ -137,6 +140,14 @@ pub struct GpuBackend {
     uploads: Vec<Vec<u8>>,
     /// Copy-stream events not yet waited for by the compute stream, by arena range.
     pending: Vec<(Span, CudaEvent)>,
+    /// Parallel plans: one CUDA stream per plan stream (stream 0 is the first `compute`);
+    /// `compute` is the current one ([`Backend::set_stream`]).
+    streams: Vec<Arc<CudaStream>>,
+    /// Parallel plans: the CUDA event of each recorded plan event.
+    events: std::collections::HashMap<u64, CudaEvent>,
+    /// Whether the current work is the host's (graph inputs: synchronised at once).
+    host_work: bool,
+    ctx: Arc<CudaContext>,
 }
 
 fn overlaps(a: Span, b: Span) -> bool {
@@ -177,6 +188,10 @@ impl GpuBackend {
             })
         };
         let mut b = GpuBackend {
+            streams: vec![compute.clone()],
+            events: std::collections::HashMap::new(),
+            host_work: false,
+            ctx: ctx.clone(),
             compute,
             copy,
             f,
@@ -485,7 +500,42 @@ impl Backend for GpuBackend {
         // SAFETY: the destination range is inside the arena; the source stays alive in
         // `uploads` until `finish` synchronises.
         unsafe { drv::memcpy_htod_async(self.arena + span.0, src, self.compute.cu_stream()) }
-            .map_err(dev("input upload"))
+            .map_err(dev("input upload"))?;
+        if self.host_work && self.streams.len() > 1 {
+            // Host work precedes everything issued later on any stream.
+            self.compute.synchronize().map_err(dev("synchronize"))?;
+        }
+        Ok(())
+    }
+
+    fn set_stream(&mut self, stream: Option<u32>) -> Result<(), ExecError> {
+        self.host_work = stream.is_none();
+        let s = stream.unwrap_or(0) as usize;
+        while self.streams.len() <= s {
+            let st = self.ctx.new_stream().map_err(dev("stream"))?;
+            self.streams.push(st);
+        }
+        if !Arc::ptr_eq(&self.compute, &self.streams[s]) {
+            self.compute = self.streams[s].clone();
+            // SAFETY: the handle and stream are live; cuBLAS now issues on this stream.
+            unsafe { blas::set_stream(self.blas, self.compute.cu_stream() as _) }
+                .map_err(dev("cuBLAS stream"))?;
+        }
+        Ok(())
+    }
+
+    fn record_event(&mut self, event: u64) -> Result<(), ExecError> {
+        let ev = self.compute.record_event(None).map_err(dev("event"))?;
+        self.events.insert(event, ev);
+        Ok(())
+    }
+
+    fn wait_event(&mut self, event: u64) -> Result<(), ExecError> {
+        let ev = self
+            .events
+            .get(&event)
+            .ok_or_else(|| ExecError::Device(format!("event {event} was never recorded")))?;
+        self.compute.wait(ev).map_err(dev("stream wait"))
     }
 
     fn exec(&mut self, step: &Step<'_>) -> Result<(), ExecError> {
@@ -615,6 +665,9 @@ impl Backend for GpuBackend {
     fn finish(&mut self) -> Result<(), ExecError> {
         self.compute.join(&self.copy).map_err(dev("join"))?;
         self.pending.clear();
+        for s in &self.streams {
+            s.synchronize().map_err(dev("synchronize"))?;
+        }
         self.compute.synchronize().map_err(dev("synchronize"))?;
         self.copy.synchronize().map_err(dev("synchronize"))?;
         self.uploads.clear();

@@ -11,6 +11,7 @@
 //! Once a member reaches LOAD (optimal) the later ones are skipped.
 
 pub mod coloring;
+pub mod conflict;
 pub mod first_fit;
 mod fit;
 pub mod greedy_by_conflicts;

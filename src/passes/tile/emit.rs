@@ -331,6 +331,7 @@ fn strip_op(
     let first_out = &rb.tensor(outputs[0]).name;
     Ok(match &nop.kind {
         NewKind::Slice { start } => Op {
+            stream: None,
             name: format!("slice:{first_out}"),
             op_type: "slice_rows".into(),
             inputs,
@@ -344,6 +345,7 @@ fn strip_op(
             recompute: None,
         },
         NewKind::Concat => Op {
+            stream: None,
             name: format!("concat:{first_out}"),
             op_type: "concat".into(),
             inputs,
@@ -366,6 +368,7 @@ fn strip_op(
                 })?;
             let (num, den) = nop.frac;
             Op {
+                stream: None,
                 name: format!("{}@s{}", orig.name, nop.strip),
                 op_type: orig.op_type.clone(),
                 inputs,
