@@ -148,6 +148,9 @@ pub struct Op {
     pub stream: Option<u32>,
 }
 
+/// The most streams a plan may use (stream ids are `0..MAX_STREAMS`; an op's `stream` too).
+pub const MAX_STREAMS: u32 = 64;
+
 /// A validated graph.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Graph {
@@ -288,10 +291,10 @@ pub enum GraphError {
         /// Op names on the cycle, in dependency order.
         ops: Vec<String>,
     },
-    /// An op's `stream` is not below [`crate::plan::MAX_STREAMS`].
+    /// An op's `stream` is not below [`MAX_STREAMS`].
     #[error(
         "op {op:?} stream is {stream}, expected a stream id below {}",
-        crate::plan::MAX_STREAMS
+        MAX_STREAMS
     )]
     BadStream {
         /// The op.
@@ -607,7 +610,7 @@ impl Graph {
                 }
             };
             if let Some(st) = o.stream {
-                if st >= crate::plan::MAX_STREAMS {
+                if st >= MAX_STREAMS {
                     return Err(GraphError::BadStream {
                         op: o.name.clone(),
                         stream: st,

@@ -8,7 +8,7 @@
 
 mod stats;
 
-pub use stats::{BudgetStat, TierStat, TriedStat};
+pub use stats::{BudgetStat, StreamStat, TierStat, TriedStat};
 
 use crate::graph::{Graph, OrderMapping, TensorKind};
 use memplan_solver::order::{BufferOwner, OrderLifetimes};
@@ -133,8 +133,7 @@ pub enum Instruction {
     },
 }
 
-/// The most streams a plan may use (stream ids are `0..MAX_STREAMS`).
-pub const MAX_STREAMS: u32 = 64;
+pub use crate::graph::MAX_STREAMS;
 
 impl Instruction {
     /// The stream the instruction is ordered on: its `stream` field, 0 when absent, and 0 for
@@ -311,9 +310,9 @@ pub struct PlanStats {
     #[serde(serialize_with = "finite_opt")]
     pub fragmentation_at_peak: Option<f64>,
     /// Parallel plans: streams, modelled makespans and the candidates weighed
-    /// ([`crate::streams`]).
+    /// (`crate::streams`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub streams: Option<Box<crate::streams::StreamStat>>,
+    pub streams: Option<Box<StreamStat>>,
     /// The tier regions of a tiered plan (`memplan plan --tiers`); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tiers: Vec<TierStat>,

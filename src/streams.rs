@@ -13,8 +13,9 @@
 //! 3. **Candidates.** (a) the single-stream placement kept, with a *reuse* event wherever
 //!    bytes change hands between streams (the same peak; branches serialise only where they
 //!    reuse each other's bytes); (b) a placement of the conflict graph
-//!    ([`memplan_solver::placement::conflict`]), which needs no reuse event (most overlap,
-//!    more memory). The candidate with the least modelled makespan whose peak is within the
+//!    ([`memplan_solver::placement::conflict`]: greedy placers, then the HiGHS disjunctive
+//!    model on the conflict pairs for relations of up to 1,500 pairs, 500 nodes), which needs no reuse
+//!    event (most overlap, more memory). The candidate with the least modelled makespan whose peak is within the
 //!    cap (a budget, or `stream_peak_ratio` × the single-stream peak) wins; (a) always fits.
 //! 4. **Emission.** Every free moves to just before the next reservation of its bytes, onto
 //!    the stream that writes them (stream 0 at the end), as `cudaFreeAsync` on the
@@ -27,15 +28,16 @@
 //! Cost: `O(I · K)` for emission over `I` instructions and `K` streams, `O(B² · K)` for the
 //! conflict relation of `B` buffers, plus the conflict placers. Deterministic.
 //!
-//! Scope: plans without tiers; recomputes are ordinary execs (a recomputed tensor is a new
-//! buffer); a budgeted plan that spills is refused, naming the tensor.
+//! Scope: plans without tiers. Recomputes are ordinary execs (a recomputed tensor is a new
+//! buffer). Spill copies run on a copy stream of their own (stream K): a `spill_out` follows
+//! the tensor's writer and users, a `spill_in` its `spill_out` and the release of the bytes
+//! it fills; a tensor back from the host is a new buffer.
 
 use crate::cost::DeviceProfile;
 use crate::graph::{Graph, TensorKind};
-use crate::plan::{Instruction, Plan};
+use crate::plan::{Instruction, Plan, StreamStat};
 use memplan_solver::placement::conflict::{self, ConflictProblem};
 use memplan_solver::{Limits, Placement};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use thiserror::Error;
 
@@ -57,29 +59,6 @@ pub enum StreamError {
     /// The plan does not match the graph.
     #[error("parallel plans: the plan does not match the graph: {0}")]
     Mismatch(String),
-}
-
-/// A parallel plan's figures (plan stats `streams`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StreamStat {
-    /// Streams used.
-    pub streams: u32,
-    /// Modelled makespan of the parallel plan (µs, one queue per stream).
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub makespan_us: f64,
-    /// Modelled makespan of the single-stream plan (µs: the sum of op times).
-    #[serde(serialize_with = "crate::plan::finite")]
-    pub serial_makespan_us: f64,
-    /// Peak of the single-stream plan (bytes).
-    pub serial_peak_bytes: u64,
-    /// The arena cap the parallel plan had to meet (bytes).
-    pub peak_cap_bytes: u64,
-    /// Events recorded.
-    pub events: usize,
-    /// Which candidate won: `serial-placement` (reuse events) or `conflict-placement`.
-    pub candidate: String,
-    /// Every candidate: (name, peak bytes, makespan µs).
-    pub candidates: Vec<(String, u64, f64)>,
 }
 
 /// One buffer of the serial plan: tensors sharing bytes in place (one `mem_id`), or a
@@ -110,6 +89,8 @@ struct Serial<'g> {
     bufs: Vec<Buf>,
     /// Serial offset of each buffer.
     offsets: Vec<u64>,
+    /// Whether the plan spills (its copies then run on a copy stream of their own).
+    spills: bool,
 }
 
 fn resolve<'g>(graph: &'g Graph, plan: &'g Plan) -> Result<Serial<'g>, StreamError> {
@@ -122,6 +103,7 @@ fn resolve<'g>(graph: &'g Graph, plan: &'g Plan) -> Result<Serial<'g>, StreamErr
     let ops = graph.op_indices();
     let mismatch = |m: String| StreamError::Mismatch(m);
     let mut execs = Vec::new();
+    let mut spills = false;
     // The current buffer of each tensor (a recomputed tensor gets a new one).
     let mut tensor_buf: Vec<Option<usize>> = vec![None; graph.tensors.len()];
     let mut alloc_buf: Vec<Option<usize>> = vec![None; plan.instructions.len()];
@@ -201,11 +183,24 @@ fn resolve<'g>(graph: &'g Graph, plan: &'g Plan) -> Result<Serial<'g>, StreamErr
                     bufs.len() - 1
                 }));
             }
-            Instruction::SpillOut { tensor, .. } | Instruction::SpillIn { tensor, .. } => {
-                return Err(StreamError::Unsupported(format!(
-                    "the plan spills {tensor:?}; a budget that needs spills is planned on one \
-                     stream"
-                )));
+            Instruction::SpillOut { .. } => spills = true,
+            Instruction::SpillIn { tensor, offset, .. } => {
+                // The tensor comes back in fresh bytes: a new buffer, written by the copy.
+                spills = true;
+                let t = *ids
+                    .get(tensor.as_str())
+                    .ok_or_else(|| mismatch(format!("unknown tensor {tensor:?}")))?;
+                bufs.push(Buf {
+                    size: graph.tensor(t).size,
+                    alignment: graph.tensor(t).alignment,
+                    touchers: Vec::new(),
+                    first: execs.len(),
+                    input: false,
+                    output: graph.tensor(t).kind == TensorKind::Output,
+                });
+                offsets.push(*offset);
+                tensor_buf[t.index()] = Some(bufs.len() - 1);
+                alloc_buf[i] = Some(bufs.len() - 1);
             }
             Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. } => {
                 return Err(StreamError::Unsupported(
@@ -227,6 +222,7 @@ fn resolve<'g>(graph: &'g Graph, plan: &'g Plan) -> Result<Serial<'g>, StreamErr
         execs,
         alloc_buf,
         ws_buf,
+        spills,
         bufs,
         offsets,
     })
@@ -325,6 +321,9 @@ struct Step {
 /// Step 4: the instruction list of `s` with buffers at `offsets` and execs on `streams`,
 /// frees moved and events added (module doc). Returns the plan and its event count.
 fn emit(s: &Serial<'_>, streams: &[u32], offsets: &[u64], k: u32) -> (Vec<Instruction>, usize) {
+    // Spill copies run on a stream of their own, after the compute streams.
+    let copy = k;
+    let k = if s.spills { k + 1 } else { k };
     let g = s.graph;
     let ids = g.tensor_ids();
     let ops = g.op_indices();
@@ -336,6 +335,13 @@ fn emit(s: &Serial<'_>, streams: &[u32], offsets: &[u64], k: u32) -> (Vec<Instru
         let mut ins = ins.clone();
         let mut pos = None;
         match &mut ins {
+            Instruction::SpillOut { stream, .. } => *stream = Some(copy),
+            Instruction::SpillIn { stream, offset, .. } => {
+                *stream = Some(copy);
+                if let Some(b) = s.alloc_buf[i] {
+                    *offset = offsets[b];
+                }
+            }
             Instruction::Alloc { offset, .. } => {
                 if let Some(b) = s.alloc_buf[i] {
                     // In-place takers keep their offset relative to the donor's buffer.
@@ -404,6 +410,11 @@ fn emit(s: &Serial<'_>, streams: &[u32], offsets: &[u64], k: u32) -> (Vec<Instru
                         reservations.push((i, span(b), writer_stream[i]));
                     }
                 }
+                Instruction::SpillIn { .. } => {
+                    if let Some(b) = s.alloc_buf[i] {
+                        reservations.push((i, span(b), copy));
+                    }
+                }
                 Instruction::Exec { .. } => {
                     if let Some(b) = pos.and_then(|p| s.ws_buf[p]) {
                         reservations.push((i, span(b), streams[pos.unwrap_or(0)]));
@@ -419,7 +430,9 @@ fn emit(s: &Serial<'_>, streams: &[u32], offsets: &[u64], k: u32) -> (Vec<Instru
     // The range each tensor holds now (its latest alloc).
     let mut held: HashMap<&str, (u64, u64)> = HashMap::new();
     for (i, (ins, _)) in list.iter().enumerate() {
-        if let Instruction::Alloc { tensor, offset, .. } = ins {
+        if let Instruction::Alloc { tensor, offset, .. }
+        | Instruction::SpillIn { tensor, offset, .. } = ins
+        {
             let size = ids.get(tensor.as_str()).map_or(0, |&t| g.tensor(t).size);
             held.insert(tensor.as_str(), (*offset, offset + size));
         }
@@ -485,6 +498,7 @@ fn emit(s: &Serial<'_>, streams: &[u32], offsets: &[u64], k: u32) -> (Vec<Instru
     let mut pending: HashMap<usize, Vec<usize>> = HashMap::new(); // tensor -> release steps
     let mut donor_of: HashMap<usize, usize> = HashMap::new();
     let mut range_of: HashMap<usize, (u64, u64)> = HashMap::new();
+    let mut spilled: HashMap<usize, usize> = HashMap::new(); // tensor -> its spill_out step
     let overlapping = |rel: &[((u64, u64), usize)], lo: u64, hi: u64| -> Vec<usize> {
         rel.iter()
             .filter(|((a, z), _)| *a < hi && lo < *z)
@@ -584,6 +598,44 @@ fn emit(s: &Serial<'_>, streams: &[u32], offsets: &[u64], k: u32) -> (Vec<Instru
                 steps.push(Step {
                     ins,
                     stream: st,
+                    after,
+                    node: true,
+                });
+            }
+            Instruction::SpillOut { tensor, .. } => {
+                // After the writer (it copies the data) and every use (it releases the bytes).
+                let mut after = Vec::new();
+                if let Some(&t) = ids.get(tensor.as_str()) {
+                    after.extend(writer.get(&t.index()).copied());
+                    after.extend(touched.remove(&t.index()).unwrap_or_default());
+                    if let Some(&r) = range_of.get(&t.index()) {
+                        releases.push((r, idx));
+                    }
+                    spilled.insert(t.index(), idx);
+                }
+                steps.push(Step {
+                    ins,
+                    stream: copy,
+                    after,
+                    node: true,
+                });
+            }
+            Instruction::SpillIn { tensor, offset, .. } => {
+                // After the copy out it reads back and the release of the bytes it fills.
+                let mut after = Vec::new();
+                if let Some(&t) = ids.get(tensor.as_str()) {
+                    let hi = offset + g.tensor(t).size;
+                    after.extend(spilled.get(&t.index()).copied());
+                    after.extend(overlapping(&releases, *offset, hi));
+                    cut(&mut releases, *offset, hi);
+                    range_of.insert(t.index(), (*offset, hi));
+                    writer.insert(t.index(), idx);
+                    touched.insert(t.index(), vec![idx]);
+                    donor_of.remove(&t.index());
+                }
+                steps.push(Step {
+                    ins,
+                    stream: copy,
                     after,
                     node: true,
                 });
@@ -792,6 +844,13 @@ pub fn parallelise(
         return Ok((plan.clone(), None));
     }
     let s = resolve(graph, plan)?;
+    if s.spills && k >= crate::plan::MAX_STREAMS {
+        return Err(StreamError::Unsupported(format!(
+            "{k} compute streams leave no copy stream for the plan's spills (at most {} \
+             streams)",
+            crate::plan::MAX_STREAMS
+        )));
+    }
     let streams = assign(&s, profile, k);
     let serial_makespan = makespan_us(graph, plan, profile);
     let serial_peak = plan.stats.peak_bytes;
@@ -858,9 +917,25 @@ pub fn parallelise(
         }),
         &Limits::UNLIMITED,
     ) {
+        // The HiGHS model on the conflict pairs, warm-started from the best heuristic
+        // (small relations only; node-capped, so deterministic unless the clock binds).
+        let r = match conflict::place_ilp(
+            &pr,
+            &r.placement,
+            &conflict::ConflictIlpOptions::default(),
+            &Limits::UNLIMITED,
+        ) {
+            Ok(better) if better.peak < r.peak => better,
+            _ => r,
+        };
         if r.method != "given" && r.peak <= cap {
             let (p, ev) = make(&r.placement.offsets);
-            cands.push(("conflict-placement".into(), p, ev));
+            let name = if r.method == "conflict-ilp" {
+                "conflict-ilp"
+            } else {
+                "conflict-placement"
+            };
+            cands.push((name.into(), p, ev));
         }
     }
     let scored: Vec<(String, u64, f64)> = cands

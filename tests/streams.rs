@@ -169,6 +169,52 @@ fn a_plan_with_one_wait_deleted_is_rejected_and_fails_or_differs_on_some_seed() 
 }
 
 #[test]
+fn spill_round_trips_run_on_a_copy_stream_and_the_plan_stays_safe() {
+    // Spill and recompute round trips inserted into single-stream plans of random DAGs
+    // (`memplan_executor::rewrite`), then spread over two streams: copies on stream 2.
+    let mut spilled_plans = 0;
+    for seed in 0..40u64 {
+        let v = ANY_READS.build(10, 2, seed);
+        let g = Graph::parse(&v.to_string()).unwrap();
+        let serial = run(&g, &options(1, false));
+        let (with_spills, stats) = memplan_executor::rewrite::rewrite(
+            &g,
+            &serial,
+            memplan_executor::rewrite::RewriteOptions {
+                recompute_every: 2,
+                spill_every: 1,
+            },
+        );
+        validate(&g, &with_spills, None).unwrap();
+        let (p, _) = memplan::streams::parallelise(
+            &g,
+            &with_spills,
+            &Default::default(),
+            &memplan::streams::StreamOptions {
+                streams: 2,
+                peak_cap: with_spills.stats.peak_bytes * 2,
+            },
+        )
+        .unwrap();
+        validate(&g, &p, None).unwrap_or_else(|v| panic!("seed {seed}: {v}\n{}", p.to_json()));
+        if stats.spills > 0 && p.is_parallel() {
+            spilled_plans += 1;
+            assert!(p.instructions.iter().all(|i| match i {
+                Instruction::SpillOut { stream, .. } | Instruction::SpillIn { stream, .. } =>
+                    *stream == Some(2),
+                _ => true,
+            }));
+        }
+        let r = execute(&g, &p, &perturbed(seed % 7 + 1, 300)).unwrap();
+        assert!(r.outputs_equal, "seed {seed}: {:?}", r.first_mismatch);
+    }
+    assert!(
+        spilled_plans >= 5,
+        "only {spilled_plans} parallel plans with spills"
+    );
+}
+
+#[test]
 fn an_op_that_names_its_stream_runs_there() {
     let mut v: serde_json::Value = serde_json::from_str(&branchy(2, 2).to_json()).unwrap();
     v["ops"][2]["stream"] = 3.into();

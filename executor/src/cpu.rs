@@ -44,6 +44,50 @@ fn us(span: Span) -> (usize, usize) {
     (span.0 as usize, span.1 as usize)
 }
 
+/// Runs `kernel` on private copies: the `inputs` already read, zeroed outputs of the
+/// `outputs` spans' sizes and a poisoned workspace of `workspace`'s size. Returns the
+/// outputs and the bytes the copies take (what an exec needs when its operands overlap, or
+/// when another stream may touch the arena meanwhile: [`crate::threads`]).
+pub(crate) fn run_on_copies(
+    kernel: &super::kernels::Kernel,
+    name: &str,
+    fills: &[super::kernels::Fill],
+    inputs: &[Vec<u8>],
+    outputs: &[Span],
+    workspace: Option<Span>,
+    scratch: &mut Scratch,
+) -> Result<(Vec<Vec<u8>>, u64), String> {
+    let mut outs: Vec<Vec<u8>> = outputs
+        .iter()
+        .map(|s| vec![0u8; (s.1 - s.0) as usize])
+        .collect();
+    let mut ws: Option<Vec<u8>> = workspace.map(|s| {
+        let mut v = vec![0u8; (s.1 - s.0) as usize];
+        data::poison(&mut v);
+        v
+    });
+    let copied = inputs
+        .iter()
+        .chain(&outs)
+        .map(|v| v.len() as u64)
+        .sum::<u64>()
+        + ws.as_ref().map_or(0, |v| v.len() as u64);
+    let in_refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
+    let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+    kernels::exec(
+        kernel,
+        Operands {
+            name,
+            inputs: &in_refs,
+            outputs: &mut out_refs,
+            fills,
+            workspace: ws.as_deref_mut(),
+        },
+        scratch,
+    )?;
+    Ok((outs, copied))
+}
+
 fn kernel_err(step: &Step<'_>, message: String) -> ExecError {
     ExecError::Kernel {
         op: step.name.to_string(),
@@ -161,38 +205,17 @@ impl Backend for CpuBackend {
                     }
                 })
                 .collect();
-            let mut outputs: Vec<Vec<u8>> = step
-                .outputs
-                .iter()
-                .map(|s| vec![0u8; (s.1 - s.0) as usize])
-                .collect();
-            let mut ws: Option<Vec<u8>> = step.workspace.map(|s| {
-                let mut v = vec![0u8; (s.1 - s.0) as usize];
-                data::poison(&mut v);
-                v
-            });
-            let copied: u64 = inputs
-                .iter()
-                .chain(&outputs)
-                .map(|v| v.len() as u64)
-                .sum::<u64>()
-                + ws.as_ref().map_or(0, |v| v.len() as u64);
-            self.copy_peak = self.copy_peak.max(copied);
-            let in_refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
-            let mut out_refs: Vec<&mut [u8]> =
-                outputs.iter_mut().map(|v| v.as_mut_slice()).collect();
-            kernels::exec(
+            let (outputs, copied) = run_on_copies(
                 step.kernel,
-                Operands {
-                    name: step.name,
-                    inputs: &in_refs,
-                    outputs: &mut out_refs,
-                    fills: &step.fills,
-                    workspace: ws.as_deref_mut(),
-                },
+                step.name,
+                &step.fills,
+                &inputs,
+                &step.outputs,
+                step.workspace,
                 &mut self.scratch,
             )
             .map_err(|m| kernel_err(step, m))?;
+            self.copy_peak = self.copy_peak.max(copied);
             let abytes = self.arena.bytes_mut();
             for (s, v) in step.outputs.iter().zip(&outputs) {
                 let (lo, hi) = us(*s);

@@ -19,7 +19,7 @@
 
 use super::arena::AlignedBuf;
 use super::data;
-use super::kernels::cpu::{self as kernels, Operands, Scratch};
+use super::kernels::cpu::Scratch;
 use super::kernels::{Fill, Kernel};
 use super::replay::{Backend, Loc, Span, Step};
 use super::ExecError;
@@ -407,33 +407,13 @@ fn exec(
             .collect()
     };
     delay(rng);
-    let mut outputs: Vec<Vec<u8>> = step
-        .outputs
-        .iter()
-        .map(|s| vec![0u8; (s.1 - s.0) as usize])
-        .collect();
-    let mut ws: Option<Vec<u8>> = step.workspace.map(|s| {
-        let mut v = vec![0u8; (s.1 - s.0) as usize];
-        data::poison(&mut v);
-        v
-    });
-    let copied = inputs
-        .iter()
-        .chain(&outputs)
-        .map(|v| v.len() as u64)
-        .sum::<u64>()
-        + ws.as_ref().map_or(0, |v| v.len() as u64);
-    let in_refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
-    let mut out_refs: Vec<&mut [u8]> = outputs.iter_mut().map(|v| v.as_mut_slice()).collect();
-    kernels::exec(
+    let (outputs, copied) = super::cpu::run_on_copies(
         &step.kernel,
-        Operands {
-            name: &step.name,
-            inputs: &in_refs,
-            outputs: &mut out_refs,
-            fills: &step.fills,
-            workspace: ws.as_deref_mut(),
-        },
+        &step.name,
+        &step.fills,
+        &inputs,
+        &step.outputs,
+        step.workspace,
         scratch,
     )
     .map_err(|message| ExecError::Kernel {

@@ -108,3 +108,26 @@ pub struct TierStat {
     /// its peak step (0 when nothing is free).
     pub fragmentation_at_peak: f64,
 }
+
+/// A parallel plan's figures (plan stats `streams`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamStat {
+    /// Streams used.
+    pub streams: u32,
+    /// Modelled makespan of the parallel plan (µs, one queue per stream).
+    #[serde(serialize_with = "super::finite")]
+    pub makespan_us: f64,
+    /// Modelled makespan of the single-stream plan (µs: the sum of op times).
+    #[serde(serialize_with = "super::finite")]
+    pub serial_makespan_us: f64,
+    /// Peak of the single-stream plan (bytes).
+    pub serial_peak_bytes: u64,
+    /// The arena cap the parallel plan had to meet (bytes).
+    pub peak_cap_bytes: u64,
+    /// Events recorded.
+    pub events: usize,
+    /// Which candidate won: `serial-placement` (reuse events) or `conflict-placement`.
+    pub candidate: String,
+    /// Every candidate: (name, peak bytes, makespan µs).
+    pub candidates: Vec<(String, u64, f64)>,
+}
