@@ -14,7 +14,8 @@
 //!    bytes change hands between streams (the same peak; branches serialise only where they
 //!    reuse each other's bytes); (b) a placement of the conflict graph
 //!    ([`memplan_solver::placement::conflict`]: greedy placers, then the HiGHS disjunctive
-//!    model on the conflict pairs for relations of up to 1,500 pairs, 500 nodes), which needs no reuse
+//!    model on the conflict pairs for relations of up to 1,500 pairs, 500 nodes, and the
+//!    exact search for up to 64 buffers, 20,000 nodes), which needs no reuse
 //!    event (most overlap, more memory). The candidate with the least modelled makespan whose peak is within the
 //!    cap (a budget, or `stream_peak_ratio` × the single-stream peak) wins; (a) always fits.
 //! 4. **Emission.** Every free moves to just before the next reservation of its bytes, onto
@@ -830,6 +831,12 @@ fn conflicts(s: &Serial<'_>, streams: &[u32], k: u32) -> ConflictProblem {
     pr
 }
 
+/// Conflict relations of at most this many buffers also get the exact search.
+const EXACT_MAX_BUFFERS: usize = 64;
+
+/// The exact search's node cap (deterministic effort).
+const EXACT_NODES: u64 = 20_000;
+
 /// Spreads the single-stream `plan` of `graph` over streams (module doc). A plan with one
 /// stream and no pinned op comes back unchanged with no stats.
 pub fn parallelise(
@@ -928,12 +935,20 @@ pub fn parallelise(
             Ok(better) if better.peak < r.peak => better,
             _ => r,
         };
+        // Then the exact search on small relations (node-capped).
+        let r = if pr.sizes.len() <= EXACT_MAX_BUFFERS {
+            match conflict::exact(&pr, &r.placement, EXACT_NODES, &Limits::UNLIMITED) {
+                Ok((better, _, _)) if better.peak < r.peak => better,
+                _ => r,
+            }
+        } else {
+            r
+        };
         if r.method != "given" && r.peak <= cap {
             let (p, ev) = make(&r.placement.offsets);
-            let name = if r.method == "conflict-ilp" {
-                "conflict-ilp"
-            } else {
-                "conflict-placement"
+            let name = match r.method {
+                "conflict-ilp" | "conflict-exact" => r.method,
+                _ => "conflict-placement",
             };
             cands.push((name.into(), p, ev));
         }
