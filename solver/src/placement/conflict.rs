@@ -322,6 +322,17 @@ pub fn portfolio(
     }
 }
 
+/// The largest big-M (the warm peak in model units) [`place_ilp`] builds a model for.
+const MAX_ILP_UNITS: u64 = 1 << 20;
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 /// Limits of [`place_ilp`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConflictIlpOptions {
@@ -380,27 +391,36 @@ pub fn place_ilp(
     if n == 0 || pairs.len() > opts.max_pairs || warm_peak <= lower_bound || warm_peak >= 1 << 52 {
         return Ok(result(warm.clone(), warm_peak, lower_bound, "given"));
     }
-    let m = warm_peak as f64;
+    // Model unit: the gcd of every size and alignment (offsets are multiples of it), which
+    // keeps the coefficients small; a model whose big-M stays large is not built (HiGHS'
+    // presolve inside its sub-MIP heuristics can stall on such rows).
+    let unit = problem
+        .sizes
+        .iter()
+        .chain(&problem.alignments)
+        .fold(0u64, |g, &x| gcd(g, x.max(1)))
+        .max(1);
+    if warm_peak / unit > MAX_ILP_UNITS {
+        return Ok(result(warm.clone(), warm_peak, lower_bound, "given"));
+    }
+    let m = (warm_peak / unit) as f64;
+    let size = |i: usize| (problem.sizes[i] / unit) as f64;
+    let align = |i: usize| (problem.alignments[i].max(1).max(unit) / unit) as f64;
     let mut model = Model::new();
-    let p = model.add_column(1.0, (lower_bound as f64)..=m);
+    let p = model.add_column(1.0, ((lower_bound / unit) as f64).min(m)..=m);
     let mut start = vec![m];
     let ks: Vec<_> = (0..n)
         .map(|i| {
-            let a = problem.alignments[i].max(1);
+            let a = problem.alignments[i].max(1).max(unit);
             let hi = (warm_peak - problem.sizes[i].min(warm_peak)) / a;
             start.push((warm.offsets[i] / a) as f64);
             model.add_integer_column(0.0, 0.0..=hi as f64)
         })
         .collect();
     for (i, &k) in ks.iter().enumerate() {
-        let a = problem.alignments[i].max(1) as f64;
-        model.add_row(..=-(problem.sizes[i] as f64), [(k, a), (p, -1.0)]);
+        model.add_row(..=-size(i), [(k, align(i)), (p, -1.0)]);
     }
     for &(i, j) in &pairs {
-        let (ai, aj) = (
-            problem.alignments[i].max(1) as f64,
-            problem.alignments[j].max(1) as f64,
-        );
         let z = model.add_integer_column(0.0, 0.0..=1.0);
         // z = 1: i above j.
         start.push(if warm.offsets[i] >= warm.offsets[j] {
@@ -409,17 +429,26 @@ pub fn place_ilp(
             0.0
         });
         model.add_row(
-            ..=-(problem.sizes[i] as f64),
-            [(ks[i], ai), (ks[j], -aj), (z, -m)],
+            ..=-size(i),
+            [(ks[i], align(i)), (ks[j], -align(j)), (z, -m)],
         );
         model.add_row(
-            ..=m - problem.sizes[j] as f64,
-            [(ks[j], aj), (ks[i], -ai), (z, m)],
+            ..=m - size(j),
+            [(ks[j], align(j)), (ks[i], -align(i)), (z, m)],
         );
     }
     let options = MipOptions {
         time_limit: opts.time_limit,
         max_nodes: Some(opts.max_nodes),
+        // Root heuristics a node cap does not bound.
+        switched_off: vec![
+            "mip_heuristic_run_feasibility_jump",
+            "mip_detect_symmetry",
+            "mip_heuristic_run_rens",
+            "mip_heuristic_run_rins",
+            "mip_heuristic_run_root_reduced_cost",
+        ],
+        lenient: true,
         ..MipOptions::default()
     };
     let flag = limits.cancel.as_ref().map(|c| c.flag());
@@ -432,11 +461,14 @@ pub fn place_ilp(
     };
     let bound = sol
         .dual_bound
-        .map_or(0, |d| (d - 1e-6).ceil().max(0.0) as u64);
+        .map_or(0, |d| (d - 1e-6).ceil().max(0.0) as u64 * unit);
     if let Some(cols) = sol.columns {
         let placement = Placement {
             offsets: (0..n)
-                .map(|i| cols[ks[i].index()].round().max(0.0) as u64 * problem.alignments[i].max(1))
+                .map(|i| {
+                    cols[ks[i].index()].round().max(0.0) as u64
+                        * problem.alignments[i].max(1).max(unit)
+                })
                 .collect(),
         };
         if let Ok(peak) = problem.check(&placement) {
