@@ -288,6 +288,7 @@ impl<'de> Deserialize<'de> for BudgetSpec {
         enum Raw {
             Bytes(u64),
             Text(String),
+            Float(f64),
         }
         match Raw::deserialize(d).map_err(|_| {
             serde::de::Error::custom(
@@ -299,6 +300,11 @@ impl<'de> Deserialize<'de> for BudgetSpec {
             )),
             Raw::Bytes(b) => Ok(BudgetSpec::Bytes(b)),
             Raw::Text(t) => BudgetSpec::parse(&t).map_err(serde::de::Error::custom),
+            // Byte counts are integers (docs/FORMATS.md): `164.0` is refused as such.
+            Raw::Float(x) => Err(serde::de::Error::custom(format!(
+                "budget: invalid type: floating point `{x:?}`, expected u64 (a number of bytes \
+                 is an integer; or a string BYTES or PCT%)"
+            ))),
         }
     }
 }

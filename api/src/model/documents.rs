@@ -245,7 +245,7 @@ pub struct OpDoc {
     pub recompute: Option<bool>,
     /// Extension (parallel plans): the stream the op must run on (0 to 63); absent leaves
     /// it to the planner's `streams` option.
-    #[schema(nullable = false, maximum = 63)]
+    #[schema(maximum = 63)]
     pub stream: Option<u32>,
 }
 
@@ -302,16 +302,14 @@ pub enum InstructionDoc {
         workspace_offset: Option<u64>,
         /// Extension: the conv algorithm the op runs (after the `conv-algos` rewrite).
         algo: Option<String>,
-        /// Extension (parallel plans): the stream it runs on (absent: 0).
-        #[schema(nullable = false)]
+        /// Extension (parallel plans): the stream it runs on (absent or null: 0).
         stream: Option<u32>,
     },
     /// Release `tensor`.
     Free {
         /// Tensor.
         tensor: String,
-        /// Extension (parallel plans): the stream the release is ordered on (absent: 0).
-        #[schema(nullable = false)]
+        /// Extension (parallel plans): the stream the release is ordered on (absent or null: 0).
         stream: Option<u32>,
     },
     /// Copy `tensor` to the host pool at `host_offset` and release its range.
@@ -320,8 +318,7 @@ pub enum InstructionDoc {
         tensor: String,
         /// Host pool offset.
         host_offset: u64,
-        /// Extension (parallel plans): the copy's stream (absent: 0).
-        #[schema(nullable = false)]
+        /// Extension (parallel plans): the copy's stream (absent or null: 0).
         stream: Option<u32>,
     },
     /// Reserve `offset` for `tensor` and copy it back from the host pool.
@@ -332,8 +329,7 @@ pub enum InstructionDoc {
         offset: u64,
         /// Virtual memory id.
         mem_id: Option<u64>,
-        /// Extension (parallel plans): the copy's stream (absent: 0).
-        #[schema(nullable = false)]
+        /// Extension (parallel plans): the copy's stream (absent or null: 0).
         stream: Option<u32>,
     },
     /// Extension (parallel plans): `event` completes when everything issued on `stream` so
