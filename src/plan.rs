@@ -8,7 +8,7 @@
 
 mod stats;
 
-pub use stats::{BudgetStat, StreamStat, TierStat, TriedStat};
+pub use stats::{BudgetStat, StreamCandidate, StreamStat, TierStat, TriedStat};
 
 use crate::graph::{Graph, OrderMapping, TensorKind};
 use memplan_solver::order::{BufferOwner, OrderLifetimes};

@@ -36,7 +36,7 @@
 
 use crate::cost::DeviceProfile;
 use crate::graph::{Graph, TensorKind};
-use crate::plan::{Instruction, Plan, StreamStat};
+use crate::plan::{Instruction, Plan, StreamCandidate, StreamStat};
 use memplan_solver::placement::conflict::{self, ConflictProblem};
 use memplan_solver::{Limits, Placement};
 use std::collections::HashMap;
@@ -712,6 +712,18 @@ fn emit(s: &Serial<'_>, streams: &[u32], offsets: &[u64], k: u32) -> (Vec<Instru
     (out, (next_event - 1) as usize)
 }
 
+/// The stats' form of the candidates weighed.
+fn candidates(scored: &[(String, u64, f64)]) -> Vec<StreamCandidate> {
+    scored
+        .iter()
+        .map(|(name, peak, makespan)| StreamCandidate {
+            name: name.clone(),
+            peak_bytes: *peak,
+            makespan_us: *makespan,
+        })
+        .collect()
+}
+
 /// Removes the bytes `[lo, hi)` from the released ranges (records partly inside are split).
 fn cut(releases: &mut Vec<((u64, u64), usize)>, lo: u64, hi: u64) {
     let mut kept = Vec::with_capacity(releases.len());
@@ -985,7 +997,7 @@ pub fn parallelise(
             peak_cap_bytes: cap,
             events: 0,
             candidate: "single-stream".into(),
-            candidates: scored,
+            candidates: candidates(&scored),
         }));
         let stat = out.stats.streams.clone().map(|b| *b);
         return Ok((out, stat));
@@ -999,7 +1011,7 @@ pub fn parallelise(
         peak_cap_bytes: cap,
         events,
         candidate: name,
-        candidates: scored,
+        candidates: candidates(&scored),
     };
     // The single-stream bounds still hold: the listed order is one order of the graph.
     let (peak, lb) = (out.stats.peak_bytes, out.stats.lower_bound_bytes);

@@ -128,6 +128,18 @@ pub struct StreamStat {
     pub events: usize,
     /// Which candidate won: `serial-placement` (reuse events) or `conflict-placement`.
     pub candidate: String,
-    /// Every candidate: (name, peak bytes, makespan µs).
-    pub candidates: Vec<(String, u64, f64)>,
+    /// Every candidate weighed.
+    pub candidates: Vec<StreamCandidate>,
+}
+
+/// One candidate a parallel plan was chosen from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamCandidate {
+    /// Its name (`serial-placement`, `repaired-by-time`, `conflict-placement`, ...).
+    pub name: String,
+    /// Its peak (bytes).
+    pub peak_bytes: u64,
+    /// Its modelled makespan (µs).
+    #[serde(serialize_with = "crate::plan::finite")]
+    pub makespan_us: f64,
 }

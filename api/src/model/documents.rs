@@ -355,7 +355,8 @@ pub enum InstructionDoc {
 #[schema(examples(json!({"streams": 2, "makespan_us": 159.0, "serial_makespan_us": 214.5,
     "serial_peak_bytes": 11064065, "peak_cap_bytes": 11064065, "events": 67,
     "candidate": "repaired-by-time",
-    "candidates": [["serial-placement", 11064065, 212.8], ["repaired-by-time", 11064065, 159.0]]})))]
+    "candidates": [{"name": "serial-placement", "peak_bytes": 11064065, "makespan_us": 212.8},
+                   {"name": "repaired-by-time", "peak_bytes": 11064065, "makespan_us": 159.0}]})))]
 pub struct StreamStatDoc {
     /// Streams used.
     pub streams: u32,
@@ -371,9 +372,20 @@ pub struct StreamStatDoc {
     pub events: u64,
     /// The candidate kept (`single-stream`, `serial-placement`, `repaired-by-time`, ...).
     pub candidate: String,
-    /// Every candidate as `[name, peak bytes, makespan µs]`.
-    #[schema(value_type = Vec<Vec<serde_json::Value>>)]
-    pub candidates: Vec<(String, u64, f64)>,
+    /// Every candidate weighed.
+    pub candidates: Vec<StreamCandidateDoc>,
+}
+
+/// One candidate a parallel plan was chosen from.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({"name": "repaired-by-time", "peak_bytes": 11064065, "makespan_us": 159.0})))]
+pub struct StreamCandidateDoc {
+    /// Its name.
+    pub name: String,
+    /// Its peak (bytes).
+    pub peak_bytes: u64,
+    /// Its modelled makespan (µs).
+    pub makespan_us: f64,
 }
 
 /// A weight's place in the weights region.

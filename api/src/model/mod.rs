@@ -26,8 +26,8 @@ pub use check::{CheckRequest, CheckResponse, ViolationView};
 pub use documents::{
     example_graph, example_plan, BudgetStatDoc, ExactStatDoc, FusedMemberDoc, GraphDoc, IlpStatDoc,
     InstructionDoc, InternalTensorDoc, MemberStatDoc, OpDoc, OrderIlpStatDoc, PlanDoc,
-    PlanStatsDoc, StreamStatDoc, TensorDoc, TensorKindDoc, TierStatDoc, TriedStatDoc,
-    WeightSlotDoc,
+    PlanStatsDoc, StreamCandidateDoc, StreamStatDoc, TensorDoc, TensorKindDoc, TierStatDoc,
+    TriedStatDoc, WeightSlotDoc,
 };
 pub use health::Health;
 pub use instantiate::{InstantiateRequest, InstantiateResponse};
