@@ -512,17 +512,6 @@ pub(crate) fn run_model_with(pb: Model, start: Vec<f64>, limits: &Limits, presol
     }
 }
 
-/// Node-capped runs skip the root phases that the node cap does not bound and that take
-/// seconds on the bigger models (feasibility jump, symmetry detection, the sub-MIP heuristics
-/// RENS, RINS and root reduced cost); the sweep's warm start stands in for them.
-const NODE_CAPPED_OFF: [&str; 5] = [
-    "mip_heuristic_run_feasibility_jump",
-    "mip_detect_symmetry",
-    "mip_heuristic_run_rens",
-    "mip_heuristic_run_rins",
-    "mip_heuristic_run_root_reduced_cost",
-];
-
 /// Solves `pb` with its options (module doc) through the solver's HiGHS layer; an option or
 /// warm start HiGHS refuses is skipped (the sweep is the fallback anyway).
 fn solve_model(
@@ -543,7 +532,7 @@ fn solve_model(
         time_limit: time.map(|t| t.as_secs_f64().max(0.01)),
         max_nodes: nodes,
         switched_off: if nodes.is_some() {
-            NODE_CAPPED_OFF.to_vec()
+            memplan_solver::mip::NODE_CAPPED_OFF.to_vec()
         } else {
             Vec::new()
         },

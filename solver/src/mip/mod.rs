@@ -22,7 +22,7 @@ pub mod solution;
 pub mod watch;
 
 pub use model::{Col, Model};
-pub use options::MipOptions;
+pub use options::{MipOptions, NODE_CAPPED_OFF};
 pub use solution::{solve, MipSolution, MipStatus};
 pub use watch::Watch;
 

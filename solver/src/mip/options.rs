@@ -28,6 +28,17 @@ pub struct MipOptions {
     pub lenient: bool,
 }
 
+/// HiGHS root heuristics a node cap does not bound (switched off by the node-capped programs
+/// so that their effort stays in work units: the budget program and the conflict placement
+/// model).
+pub const NODE_CAPPED_OFF: [&str; 5] = [
+    "mip_heuristic_run_feasibility_jump",
+    "mip_detect_symmetry",
+    "mip_heuristic_run_rens",
+    "mip_heuristic_run_rins",
+    "mip_heuristic_run_root_reduced_cost",
+];
+
 impl Default for MipOptions {
     fn default() -> Self {
         MipOptions {

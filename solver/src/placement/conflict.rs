@@ -441,13 +441,7 @@ pub fn place_ilp(
         time_limit: opts.time_limit,
         max_nodes: Some(opts.max_nodes),
         // Root heuristics a node cap does not bound.
-        switched_off: vec![
-            "mip_heuristic_run_feasibility_jump",
-            "mip_detect_symmetry",
-            "mip_heuristic_run_rens",
-            "mip_heuristic_run_rins",
-            "mip_heuristic_run_root_reduced_cost",
-        ],
+        switched_off: mip::NODE_CAPPED_OFF.to_vec(),
         lenient: true,
         ..MipOptions::default()
     };
