@@ -37,7 +37,7 @@ pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
 /// The configurations, by name: the exact search with all switches (`default`, the restart
 /// portfolio), with one switch off each, each strategy of the rotation alone, the minimiser
 /// and the HiGHS placement program.
-pub const CONFIGS: [&str; 13] = [
+pub const CONFIGS: [&str; 15] = [
     "default",
     "no-sections",
     "no-dominance",
@@ -45,6 +45,8 @@ pub const CONFIGS: [&str; 13] = [
     "no-restarts",
     "no-decomposition",
     "no-memo",
+    "no-reversal",
+    "one-thread",
     "strategy-0",
     "strategy-1",
     "strategy-2",
@@ -109,6 +111,8 @@ fn exact_options(config: &str, limits: Limits) -> Result<ExactOptions> {
         "no-restarts" => o.restarts = false,
         "no-decomposition" => o.decomposition = false,
         "no-memo" => o.memo = false,
+        "no-reversal" => o.time_reversal = false,
+        "one-thread" => o.threads = 1,
         s if s.starts_with("strategy-") => {
             let k: usize = s["strategy-".len()..]
                 .parse()

@@ -116,6 +116,47 @@ fn place_writes_offsets_and_exits_1_when_over_capacity() {
     );
     let r = memplan(&["place", csv.to_str().unwrap(), "--capacity", "149"]);
     assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("does not fit") && err.contains("(proven)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn place_says_a_search_that_ran_out_of_time_proved_nothing() {
+    use memplan_solver::generate::{generate, HardSpec, Variant};
+    // 1000 buffers cut from a full rectangle, asked at LOAD: a placement exists, but not one
+    // that 50 ms of search finds.
+    let inst = generate(&HardSpec::challenging(5, 1000, Variant::Fits));
+    let ids: Vec<String> = (0..inst.problem.buffers.len())
+        .map(|i| i.to_string())
+        .collect();
+    let csv = tmp("hard-1000.csv");
+    std::fs::write(
+        &csv,
+        memplan_solver::csv::write_buffers(&ids, &inst.problem),
+    )
+    .unwrap();
+    let cap = inst.capacity.to_string();
+    let r = memplan(&[
+        "place",
+        csv.to_str().unwrap(),
+        "--capacity",
+        &cap,
+        "--time-limit",
+        "0.05",
+        "-o",
+        tmp("hard-1000.placed.csv").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not proven impossible")
+            && err.contains("time limit")
+            && !err.contains("does not fit"),
+        "{err}"
+    );
 }
 
 #[test]

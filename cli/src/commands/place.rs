@@ -56,15 +56,19 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
         started.elapsed().as_secs_f64() * 1e3
     );
     if !result.fits {
-        eprintln!(
-            "does not fit: peak {peak} B exceeds the capacity {} B{}",
-            a.capacity.unwrap_or(0),
-            if result.stats.status == memplan_solver::SolveStatus::Infeasible {
-                " (proven: no placement fits)"
-            } else {
-                ""
-            }
-        );
+        let capacity = a.capacity.unwrap_or(0);
+        if result.stats.status == memplan_solver::SolveStatus::Infeasible {
+            eprintln!("does not fit: no placement fits the capacity {capacity} B (proven)");
+        } else {
+            eprintln!(
+                "no placement found under the capacity {capacity} B (best peak {peak} B); not \
+                 proven impossible: the search stopped at its {} (raise --time-limit)",
+                match result.stats.status {
+                    memplan_solver::SolveStatus::NodeLimit => "node limit",
+                    _ => "time limit",
+                }
+            );
+        }
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

@@ -20,8 +20,9 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// At most this many states are remembered (about 100 MB with the table's overhead).
-pub(crate) const MEMO_STATES: usize = 1 << 22;
+/// At most this many states are remembered per memo (about 50 MB with the table's overhead;
+/// a fit search keeps one memo per orientation, see [`super::fit`]).
+pub(crate) const MEMO_STATES: usize = 1 << 21;
 
 /// The 64-bit finaliser of SplitMix64 (Steele, Lea, Flood 2014): a bijective mixer.
 pub(crate) fn mix(mut x: u64) -> u64 {

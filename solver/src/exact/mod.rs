@@ -13,10 +13,13 @@
 //! a canonical order, with an explicit stack (no recursion; instances reach 28k buffers). Its
 //! techniques are switches of [`ExactOptions`], all on by default: section inference
 //! ([`sections`]), dominance ([`search`]), dynamic ordering with restarts ([`ordering`]),
-//! temporal decomposition ([`decompose`]) and a failed-state memo. [`minimise`] also builds
+//! time reversal (half of the restart rotation searches the time-reversed instance; a second
+//! thread runs those members), temporal decomposition ([`decompose`]) and a failed-state
+//! memo (one per orientation). [`minimise`] also builds
 //! upper bounds by canonical dives (the search's first path, `O(n log n)`) and, above a few
 //! thousand buffers, repairs windows of a placement with the rest fixed. Results are
-//! deterministic under a node budget; a time budget stops wherever the clock says.
+//! deterministic under a node budget, on one thread or two; a time budget stops wherever the
+//! clock says.
 //!
 //! ```
 //! use memplan_solver::exact::{self, ExactOptions, ExactStatus};
@@ -48,6 +51,7 @@ use memo::Memo;
 use ordering::{ranks, Pivot, STRATEGIES};
 use search::{Config, RunEnd, Search};
 use sections::Instance;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Options of the exact search: the budget and one switch per technique (all on by default).
@@ -81,6 +85,13 @@ pub struct ExactOptions {
     /// measures each strategy's own success rate. `None` (the default): as `restarts` says.
     /// Ignored without dynamic ordering.
     pub only_strategy: Option<usize>,
+    /// Time reversal: the strategies marked so in the rotation ([`ordering`]) search the
+    /// time-reversed instance (with fixed buffers they search the instance itself).
+    pub time_reversal: bool,
+    /// Threads for the restart rotation: 1, or 2 to run the time-reversed members on a second
+    /// thread. The answer and the node count do not depend on it, only the wall time; the default
+    /// is 2 where the machine has two cores, else 1.
+    pub threads: usize,
 }
 
 /// Number of strategies in the restart rotation (valid [`ExactOptions::only_strategy`]
@@ -100,8 +111,15 @@ impl Default for ExactOptions {
             decomposition: true,
             memo: true,
             only_strategy: None,
+            time_reversal: true,
+            threads: default_threads(),
         }
     }
+}
+
+/// Two threads where the machine offers two cores, else one.
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
 }
 
 impl ExactOptions {
@@ -247,8 +265,34 @@ pub(crate) fn solve_with_clock(
     }
 }
 
-/// Runs the search on `inst` under `capacity` with the strategies of `opts` (restarts and
-/// the memo shared by them), at most `opts.budget.nodes` more nodes and until `clock` runs out.
+/// One member of the restart rotation, ready to run.
+struct Member {
+    pivot: Pivot,
+    rank: Vec<u32>,
+    /// 0: the instance; 1: its time reversal. Each side has its own memo and, with two
+    /// threads, its own thread.
+    side: usize,
+}
+
+/// How one run of the schedule ended.
+struct RunReport {
+    index: u64,
+    end: RunEnd,
+    nodes: u64,
+}
+
+/// Runs the search on `inst` under `capacity` with the strategies of `opts`, at most
+/// `opts.limits.nodes` more nodes and until `clock` runs out; adds the nodes to `*nodes`.
+///
+/// With restarts, runs follow a fixed *schedule*: run `r` is member `r mod k` of the rotation
+/// with a node limit of `max(n, 64) · 2^(r div k)`, cut so that the limits of the runs so far
+/// never exceed the node budget. Members of the time-reversed side share one memo, the others
+/// another, so a run's course depends only on the runs of its side before it. The answer is
+/// that of the first run in schedule order that ends with a placement or a proof, whether the
+/// schedule runs on one thread or on [`ExactOptions::threads`] = 2 (one per side, in schedule
+/// order): the threads change the wall time, never the answer or the node count (the limits of
+/// the runs before the answering one plus its own nodes). Only a time limit can end runs at
+/// machine-dependent points, as it does on one thread.
 pub(crate) fn fit(
     inst: &Instance,
     capacity: u64,
@@ -256,41 +300,150 @@ pub(crate) fn fit(
     clock: &LimitsClock,
     nodes: &mut u64,
 ) -> RunEnd {
-    let limit = opts
-        .limits
-        .nodes
-        .map_or(u64::MAX, |l| nodes.saturating_add(l));
+    let budget = opts.limits.nodes.unwrap_or(u64::MAX);
     let cfg = opts.config();
-    let strategies: Vec<(Pivot, Vec<u32>)> = if !opts.dynamic_ordering {
-        vec![(Pivot::Fewest, ranks(inst, &[]))]
+    let chosen: Vec<ordering::Strategy> = if !opts.dynamic_ordering {
+        Vec::new()
     } else if let Some(k) = opts.only_strategy {
-        let s = STRATEGIES[k % STRATEGIES.len()];
-        vec![(s.pivot, ranks(inst, &s.keys))]
+        vec![STRATEGIES[k % STRATEGIES.len()]]
     } else {
         let count = if opts.restarts { STRATEGIES.len() } else { 1 };
-        STRATEGIES[..count]
+        STRATEGIES[..count].to_vec()
+    };
+    let reversed = (opts.time_reversal && !inst.has_fixed && chosen.iter().any(|s| s.reversed))
+        .then(|| inst.reversed());
+    let sides: [&Instance; 2] = [inst, reversed.as_ref().unwrap_or(inst)];
+    let members: Vec<Member> = if chosen.is_empty() {
+        vec![Member {
+            pivot: Pivot::Fewest,
+            rank: ranks(inst, &[]),
+            side: 0,
+        }]
+    } else {
+        chosen
             .iter()
-            .map(|s| (s.pivot, ranks(inst, &s.keys)))
+            .map(|s| {
+                let side = usize::from(opts.time_reversal && s.reversed);
+                Member {
+                    pivot: s.pivot,
+                    rank: ranks(sides[side], &s.keys),
+                    side,
+                }
+            })
             .collect()
     };
-    let mut memo = Memo::default();
-    if let [strategy] = strategies.as_slice() {
-        return Search::new(inst, capacity, cfg, strategy.clone(), &mut memo)
-            .run(limit, clock, nodes);
+    if let [m] = members.as_slice() {
+        let mut memo = Memo::default();
+        let mut used = 0;
+        let end = Search::new(
+            sides[m.side],
+            capacity,
+            cfg,
+            (m.pivot, m.rank.clone()),
+            &mut memo,
+        )
+        .run(budget, clock, &mut used);
+        *nodes = nodes.saturating_add(used);
+        return end;
     }
-    // Round robin with a node limit per run doubling every round; the memo carries the failed
-    // states over from run to run.
-    let mut per_run = (inst.len() as u64).max(64);
-    loop {
-        for strategy in &strategies {
-            let run_limit = nodes.saturating_add(per_run).min(limit);
-            let end = Search::new(inst, capacity, cfg, strategy.clone(), &mut memo)
-                .run(run_limit, clock, nodes);
-            match end {
-                RunEnd::NodeLimit if *nodes < limit => continue,
-                other => return other,
+    let k = members.len() as u64;
+    let base = (inst.len() as u64).max(64);
+    // Node limit of run `r` given the limits of the runs before it.
+    let limit_of = |r: u64, before: u64| -> u64 {
+        let per_run = base.saturating_mul(1u64 << (r / k).min(62));
+        per_run.min(budget.saturating_sub(before))
+    };
+    let answer = AtomicU64::new(u64::MAX);
+    // Runs `from..to` of the schedule (those of `side` only, when given), with one memo per
+    // side: a state's fingerprint means something only on its own side. Returns the reports
+    // and whether the schedule stopped before `to` (an answer, the budget or the clock).
+    let worker = |side: Option<usize>, from: u64, to: u64, memos: &mut [Memo; 2]| {
+        let mut reports = Vec::new();
+        let mut before = 0u64;
+        for r in 0..to {
+            let run_limit = limit_of(r, before);
+            before = before.saturating_add(run_limit);
+            if r < from {
+                continue;
+            }
+            if run_limit == 0 || answer.load(Ordering::Relaxed) < r {
+                return (reports, true);
+            }
+            let m = &members[(r % k) as usize];
+            if side.is_some_and(|s| s != m.side) {
+                continue;
+            }
+            if clock.exhausted().is_some() {
+                reports.push(RunReport {
+                    index: r,
+                    end: RunEnd::TimeLimit,
+                    nodes: 0,
+                });
+                return (reports, true);
+            }
+            let mut used = 0;
+            let end = Search::new(
+                sides[m.side],
+                capacity,
+                cfg,
+                (m.pivot, m.rank.clone()),
+                &mut memos[m.side],
+            )
+            .stop_when(&answer, r)
+            .run(run_limit, clock, &mut used);
+            let last = !matches!(end, RunEnd::NodeLimit);
+            if matches!(end, RunEnd::Found(_) | RunEnd::Infeasible) {
+                answer.fetch_min(r, Ordering::Relaxed);
+            }
+            reports.push(RunReport {
+                index: r,
+                end,
+                nodes: used,
+            });
+            if last {
+                return (reports, true);
             }
         }
-        per_run = per_run.saturating_mul(2);
+        (reports, false)
+    };
+    // The first round on this thread (most searches end there), the rest on two threads when
+    // both sides have members.
+    let mut memos = [Memo::default(), Memo::default()];
+    let (mut reports, stopped) = worker(None, 0, k, &mut memos);
+    let two_sided = members.iter().any(|m| m.side == 1) && members.iter().any(|m| m.side == 0);
+    if !stopped && opts.threads >= 2 && two_sided {
+        let [m0, m1] = memos;
+        let (mut memos0, mut memos1) = ([m0, Memo::default()], [Memo::default(), m1]);
+        let (mine, theirs) = std::thread::scope(|scope| {
+            let other = scope.spawn(|| worker(Some(1), k, u64::MAX, &mut memos1).0);
+            let mine = worker(Some(0), k, u64::MAX, &mut memos0).0;
+            // A panic in the other thread is a bug; its runs are then simply missing, which
+            // can only turn an answer into a timeout, never into a wrong answer.
+            (mine, other.join().unwrap_or_default())
+        });
+        reports.extend(mine);
+        reports.extend(theirs);
+    } else if !stopped {
+        reports.extend(worker(None, k, u64::MAX, &mut memos).0);
     }
+    reports.sort_by_key(|rep| rep.index);
+    let settled = answer.load(Ordering::Relaxed);
+    let mut spent = 0u64;
+    let mut end = RunEnd::NodeLimit;
+    for rep in reports {
+        if rep.index > settled {
+            break;
+        }
+        if rep.index == settled {
+            spent = spent.saturating_add(rep.nodes);
+            end = rep.end;
+            break;
+        }
+        spent = spent.saturating_add(rep.nodes);
+        if matches!(rep.end, RunEnd::TimeLimit) && settled == u64::MAX {
+            end = RunEnd::TimeLimit;
+        }
+    }
+    *nodes = nodes.saturating_add(spent);
+    end
 }

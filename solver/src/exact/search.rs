@@ -47,6 +47,7 @@ use super::ordering::Pivot;
 use super::sections::{Instance, NONE32};
 use crate::limits::LimitsClock;
 use crate::problem::align_up;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Which techniques are on (see [`super::ExactOptions`]).
 #[derive(Debug, Clone, Copy)]
@@ -178,6 +179,9 @@ pub(crate) struct Search<'a> {
     touched: Vec<u32>,
     /// Fingerprints of failed states (shared by the runs of one capacity).
     memo: &'a mut Memo,
+    /// Another thread's answer: the run stops (as at its node limit) once the index stored
+    /// here is below this run's index.
+    stop: Option<(&'a AtomicU64, u64)>,
 }
 
 impl<'a> Search<'a> {
@@ -213,7 +217,15 @@ impl<'a> Search<'a> {
             count: vec![0; inst.n_sec],
             touched: Vec::new(),
             memo,
+            stop: None,
         }
+    }
+
+    /// Makes the run give up (ending as at its node limit) once `answer` holds an index below
+    /// `index`: an earlier run of the schedule has settled the question.
+    pub(crate) fn stop_when(mut self, answer: &'a AtomicU64, index: u64) -> Self {
+        self.stop = Some((answer, index));
+        self
     }
 
     fn unplaced(&self, b: u32) -> bool {
@@ -281,8 +293,15 @@ impl<'a> Search<'a> {
                         return RunEnd::NodeLimit;
                     }
                     *nodes = nodes.saturating_add(1);
-                    if *nodes % CLOCK_EVERY == 0 && clock.exhausted().is_some() {
-                        return RunEnd::TimeLimit;
+                    if *nodes % CLOCK_EVERY == 0 {
+                        if clock.exhausted().is_some() {
+                            return RunEnd::TimeLimit;
+                        }
+                        if let Some((answer, index)) = self.stop {
+                            if answer.load(Ordering::Relaxed) < index {
+                                return RunEnd::NodeLimit;
+                            }
+                        }
                     }
                     sig = match self.choose(g) {
                         Choice::Done => Sig::Success,

@@ -144,6 +144,24 @@ pub(crate) struct Instance {
 pub(crate) const NONE32: u32 = u32::MAX;
 
 impl Instance {
+    /// The instance with time reversed (lifetime `[s, e)` becomes `[T - e, T - s)` for the
+    /// latest end `T`): the same buffers by local index, so a placement of one is a placement
+    /// of the other. Only for instances without fixed buffers.
+    pub(crate) fn reversed(&self) -> Self {
+        let t = self.bufs.iter().map(|b| b.lifetime.end).max().unwrap_or(0);
+        let bufs: Vec<Buffer> = self
+            .bufs
+            .iter()
+            .map(|b| Buffer {
+                lifetime: crate::problem::Lifetime::new(t - b.lifetime.end, t - b.lifetime.start),
+                ..*b
+            })
+            .collect();
+        let mut r = Self::new(&PlacementProblem::new(bufs), &[], u64::MAX);
+        r.global = self.global.clone();
+        r
+    }
+
     /// Builds the instance of the buffers of `problem` whose `fixed` entry is `None` (all when
     /// `fixed` is empty); `fixed` ones are obstacles (those starting at or above `cap` are
     /// dropped: nothing under the capacity meets them).

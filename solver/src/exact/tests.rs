@@ -121,6 +121,8 @@ fn all_switches() -> impl Iterator<Item = ExactOptions> {
         decomposition: m & 16 == 0,
         memo: m & 32 == 0,
         only_strategy: None,
+        time_reversal: m & 8 == 0,
+        threads: 1 + (m as usize & 1),
     })
 }
 
@@ -593,4 +595,63 @@ fn generated_hard_instances_get_answers_consistent_with_their_construction() {
         solved >= 12,
         "only {solved} of 18 small fitting instances solved"
     );
+}
+
+/// The restart schedule's answer is that of its first settling run, whatever the number of
+/// threads: same status, same placement, same node count, on instances that need restarts.
+#[test]
+fn two_threads_change_neither_the_answer_nor_the_node_count() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let with = |threads: usize| ExactOptions {
+        threads,
+        ..ExactOptions::with_limits(Limits {
+            time: None,
+            nodes: Some(30_000),
+            ..Limits::UNLIMITED
+        })
+    };
+    let mut restarted = 0;
+    for seed in 0..12u64 {
+        let inst = generate(&HardSpec::challenging(seed, 60, Variant::Fits));
+        let one = solve(&inst.problem, inst.capacity, &[], &with(1));
+        let two = solve(&inst.problem, inst.capacity, &[], &with(2));
+        assert_eq!(
+            (one.status, &one.placement, one.nodes),
+            (two.status, &two.placement, two.nodes),
+            "{}",
+            inst.name
+        );
+        // More nodes than the first run's limit: the answer came from a later run.
+        if one.nodes > 64 {
+            restarted += 1;
+        }
+    }
+    assert!(restarted > 0, "no instance needed a second run");
+}
+
+/// Members that search the time-reversed instance return placements of the instance itself.
+#[test]
+fn a_time_reversed_strategy_places_the_instance_itself() {
+    use crate::generate::{generate, HardSpec, Variant};
+    for seed in 0..6u64 {
+        let inst = generate(&HardSpec::challenging(seed, 40, Variant::Fits));
+        let o = ExactOptions {
+            only_strategy: Some(1),
+            ..ExactOptions::with_limits(Limits {
+                time: None,
+                nodes: Some(50_000),
+                ..Limits::UNLIMITED
+            })
+        };
+        assert!(super::STRATEGIES[1].reversed);
+        let out = solve(&inst.problem, inst.capacity, &[], &o);
+        assert_ne!(out.status, ExactStatus::Infeasible, "{}", inst.name);
+        if let Some(p) = out.placement {
+            assert!(
+                inst.problem.check(&p).unwrap() <= inst.capacity,
+                "{}",
+                inst.name
+            );
+        }
+    }
 }

@@ -31,8 +31,9 @@ pub const NEGLIGIBLE_GAP: f64 = 1e-4;
 /// Node budget of the exact search when the caller gives no limit at all.
 pub const DEFAULT_EXACT_NODES: u64 = 200_000;
 
-/// Share of a time limit the exact search may use before the HiGHS model's turn (when the
-/// exact search stops early, the model gets the whole rest).
+/// Share of a time limit the exact search may use, when minimising, before the HiGHS model's
+/// turn (when the exact search stops early, the model gets the whole rest). A fit (with a
+/// capacity) has no model turn: the search gets the whole limit.
 pub const EXACT_SHARE: f64 = 0.8;
 
 /// Models the HiGHS refinement solves when the caller gives no limit at all.
@@ -184,9 +185,15 @@ pub fn refine_with(
     };
     let mut ilp_report = None;
     if !done {
+        // A fit (capacity given) has no model turn after the search: it gets all the time.
+        let share = if problem.capacity.is_some() {
+            1.0
+        } else {
+            EXACT_SHARE
+        };
         let eopts = ExactOptions {
             limits: Limits {
-                time: limits.time.map(|t| t.mul_f64(EXACT_SHARE)),
+                time: limits.time.map(|t| t.mul_f64(share)),
                 nodes: match (work, limits.time, limits.nodes) {
                     (Some(w), _, _) => Some(w.exact_nodes),
                     (None, None, None) => Some(DEFAULT_EXACT_NODES),
@@ -234,7 +241,7 @@ pub fn refine_with(
             ExactStatus::Timeout
                 if limits
                     .time
-                    .is_some_and(|t| started.elapsed() >= t.mul_f64(EXACT_SHARE)) =>
+                    .is_some_and(|t| started.elapsed() >= t.mul_f64(share)) =>
             {
                 SolveStatus::TimeLimit
             }
