@@ -1,5 +1,5 @@
 //! **exact-suite** (`--only exact-suite [--count N] [--first-seed S] [--configs A,B,…]
-//! [--write DIR]`; not part of the default run): the exact placement search on generated hard
+//! [--keep F] [--aligned F] [--write DIR]`; not part of the default run): the exact placement search on generated hard
 //! instances with known answers ([`memplan_solver::generate`]) and on the six challenging
 //! MiniMalloc instances of `SHARED_DIR/bench/minimalloc`.
 //!
@@ -13,6 +13,11 @@
 //! optimal (bound = peak); its rows also give the mean gap. `highs` runs the placement integer
 //! program warm-started from the portfolio and counts it solved when its peak is at most the
 //! capacity. Unsolved instances are listed by name at the end.
+//!
+//! `--keep F` and `--aligned F` change the shape of every generated instance: the fraction of
+//! the cut pieces kept (1: a full rectangle, no holes; default: 0.85–1 per instance) and the
+//! share of buffers aligned above the grid (0: none; default 0.1). They are how one measures
+//! what makes instances hard; the names then end in `-keepF` / `-alignedF`.
 //!
 //! `--write DIR` writes the generated instances as `DIR/NAME.CAPACITY.csv` (the buffer CSV of
 //! docs/FORMATS.md §3, alignment column where needed, no offsets) and `DIR/index.csv` (name,
@@ -79,6 +84,10 @@ pub struct SuiteArgs {
     pub configs: Vec<String>,
     /// Write the instances here instead of running.
     pub write: Option<PathBuf>,
+    /// Fraction of the cut pieces kept, in `(0, 1]` (`None`: each instance's own, 0.85–1).
+    pub keep: Option<f64>,
+    /// Share of buffers aligned above the grid, in `[0, 1]` (`None`: 0.1).
+    pub aligned: Option<f64>,
 }
 
 /// One instance of the table.
@@ -239,11 +248,36 @@ fn run_case(config: &str, case: &Case, tl: Duration) -> Result<Run> {
     }
 }
 
-fn generated(args: &SuiteArgs) -> Vec<HardInstance> {
-    generate::suite(args.count, args.first_seed)
-        .iter()
-        .map(generate::generate)
-        .collect()
+/// The generated instances of `args`, with its shape overrides (checked: an override out of
+/// range is an error naming the flag).
+fn generated(args: &SuiteArgs) -> Result<Vec<HardInstance>> {
+    if let Some(k) = args.keep {
+        if !(k > 0.0 && k <= 1.0) {
+            bail!("--keep {k}: the fraction of pieces kept must lie in (0, 1]");
+        }
+    }
+    if let Some(a) = args.aligned {
+        if !(0.0..=1.0).contains(&a) {
+            bail!("--aligned {a}: the share of aligned buffers must lie in [0, 1]");
+        }
+    }
+    let mut suffix = String::new();
+    if let Some(k) = args.keep {
+        let _ = write!(suffix, "-keep{k}");
+    }
+    if let Some(a) = args.aligned {
+        let _ = write!(suffix, "-aligned{a}");
+    }
+    Ok(generate::suite(args.count, args.first_seed)
+        .into_iter()
+        .map(|mut spec| {
+            spec.keep = args.keep.unwrap_or(spec.keep);
+            spec.aligned = args.aligned.unwrap_or(spec.aligned);
+            let mut inst = generate::generate(&spec);
+            inst.name.push_str(&suffix);
+            inst
+        })
+        .collect())
 }
 
 fn write_instances(dir: &Path, instances: &[HardInstance]) -> Result<()> {
@@ -334,19 +368,21 @@ pub fn run(shared: &Path, args: &SuiteArgs) -> Result<()> {
             bail!("unknown configuration `{c}`; known: {}", CONFIGS.join(", "));
         }
     }
-    let instances = generated(args);
+    let instances = generated(args)?;
     if let Some(dir) = &args.write {
         return write_instances(dir, &instances);
     }
     let mut cases = shared_cases(shared)?;
-    for inst in instances {
+    // Classes by the size asked (with `--keep 1` a last pinwheel cut may add a few buffers).
+    let specs = generate::suite(args.count, args.first_seed);
+    for (spec, inst) in specs.iter().zip(instances) {
         let variant = match inst.known {
             Known::Fits => Variant::Fits.as_str(),
             Known::Infeasible => Variant::BelowLoad.as_str(),
             Known::Unknown => Variant::Grown(0).as_str(),
         };
         cases.push(Case {
-            class: format!("{} buffers", inst.problem.buffers.len()),
+            class: format!("{} buffers", spec.buffers),
             name: inst.name,
             variant,
             capacity: inst.capacity,
@@ -447,8 +483,10 @@ mod tests {
             time_limit: Duration::from_secs(1),
             configs: vec![],
             write: Some(dir.clone()),
+            keep: None,
+            aligned: None,
         };
-        let instances = generated(&args);
+        let instances = generated(&args).unwrap();
         write_instances(&dir, &instances).unwrap();
         for inst in &instances {
             let path = dir.join(format!("{}.{}.csv", inst.name, inst.capacity));
@@ -464,6 +502,67 @@ mod tests {
         let index = std::fs::read_to_string(dir.join("index.csv")).unwrap();
         assert_eq!(index.lines().count(), 11);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn shape_overrides_give_full_unaligned_rectangles_under_their_own_names() {
+        let args = SuiteArgs {
+            count: 10,
+            first_seed: 1,
+            time_limit: Duration::from_secs(1),
+            configs: vec![],
+            write: None,
+            keep: Some(1.0),
+            aligned: Some(0.0),
+        };
+        let plain = generated(&SuiteArgs {
+            keep: None,
+            aligned: None,
+            ..args.clone()
+        })
+        .unwrap();
+        let shaped = generated(&args).unwrap();
+        let mut holes = 0;
+        for (p, inst) in plain.iter().zip(&shaped) {
+            assert_eq!(inst.name, format!("{}-keep1-aligned0", p.name));
+            assert!(inst.problem.buffers.iter().all(|b| b.alignment <= 1024));
+            let area = |i: &HardInstance| -> u128 {
+                i.problem
+                    .buffers
+                    .iter()
+                    .map(|b| u128::from(b.lifetime.len()) * u128::from(b.size))
+                    .sum()
+            };
+            if inst.known == Known::Fits {
+                // No piece deleted: the buffers tile the whole 2^20 x 2^20 rectangle.
+                assert_eq!(area(inst), 1u128 << 40, "{}", inst.name);
+                holes += usize::from(area(p) < 1u128 << 40);
+            }
+        }
+        assert!(holes > 0, "the default shape deletes pieces");
+    }
+
+    #[test]
+    fn shape_overrides_out_of_range_name_the_flag() {
+        let args = SuiteArgs {
+            count: 1,
+            first_seed: 1,
+            time_limit: Duration::from_secs(1),
+            configs: vec![],
+            write: None,
+            keep: Some(0.0),
+            aligned: None,
+        };
+        let err = generated(&args).unwrap_err().to_string();
+        assert!(err.contains("--keep"), "{err}");
+        let err = generated(&SuiteArgs {
+            keep: None,
+            aligned: Some(1.5),
+            ..args
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--aligned"), "{err}");
     }
 
     #[test]

@@ -52,7 +52,7 @@
 //!   `--order auto` and `--order given` (median of 10 runs, ms), then the default pipeline's
 //!   time per zoo graph (see `determinism.rs`).
 //! - **exact-suite** (`--only exact-suite [--count N] [--first-seed S] [--configs A,B]
-//!   [--write DIR]`; not part of the default run): the exact search on generated hard
+//!   [--keep F] [--aligned F] [--write DIR]`; not part of the default run): the exact search on generated hard
 //!   placement instances with known answers and the six challenging ones (see
 //!   `exact_suite.rs`).
 //! - **streams** (`--only streams`; not part of the default run): parallel plans with 1, 2
@@ -120,6 +120,8 @@ fn main() -> Result<()> {
             .map(|s| s.to_string())
             .collect(),
         write: None,
+        keep: None,
+        aligned: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -154,6 +156,22 @@ fn main() -> Result<()> {
                     .map(|s| s.trim().to_string())
                     .collect()
             }
+            "--keep" => {
+                suite.keep = Some(
+                    args.next()
+                        .context("--keep needs a fraction in (0, 1]")?
+                        .parse()
+                        .context("--keep needs a fraction in (0, 1]")?,
+                )
+            }
+            "--aligned" => {
+                suite.aligned = Some(
+                    args.next()
+                        .context("--aligned needs a fraction in [0, 1]")?
+                        .parse()
+                        .context("--aligned needs a fraction in [0, 1]")?,
+                )
+            }
             "--write" => {
                 suite.write = Some(PathBuf::from(
                     args.next().context("--write needs a directory")?,
@@ -161,7 +179,7 @@ fn main() -> Result<()> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic|streams] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--write DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic|streams] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--keep F] [--aligned F] [--write DIR]"
                 );
                 return Ok(());
             }

@@ -98,7 +98,7 @@ pub struct HardSpec {
     /// Seed of the random stream.
     pub seed: u64,
     /// Number of buffers (before deletions are undone by extra cuts: the instance has exactly
-    /// this many unless the rectangle has too few grid cells).
+    /// this many unless the rectangle has too few grid cells or `keep` is 1).
     pub buffers: usize,
     /// Height of the rectangle (bytes), the capacity of a [`Variant::Fits`] instance.
     pub capacity: u64,
@@ -106,7 +106,9 @@ pub struct HardSpec {
     pub horizon: u64,
     /// Grid unit of cuts, in bytes and in steps (the smallest size and lifetime).
     pub grid: u64,
-    /// Fraction of pieces kept (the rest are deleted away from the spine), in `(0, 1]`.
+    /// Fraction of pieces kept (the rest are deleted away from the spine), in `(0, 1]`; at 1
+    /// nothing is deleted, the buffers tile the whole rectangle (and may be up to four more
+    /// than `buffers`, when the last cut was a pinwheel).
     pub keep: f64,
     /// Chance that a cut is a pinwheel (non-guillotine) cut where one fits, in `[0, 1]`.
     pub pinwheel: f64,
@@ -313,12 +315,17 @@ pub fn generate(spec: &HardSpec) -> HardInstance {
         }
         pieces.append(&mut fresh);
     }
-    // Delete pieces off the spine until `target` remain (the spine column stays full).
+    // Delete pieces off the spine until `target` remain (the spine column stays full); with
+    // everything kept, none (a last pinwheel may leave a few more than `target`).
     let mut off_spine: Vec<usize> = (0..pieces.len())
         .filter(|&i| !(pieces[i].t0 <= spine && spine < pieces[i].t1))
         .collect();
     let mut dead = vec![false; pieces.len()];
-    let mut extra = pieces.len().saturating_sub(target);
+    let mut extra = if keep >= 1.0 {
+        0
+    } else {
+        pieces.len().saturating_sub(target)
+    };
     while extra > 0 && !off_spine.is_empty() {
         let k = rng.below(off_spine.len() as u64) as usize;
         dead[off_spine.swap_remove(k)] = true;
@@ -523,6 +530,30 @@ mod tests {
                     .count(),
                 4
             );
+        }
+    }
+
+    #[test]
+    fn keeping_every_piece_tiles_the_whole_rectangle() {
+        for seed in 1..20 {
+            let mut spec =
+                HardSpec::challenging(seed, 100 + 50 * (seed as usize % 4), Variant::Fits);
+            spec.keep = 1.0;
+            let inst = generate(&spec);
+            let area: u128 = inst
+                .problem
+                .buffers
+                .iter()
+                .map(|b| u128::from(b.lifetime.len()) * u128::from(b.size))
+                .sum();
+            assert_eq!(
+                area,
+                u128::from(spec.capacity) * u128::from(spec.horizon),
+                "{}",
+                inst.name
+            );
+            assert!(inst.problem.buffers.len() >= spec.buffers, "{}", inst.name);
+            assert!(inst.problem.check(&inst.witness).is_ok(), "{}", inst.name);
         }
     }
 }
