@@ -1,5 +1,5 @@
 //! **exact-suite** (`--only exact-suite [--count N] [--first-seed S] [--configs A,B,…]
-//! [--keep F] [--aligned F] [--write DIR]`; not part of the default run): the exact placement search on generated hard
+//! [--keep F] [--aligned F] [--capacity-factor F] [--write DIR]`; not part of the default run): the exact placement search on generated hard
 //! instances with known answers ([`memplan_solver::generate`]) and on the six challenging
 //! MiniMalloc instances of `SHARED_DIR/bench/minimalloc`.
 //!
@@ -18,6 +18,8 @@
 //! the cut pieces kept (1: a full rectangle, no holes; default: 0.85–1 per instance) and the
 //! share of buffers aligned above the grid (0: none; default 0.1). They are how one measures
 //! what makes instances hard; the names then end in `-keepF` / `-alignedF`.
+//! `--capacity-factor F` asks the fitting instances at `F` × LOAD (rounded down to the grid;
+//! names end in `-capF`): a fit with slack, as under a memory budget.
 //!
 //! `--write DIR` writes the generated instances as `DIR/NAME.CAPACITY.csv` (the buffer CSV of
 //! docs/FORMATS.md §3, alignment column where needed, no offsets) and `DIR/index.csv` (name,
@@ -42,7 +44,7 @@ pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
 /// The configurations, by name: the exact search with all switches (`default`, the restart
 /// portfolio), with one switch off each, each strategy of the rotation alone, the minimiser
 /// and the HiGHS placement program.
-pub const CONFIGS: [&str; 15] = [
+pub const CONFIGS: [&str; 16] = [
     "default",
     "no-sections",
     "no-dominance",
@@ -51,6 +53,7 @@ pub const CONFIGS: [&str; 15] = [
     "no-decomposition",
     "no-memo",
     "no-reversal",
+    "no-discrepancy",
     "one-thread",
     "strategy-0",
     "strategy-1",
@@ -88,6 +91,8 @@ pub struct SuiteArgs {
     pub keep: Option<f64>,
     /// Share of buffers aligned above the grid, in `[0, 1]` (`None`: 0.1).
     pub aligned: Option<f64>,
+    /// Fitting instances are asked at this multiple of LOAD (≥ 1; rounded down to the grid).
+    pub capacity_factor: Option<f64>,
 }
 
 /// One instance of the table.
@@ -121,6 +126,7 @@ fn exact_options(config: &str, limits: Limits) -> Result<ExactOptions> {
         "no-decomposition" => o.decomposition = false,
         "no-memo" => o.memo = false,
         "no-reversal" => o.time_reversal = false,
+        "no-discrepancy" => o.discrepancy_passes = false,
         "one-thread" => o.threads = 1,
         s if s.starts_with("strategy-") => {
             let k: usize = s["strategy-".len()..]
@@ -261,6 +267,11 @@ fn generated(args: &SuiteArgs) -> Result<Vec<HardInstance>> {
             bail!("--aligned {a}: the share of aligned buffers must lie in [0, 1]");
         }
     }
+    if let Some(f) = args.capacity_factor {
+        if !(f >= 1.0 && f.is_finite()) {
+            bail!("--capacity-factor {f}: fitting instances are asked at F × LOAD with F ≥ 1");
+        }
+    }
     let mut suffix = String::new();
     if let Some(k) = args.keep {
         let _ = write!(suffix, "-keep{k}");
@@ -275,6 +286,13 @@ fn generated(args: &SuiteArgs) -> Result<Vec<HardInstance>> {
             spec.aligned = args.aligned.unwrap_or(spec.aligned);
             let mut inst = generate::generate(&spec);
             inst.name.push_str(&suffix);
+            if let (Some(f), Known::Fits) = (args.capacity_factor, inst.known) {
+                let grid = spec.grid.max(1);
+                let cap = ((inst.load as f64 * f) as u64 / grid * grid).max(inst.load);
+                inst.capacity = cap;
+                inst.problem.capacity = Some(cap);
+                let _ = write!(inst.name, "-cap{f}");
+            }
             inst
         })
         .collect())
@@ -452,7 +470,14 @@ pub fn run(shared: &Path, args: &SuiteArgs) -> Result<()> {
         summary.push((config.clone(), fits_solved, fits_total));
     }
     println!();
-    println!("Generated *fits* instances solved at capacity = LOAD, per configuration:");
+    match args.capacity_factor {
+        Some(f) => println!(
+            "Generated *fits* instances solved at capacity = {f} × LOAD, per configuration:"
+        ),
+        None => {
+            println!("Generated *fits* instances solved at capacity = LOAD, per configuration:")
+        }
+    }
     println!();
     for (config, solved, total) in &summary {
         println!(
@@ -485,6 +510,7 @@ mod tests {
             write: Some(dir.clone()),
             keep: None,
             aligned: None,
+            capacity_factor: None,
         };
         let instances = generated(&args).unwrap();
         write_instances(&dir, &instances).unwrap();
@@ -514,6 +540,7 @@ mod tests {
             write: None,
             keep: Some(1.0),
             aligned: Some(0.0),
+            capacity_factor: None,
         };
         let plain = generated(&SuiteArgs {
             keep: None,
@@ -552,17 +579,51 @@ mod tests {
             write: None,
             keep: Some(0.0),
             aligned: None,
+            capacity_factor: None,
         };
         let err = generated(&args).unwrap_err().to_string();
         assert!(err.contains("--keep"), "{err}");
         let err = generated(&SuiteArgs {
             keep: None,
             aligned: Some(1.5),
-            ..args
+            ..args.clone()
         })
         .unwrap_err()
         .to_string();
         assert!(err.contains("--aligned"), "{err}");
+        let err = generated(&SuiteArgs {
+            keep: None,
+            capacity_factor: Some(0.5),
+            ..args
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--capacity-factor"), "{err}");
+    }
+
+    #[test]
+    fn a_capacity_factor_lifts_only_the_fitting_instances() {
+        let args = SuiteArgs {
+            count: 10,
+            first_seed: 1,
+            time_limit: Duration::from_secs(1),
+            configs: vec![],
+            write: None,
+            keep: None,
+            aligned: None,
+            capacity_factor: Some(1.1),
+        };
+        for inst in generated(&args).unwrap() {
+            if inst.known == Known::Fits {
+                assert!(inst.capacity > inst.load, "{}", inst.name);
+                assert!(inst.capacity <= inst.load + inst.load / 10, "{}", inst.name);
+                assert_eq!(inst.capacity % 1024, 0);
+                assert_eq!(inst.problem.capacity, Some(inst.capacity));
+                assert!(inst.name.ends_with("-cap1.1"), "{}", inst.name);
+            } else {
+                assert!(inst.capacity <= inst.load, "{}", inst.name);
+            }
+        }
     }
 
     #[test]

@@ -52,7 +52,8 @@
 //!   `--order auto` and `--order given` (median of 10 runs, ms), then the default pipeline's
 //!   time per zoo graph (see `determinism.rs`).
 //! - **exact-suite** (`--only exact-suite [--count N] [--first-seed S] [--configs A,B]
-//!   [--keep F] [--aligned F] [--write DIR]`; not part of the default run): the exact search on generated hard
+//!   [--keep F] [--aligned F] [--capacity-factor F] [--write DIR]`; not part of the default
+//!   run): the exact search on generated hard
 //!   placement instances with known answers and the six challenging ones (see
 //!   `exact_suite.rs`).
 //! - **streams** (`--only streams`; not part of the default run): parallel plans with 1, 2
@@ -122,6 +123,7 @@ fn main() -> Result<()> {
         write: None,
         keep: None,
         aligned: None,
+        capacity_factor: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -172,6 +174,14 @@ fn main() -> Result<()> {
                         .context("--aligned needs a fraction in [0, 1]")?,
                 )
             }
+            "--capacity-factor" => {
+                suite.capacity_factor = Some(
+                    args.next()
+                        .context("--capacity-factor needs a factor ≥ 1")?
+                        .parse()
+                        .context("--capacity-factor needs a factor ≥ 1")?,
+                )
+            }
             "--write" => {
                 suite.write = Some(PathBuf::from(
                     args.next().context("--write needs a directory")?,
@@ -179,7 +189,7 @@ fn main() -> Result<()> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic|streams] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--keep F] [--aligned F] [--write DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic|streams] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--keep F] [--aligned F] [--capacity-factor F] [--write DIR]"
                 );
                 return Ok(());
             }

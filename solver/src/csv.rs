@@ -27,6 +27,14 @@ pub enum CsvError {
     /// A required column is missing from the header.
     #[error("header lacks column `{0}` (need id, lower, upper, size)")]
     MissingColumn(&'static str),
+    /// The header is MiniMalloc's newer `buffer,start,end` form, whose `end` is ambiguous.
+    #[error(
+        "header `{0}` uses MiniMalloc's newer column names (`buffer`, `start`, `end`); memplan \
+         reads `id,lower,upper,size` with half-open lifetimes [lower, upper): rename the columns \
+         (MiniMalloc's own reader takes `end` as inclusive, upper = end + 1; check which your \
+         file means)"
+    )]
+    NewerHeader(String),
     /// A header names a column twice.
     #[error("header names column `{0}` twice")]
     DuplicateColumn(String),
@@ -81,6 +89,9 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
     }
     let find = |name: &str| cols.iter().position(|c| c == name);
     let need = |name: &'static str| find(name).ok_or(CsvError::MissingColumn(name));
+    if find("id").is_none() && (find("buffer").is_some() || find("buffer_id").is_some()) {
+        return Err(CsvError::NewerHeader(header.to_string()));
+    }
     let (c_id, c_lo, c_hi, c_size) = (need("id")?, need("lower")?, need("upper")?, need("size")?);
     let (c_align, c_off) = (find("alignment"), find("offset"));
     let mut ids = Vec::new();
@@ -272,6 +283,17 @@ mod tests {
         assert_eq!(
             parse("id,lower,size\n", 1).unwrap_err(),
             CsvError::MissingColumn("upper")
+        );
+    }
+
+    #[test]
+    fn minimallocs_newer_header_is_named_with_the_renaming_to_do() {
+        let e = parse("buffer,start,end,size\n0,0,3,8\n", 1).unwrap_err();
+        assert_eq!(e, CsvError::NewerHeader("buffer,start,end,size".into()));
+        let text = e.to_string();
+        assert!(
+            text.contains("id,lower,upper,size") && text.contains("inclusive"),
+            "{text}"
         );
     }
 }

@@ -14,8 +14,11 @@
 //! techniques are switches of [`ExactOptions`], all on by default: section inference
 //! ([`sections`]), dominance ([`search`]), dynamic ordering with restarts ([`ordering`]),
 //! time reversal (half of the restart rotation searches the time-reversed instance; a second
-//! thread runs those members), temporal decomposition ([`decompose`]) and a failed-state
-//! memo (one per orientation). [`minimise`] also builds
+//! thread runs those members), temporal decomposition ([`decompose`]), a failed-state
+//! memo (one per orientation) and, above LOAD, limited discrepancy passes before the
+//! rotation (Harvey and Ginsberg, "Limited Discrepancy Search", IJCAI 1995: with slack a
+//! wrong early choice shows only near the top, which depth-first backtracking reaches last;
+//! the passes find placements and prove nothing). [`minimise`] also builds
 //! upper bounds by canonical dives (the search's first path, `O(n log n)`) and, above a few
 //! thousand buffers, repairs windows of a placement with the rest fixed. Results are
 //! deterministic under a node budget, on one thread or two; a time budget stops wherever the
@@ -88,6 +91,11 @@ pub struct ExactOptions {
     /// Time reversal: the strategies marked so in the rotation ([`ordering`]) search the
     /// time-reversed instance (with fixed buffers they search the instance itself).
     pub time_reversal: bool,
+    /// Discrepancy passes: when the capacity is above LOAD, the restart schedule opens with
+    /// limited discrepancy searches (Harvey and Ginsberg, IJCAI 1995) of every member with
+    /// 0, 1, … [`DISCREPANCY_PASSES`] − 1 discrepancies: with slack, a wrong early choice
+    /// shows only near the top, where chronological backtracking never reaches it.
+    pub discrepancy_passes: bool,
     /// Threads for the restart rotation: 1, or 2 to run the time-reversed members on a second
     /// thread. The answer and the node count do not depend on it, only the wall time; the default
     /// is 2 where the machine has two cores, else 1.
@@ -112,6 +120,7 @@ impl Default for ExactOptions {
             memo: true,
             only_strategy: None,
             time_reversal: true,
+            discrepancy_passes: true,
             threads: default_threads(),
         }
     }
@@ -138,6 +147,7 @@ impl ExactOptions {
             dynamic_ordering: self.dynamic_ordering,
             decomposition: self.decomposition,
             memo: self.memo,
+            discrepancies: u32::MAX,
         }
     }
 }
@@ -265,8 +275,16 @@ pub(crate) fn solve_with_clock(
     }
 }
 
+/// Discrepancy limits the schedule opens with above LOAD (passes with 0, 1, … of them).
+pub const DISCREPANCY_PASSES: u64 = 3;
+
+/// Node limit of a discrepancy pass, per buffer (at least 64 buffers).
+pub const DISCREPANCY_NODES: u64 = 1024;
+
 /// One member of the restart rotation, ready to run.
 struct Member {
+    /// Keys each piece of a decomposition is re-ranked by (empty: ranks stay).
+    keys: Vec<ordering::Key>,
     pivot: Pivot,
     rank: Vec<u32>,
     /// 0: the instance; 1: its time reversal. Each side has its own memo and, with two
@@ -286,7 +304,10 @@ struct RunReport {
 ///
 /// With restarts, runs follow a fixed *schedule*: run `r` is member `r mod k` of the rotation
 /// with a node limit of `max(n, 64) · 2^(r div k)`, cut so that the limits of the runs so far
-/// never exceed the node budget. Members of the time-reversed side share one memo, the others
+/// never exceed the node budget. Above LOAD (with [`ExactOptions::discrepancy_passes`]) the
+/// schedule opens with `DISCREPANCY_PASSES · k` runs: run `r` is member `r mod k` with at most
+/// `r div k` discrepancies and `max(n, 64) · DISCREPANCY_NODES` nodes; such a run finds
+/// placements but proves nothing, and the rotation follows it. Members of the time-reversed side share one memo, the others
 /// another, so a run's course depends only on the runs of its side before it. The answer is
 /// that of the first run in schedule order that ends with a placement or a proof, whether the
 /// schedule runs on one thread or on [`ExactOptions::threads`] = 2 (one per side, in schedule
@@ -315,6 +336,7 @@ pub(crate) fn fit(
     let sides: [&Instance; 2] = [inst, reversed.as_ref().unwrap_or(inst)];
     let members: Vec<Member> = if chosen.is_empty() {
         vec![Member {
+            keys: Vec::new(),
             pivot: Pivot::Fewest,
             rank: ranks(inst, &[]),
             side: 0,
@@ -325,6 +347,11 @@ pub(crate) fn fit(
             .map(|s| {
                 let side = usize::from(opts.time_reversal && s.reversed);
                 Member {
+                    keys: if s.keys.contains(&ordering::Key::Total) {
+                        s.keys.to_vec()
+                    } else {
+                        Vec::new()
+                    },
                     pivot: s.pivot,
                     rank: ranks(sides[side], &s.keys),
                     side,
@@ -342,15 +369,37 @@ pub(crate) fn fit(
             (m.pivot, m.rank.clone()),
             &mut memo,
         )
+        .rerank_by(m.keys.clone())
         .run(budget, clock, &mut used);
         *nodes = nodes.saturating_add(used);
         return end;
     }
     let k = members.len() as u64;
     let base = (inst.len() as u64).max(64);
+    // Above LOAD, the schedule opens with discrepancy passes: entries `0..lds` run member
+    // `r mod k` with at most `r / k` discrepancies; the rotation follows.
+    let load = inst.total.iter().copied().max().unwrap_or(0);
+    let lds = if opts.discrepancy_passes && !inst.has_fixed && capacity > load {
+        DISCREPANCY_PASSES * k
+    } else {
+        0
+    };
+    // Member and discrepancy limit of run `r`.
+    let entry = |r: u64| -> (usize, u32) {
+        let m = (r % k) as usize;
+        if r < lds {
+            (m, u32::try_from(r / k).unwrap_or(u32::MAX))
+        } else {
+            (m, u32::MAX)
+        }
+    };
     // Node limit of run `r` given the limits of the runs before it.
     let limit_of = |r: u64, before: u64| -> u64 {
-        let per_run = base.saturating_mul(1u64 << (r / k).min(62));
+        let per_run = if r < lds {
+            base.saturating_mul(DISCREPANCY_NODES)
+        } else {
+            base.saturating_mul(1u64 << ((r - lds) / k).min(62))
+        };
         per_run.min(budget.saturating_sub(before))
     };
     let answer = AtomicU64::new(u64::MAX);
@@ -369,7 +418,8 @@ pub(crate) fn fit(
             if run_limit == 0 || answer.load(Ordering::Relaxed) < r {
                 return (reports, true);
             }
-            let m = &members[(r % k) as usize];
+            let (mi, discrepancies) = entry(r);
+            let m = &members[mi];
             if side.is_some_and(|s| s != m.side) {
                 continue;
             }
@@ -385,10 +435,14 @@ pub(crate) fn fit(
             let end = Search::new(
                 sides[m.side],
                 capacity,
-                cfg,
+                Config {
+                    discrepancies,
+                    ..cfg
+                },
                 (m.pivot, m.rank.clone()),
                 &mut memos[m.side],
             )
+            .rerank_by(m.keys.clone())
             .stop_when(&answer, r)
             .run(run_limit, clock, &mut used);
             let last = !matches!(end, RunEnd::NodeLimit);
@@ -409,14 +463,14 @@ pub(crate) fn fit(
     // The first round on this thread (most searches end there), the rest on two threads when
     // both sides have members.
     let mut memos = [Memo::default(), Memo::default()];
-    let (mut reports, stopped) = worker(None, 0, k, &mut memos);
+    let (mut reports, stopped) = worker(None, 0, lds + k, &mut memos);
     let two_sided = members.iter().any(|m| m.side == 1) && members.iter().any(|m| m.side == 0);
     if !stopped && opts.threads >= 2 && two_sided {
         let [m0, m1] = memos;
         let (mut memos0, mut memos1) = ([m0, Memo::default()], [Memo::default(), m1]);
         let (mine, theirs) = std::thread::scope(|scope| {
-            let other = scope.spawn(|| worker(Some(1), k, u64::MAX, &mut memos1).0);
-            let mine = worker(Some(0), k, u64::MAX, &mut memos0).0;
+            let other = scope.spawn(|| worker(Some(1), lds + k, u64::MAX, &mut memos1).0);
+            let mine = worker(Some(0), lds + k, u64::MAX, &mut memos0).0;
             // A panic in the other thread is a bug; its runs are then simply missing, which
             // can only turn an answer into a timeout, never into a wrong answer.
             (mine, other.join().unwrap_or_default())
@@ -424,7 +478,7 @@ pub(crate) fn fit(
         reports.extend(mine);
         reports.extend(theirs);
     } else if !stopped {
-        reports.extend(worker(None, k, u64::MAX, &mut memos).0);
+        reports.extend(worker(None, lds + k, u64::MAX, &mut memos).0);
     }
     reports.sort_by_key(|rep| rep.index);
     let settled = answer.load(Ordering::Relaxed);

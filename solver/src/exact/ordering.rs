@@ -8,7 +8,8 @@
 //! slack ([`Pivot::Tightest`]); a section with one candidate is a forced move. Candidates are
 //! tried first by *flushness* (how many of its two time neighbours end exactly at the
 //! candidate's top once placed: flat profiles leave no slivers), then by a static *preorder*
-//! rank that puts the buffers hardest to place first. A preorder compares, key by key and all
+//! rank that puts the buffers hardest to place first; with [`Pivot::Preorder`] every candidate
+//! of the level is tried, by rank alone. A preorder compares, key by key and all
 //! descending, `Z` (size), `A` (area: lifetime width × size), `W` (lifetime width) and `T` (the
 //! largest section total the buffer lives in), ties by index. A *strategy* is a pivot rule, a
 //! preorder and an orientation: half of them search the *time-reversed* instance (lifetime
@@ -42,6 +43,9 @@ pub(crate) enum Pivot {
     Fewest,
     /// Least slack, then fewest candidates.
     Tightest,
+    /// No pivot: every candidate at the level, by preorder rank alone (MiniMalloc's own
+    /// order, where a child excludes the candidates ranked before it).
+    Preorder,
 }
 
 /// A pivot rule, a preorder and an orientation.
@@ -59,7 +63,11 @@ pub(crate) struct Strategy {
 /// benchmarks A–F: ZAW with the fewest-candidates pivot solves all six; the others cover its
 /// slow cases (A, B, F in a few hundred nodes). On generated 100-buffer instances
 /// (`exact-suite`, seeds 1–100, 3 s each) reversing the second and fourth members raised the
-/// rotation from 12 to 14 of 16 solved, each in under 0.04 s.
+/// rotation from 12 to 14 of 16 solved, each in under 0.04 s. The second member is
+/// MiniMalloc's `TWA` order without a pivot, on the reversed instance: the other three
+/// (with any pivot or preorder tried) leave two of MiniMalloc's larger benchmarks (asplos2024
+/// I and K, 374 and 454 buffers) unsolved after 30 s, and it solves both in a few thousand
+/// nodes once pieces are re-ranked ([`super::search`]).
 pub(crate) const STRATEGIES: [Strategy; 4] = [
     Strategy {
         pivot: Pivot::Fewest,
@@ -67,8 +75,8 @@ pub(crate) const STRATEGIES: [Strategy; 4] = [
         reversed: false,
     },
     Strategy {
-        pivot: Pivot::Tightest,
-        keys: [Key::Width, Key::Area, Key::Total],
+        pivot: Pivot::Preorder,
+        keys: [Key::Total, Key::Width, Key::Area],
         reversed: true,
     },
     Strategy {
@@ -133,7 +141,8 @@ mod tests {
         let p = PlacementProblem::new(vec![buf(0, 2, 5), buf(0, 4, 1), buf(1, 3, 9), buf(2, 4, 9)]);
         let inst = Instance::new(&p, &[], u64::MAX);
         // Widths 2, 4, 2, 2; areas 10, 4, 18, 18; sizes 5, 1, 9, 9.
-        assert_eq!(ranks(&inst, &STRATEGIES[1].keys), vec![3, 0, 1, 2]);
+        let wat = [Key::Width, Key::Area, Key::Total];
+        assert_eq!(ranks(&inst, &wat), vec![3, 0, 1, 2]);
         assert_eq!(ranks(&inst, &STRATEGIES[0].keys), vec![2, 3, 0, 1]);
         assert_eq!(ranks(&inst, &[]), vec![0, 1, 2, 3]);
     }

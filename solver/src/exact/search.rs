@@ -27,8 +27,14 @@
 //!   the pivot section of the level, tried by flushness then preorder rank; without it, all
 //!   candidates at the level in index order;
 //! - *decomposition*: independent pieces are solved one after the other
-//!   ([`super::decompose`]);
-//! - *memo*: a node whose state is known to fail fails at once ([`super::memo`]).
+//!   ([`super::decompose`]); a strategy whose preorder uses `T` re-ranks each new piece with
+//!   the section totals of the moment, as MiniMalloc's sub-solves re-sort theirs, so the
+//!   most loaded part of what remains comes first;
+//! - *memo*: a node whose state is known to fail fails at once ([`super::memo`]);
+//! - *discrepancy limit* (limited discrepancy search, Harvey and Ginsberg, IJCAI 1995): a
+//!   child tried after a sibling that got past its checks is a discrepancy; a path may hold
+//!   at most [`Config::discrepancies`] of them. A run that skipped a child for this limit
+//!   proves nothing (it ends as at its node limit and stops filling the memo).
 //!
 //! Every change is recorded on a trail and undone on backtrack. The stack holds `Node` frames
 //! (a piece, its candidates, the next child, the trail mark) and `Split` frames (the pieces of
@@ -43,7 +49,7 @@
 
 use super::decompose::{initial_cuts, split, Piece};
 use super::memo::{add, term, Memo};
-use super::ordering::Pivot;
+use super::ordering::{Key, Pivot};
 use super::sections::{Instance, NONE32};
 use crate::limits::LimitsClock;
 use crate::problem::align_up;
@@ -63,6 +69,11 @@ pub(crate) struct Config {
     pub decomposition: bool,
     /// Failed-state memo.
     pub memo: bool,
+    /// Most discrepancies on a path (limited discrepancy search; `u32::MAX`: complete). A
+    /// discrepancy is a child tried after a sibling that got past its checks. A run that
+    /// skipped a child for this limit proves nothing: it ends as at its node limit, and no
+    /// state it fails after the first skip goes into the memo.
+    pub discrepancies: u32,
 }
 
 /// How a run ended.
@@ -89,6 +100,7 @@ enum Undo {
     Floor(u32, u64),
     MinOff(u32, u64),
     Block(u32, u64),
+    Rank(u32, u32),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +125,10 @@ enum Frame {
         free: bool,
         /// Fingerprint of the node's state.
         key: u128,
+        /// Discrepancies on the path to this node.
+        disc: u32,
+        /// A child got past its checks: the next child is a discrepancy.
+        tried: bool,
     },
     Split {
         gstart: usize,
@@ -182,6 +198,12 @@ pub(crate) struct Search<'a> {
     /// Another thread's answer: the run stops (as at its node limit) once the index stored
     /// here is below this run's index.
     stop: Option<(&'a AtomicU64, u64)>,
+    /// Discrepancies on the current path.
+    disc: u32,
+    /// A child was skipped for the discrepancy limit: failures are no longer proofs.
+    pruned: bool,
+    /// Preorder keys the members of each new piece are re-ranked by (empty: keep the ranks).
+    rekeys: Vec<Key>,
 }
 
 impl<'a> Search<'a> {
@@ -218,6 +240,55 @@ impl<'a> Search<'a> {
             touched: Vec::new(),
             memo,
             stop: None,
+            disc: 0,
+            pruned: false,
+            rekeys: Vec::new(),
+        }
+    }
+
+    /// Re-ranks the members of every piece a split creates by `keys`, with the section
+    /// totals of the moment (the ranks given to [`Search::new`] hold until a split).
+    pub(crate) fn rerank_by(mut self, keys: Vec<Key>) -> Self {
+        self.rekeys = keys;
+        self
+    }
+
+    /// Gives the members of a new piece ranks `0..k` by the re-ranking keys, `T` from the
+    /// current section totals; the old ranks go on the trail.
+    fn rerank(&mut self, members: &[u32]) {
+        if self.rekeys.is_empty() {
+            return;
+        }
+        let inst = self.inst;
+        let total = &self.total;
+        let value = |k: Key, b: u32| -> u128 {
+            let bi = b as usize;
+            let w = inst.bufs[bi].lifetime.len();
+            match k {
+                Key::Width => u128::from(w),
+                Key::Area => u128::from(w) * u128::from(inst.bufs[bi].size),
+                Key::Size => u128::from(inst.bufs[bi].size),
+                Key::Total => u128::from(
+                    (inst.lo[bi]..inst.hi[bi])
+                        .map(|s| total[s as usize])
+                        .max()
+                        .unwrap_or(0),
+                ),
+            }
+        };
+        let mut order: Vec<u32> = members.to_vec();
+        order.sort_by(|&a, &b| {
+            self.rekeys
+                .iter()
+                .map(|&k| value(k, b).cmp(&value(k, a)))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.cmp(&b))
+        });
+        for (r, &b) in order.iter().enumerate() {
+            let old = self.rank[b as usize];
+            self.trail.push(Undo::Rank(b, old));
+            self.rank[b as usize] = r as u32;
         }
     }
 
@@ -322,6 +393,8 @@ impl<'a> Search<'a> {
                                 level,
                                 free,
                                 key,
+                                disc: self.disc,
+                                tried: false,
                             });
                             Sig::TryNext
                         }
@@ -337,14 +410,20 @@ impl<'a> Search<'a> {
                         level,
                         free,
                         key,
+                        disc,
+                        tried,
                     }) = self.stack.last().copied()
                     else {
                         return RunEnd::Infeasible;
                     };
                     self.undo_to(mark);
                     let k = cend - cstart;
-                    if next > k || (free && next == k) {
-                        if self.cfg.memo {
+                    let exhausted = next > k || (free && next == k);
+                    if !exhausted && tried && disc >= self.cfg.discrepancies {
+                        self.pruned = true;
+                    }
+                    if exhausted || (tried && disc >= self.cfg.discrepancies) {
+                        if self.cfg.memo && !self.pruned {
                             self.memo.insert(key);
                         }
                         self.stack.pop();
@@ -355,6 +434,7 @@ impl<'a> Search<'a> {
                     if let Some(Frame::Node { next: n, .. }) = self.stack.last_mut() {
                         *n += 1;
                     }
+                    self.disc = disc.saturating_add(u32::from(tried));
                     let (mut a0, mut a1) = (u32::MAX, 0u32);
                     for j in cstart..cstart + next {
                         let c = self.cands[j];
@@ -378,6 +458,9 @@ impl<'a> Search<'a> {
                     let grp = self.groups[g];
                     if !self.check(grp.s0, grp.s1, level) {
                         continue;
+                    }
+                    if let Some(Frame::Node { tried: t, .. }) = self.stack.last_mut() {
+                        *t = true;
                     }
                     sig = match placed {
                         Some(b) if self.cfg.decomposition && self.try_split(g, b) => {
@@ -418,6 +501,7 @@ impl<'a> Search<'a> {
                     Some(Frame::Split { .. }) => sig = Sig::StartGroup,
                 },
                 Sig::Fail => match self.stack.last().copied() {
+                    None if self.pruned => return RunEnd::NodeLimit,
                     None => return RunEnd::Infeasible,
                     Some(Frame::Node { .. }) => sig = Sig::TryNext,
                     Some(Frame::Split {
@@ -531,10 +615,11 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        if self.cfg.dynamic_ordering && self.cands.len() - cstart > 1 {
+        let pivot = self.pivot != Pivot::Preorder;
+        if self.cfg.dynamic_ordering && pivot && self.cands.len() - cstart > 1 {
             self.narrow(cstart, level);
         }
-        if self.cfg.dynamic_ordering {
+        if self.cfg.dynamic_ordering && pivot {
             self.order_by_flushness(cstart, level);
         } else {
             let rank = &self.rank;
@@ -583,7 +668,7 @@ impl<'a> Search<'a> {
             let slack = self.cap.saturating_sub(used);
             let key = match self.pivot {
                 Pivot::Fewest => (u64::from(self.count[si]), slack, s),
-                Pivot::Tightest => (slack, u64::from(self.count[si]), s),
+                Pivot::Tightest | Pivot::Preorder => (slack, u64::from(self.count[si]), s),
             };
             if best.is_none_or(|b| key < b) {
                 best = Some(key);
@@ -748,6 +833,7 @@ impl<'a> Search<'a> {
         let gstart = self.groups.len();
         let member_mark = self.group_members.len();
         for p in pieces {
+            self.rerank(&p.members);
             self.push_group(&p.members, p.s0, p.s1);
         }
         self.stack.push(Frame::Split {
@@ -782,6 +868,7 @@ impl<'a> Search<'a> {
                 Undo::Floor(s, v) => self.floor[s as usize] = v,
                 Undo::MinOff(b, v) => self.min_off[b as usize] = v,
                 Undo::Block(b, v) => self.blocked[b as usize] = v,
+                Undo::Rank(b, v) => self.rank[b as usize] = v,
             }
         }
     }

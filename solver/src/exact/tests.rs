@@ -122,6 +122,7 @@ fn all_switches() -> impl Iterator<Item = ExactOptions> {
         memo: m & 32 == 0,
         only_strategy: None,
         time_reversal: m & 8 == 0,
+        discrepancy_passes: m & 2 == 0,
         threads: 1 + (m as usize & 1),
     })
 }
@@ -653,5 +654,121 @@ fn a_time_reversed_strategy_places_the_instance_itself() {
                 inst.name
             );
         }
+    }
+}
+
+/// A run with a discrepancy limit skips children, so its failures prove nothing: it may find a
+/// placement or give up, but it never calls a feasible capacity infeasible.
+#[test]
+fn a_discrepancy_limited_run_never_claims_infeasibility_of_a_feasible_capacity() {
+    let mut rng = Rng::new(23);
+    let mut gave_up = 0;
+    for _ in 0..300 {
+        let p = tiny(&mut rng);
+        let opt = brute_force(&p, &[]);
+        let inst = Instance::new(&p, &[], u64::MAX);
+        for limit in [0, 1] {
+            for s in STRATEGIES {
+                let cfg = Config {
+                    discrepancies: limit,
+                    ..ExactOptions::default().config()
+                };
+                let mut memo = Memo::default();
+                let mut used = 0;
+                let end = Search::new(&inst, opt, cfg, (s.pivot, ranks(&inst, &s.keys)), &mut memo)
+                    .run(u64::MAX, &Limits::UNLIMITED.start(), &mut used);
+                match end {
+                    RunEnd::Found(local) => {
+                        let mut offsets = vec![0; p.buffers.len()];
+                        for (k, &g) in inst.global.iter().enumerate() {
+                            offsets[g] = local[k];
+                        }
+                        let peak = p.check(&Placement { offsets }).expect("valid");
+                        assert!(peak <= opt);
+                    }
+                    RunEnd::NodeLimit => gave_up += 1,
+                    other => panic!("{p:?} at {opt}: {other:?}"),
+                }
+            }
+        }
+    }
+    assert!(gave_up > 0, "no run was cut by its discrepancy limit");
+}
+
+/// Above LOAD the schedule opens with discrepancy passes; on one thread or two the answer and
+/// the node count stay the same.
+#[test]
+fn discrepancy_passes_are_deterministic_on_two_threads() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let with = |threads: usize| ExactOptions {
+        threads,
+        ..ExactOptions::with_limits(Limits {
+            time: None,
+            nodes: Some(60_000),
+            ..Limits::UNLIMITED
+        })
+    };
+    for seed in 0..8u64 {
+        let inst = generate(&HardSpec::challenging(seed, 80, Variant::Fits));
+        let cap = inst.capacity + inst.capacity / 40;
+        let one = solve(&inst.problem, cap, &[], &with(1));
+        let two = solve(&inst.problem, cap, &[], &with(2));
+        assert_eq!(
+            (one.status, &one.placement, one.nodes),
+            (two.status, &two.placement, two.nodes),
+            "{}",
+            inst.name
+        );
+        if let Some(placement) = &one.placement {
+            let capped = PlacementProblem {
+                buffers: inst.problem.buffers.clone(),
+                capacity: Some(cap),
+            };
+            assert!(capped.check(placement).is_ok(), "{}", inst.name);
+        }
+    }
+}
+
+/// Each member of the rotation alone (the pivot-free `TWA` member re-ranks every piece of a
+/// decomposition) is a complete search: it agrees with brute force below, at and above the
+/// optimum.
+#[test]
+fn every_strategy_alone_agrees_with_brute_force() {
+    let mut rng = Rng::new(31);
+    for _ in 0..200 {
+        let p = tiny(&mut rng);
+        let opt = brute_force(&p, &[]);
+        for k in 0..super::strategy_count() {
+            let o = ExactOptions {
+                only_strategy: Some(k),
+                ..ExactOptions::with_limits(Limits::UNLIMITED)
+            };
+            for cap in [opt - 1, opt, opt + 1] {
+                agrees(&p, cap, &[], opt, &o);
+            }
+        }
+    }
+}
+
+/// The pivot-free member re-ranks the pieces of a decomposition; on planted packings (which
+/// fall apart into pieces as they are placed) it fits the rectangle they were cut from.
+#[test]
+fn the_reranking_member_fits_planted_packings_in_their_rectangle() {
+    assert_eq!(super::STRATEGIES[1].pivot, super::ordering::Pivot::Preorder);
+    for seed in 0..20 {
+        let p = planted(seed, 64, 1 << 12, 40);
+        let load = 1 << 12;
+        let o = ExactOptions {
+            only_strategy: Some(1),
+            ..ExactOptions::with_limits(Limits {
+                time: None,
+                nodes: Some(2_000_000),
+                ..Limits::UNLIMITED
+            })
+        };
+        let out = solve(&p, load, &[], &o);
+        assert_eq!(out.status, ExactStatus::Optimal, "seed {seed}");
+        let placement = out.placement.expect("placed");
+        assert!(p.check(&placement).unwrap() <= load, "seed {seed}");
     }
 }
