@@ -256,7 +256,7 @@ impl<'a> Search<'a> {
     /// Gives the members of a new piece ranks `0..k` by the re-ranking keys, `T` from the
     /// current section totals; the old ranks go on the trail.
     fn rerank(&mut self, members: &[u32]) {
-        if self.rekeys.is_empty() {
+        if self.rekeys.is_empty() || members.len() < 2 {
             return;
         }
         let inst = self.inst;
@@ -276,15 +276,19 @@ impl<'a> Search<'a> {
                 ),
             }
         };
-        let mut order: Vec<u32> = members.to_vec();
-        order.sort_by(|&a, &b| {
-            self.rekeys
-                .iter()
-                .map(|&k| value(k, b).cmp(&value(k, a)))
-                .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.cmp(&b))
-        });
+        // Keys computed once per member (`T` costs a span), then one sort.
+        let mut keyed: Vec<([u128; 3], u32)> = members
+            .iter()
+            .map(|&b| {
+                let mut v = [0u128; 3];
+                for (slot, &k) in v.iter_mut().zip(&self.rekeys) {
+                    *slot = value(k, b);
+                }
+                (v, b)
+            })
+            .collect();
+        keyed.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        let order: Vec<u32> = keyed.into_iter().map(|(_, b)| b).collect();
         for (r, &b) in order.iter().enumerate() {
             let old = self.rank[b as usize];
             self.trail.push(Undo::Rank(b, old));
