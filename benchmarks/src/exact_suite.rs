@@ -499,18 +499,27 @@ pub fn run(shared: &Path, args: &SuiteArgs) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// `count` instances from seed 1, 1 s each, default shape and capacity.
+    fn args(count: usize) -> SuiteArgs {
+        SuiteArgs {
+            count,
+            first_seed: 1,
+            time_limit: Duration::from_secs(1),
+            configs: vec![],
+            write: None,
+            keep: None,
+            aligned: None,
+            capacity_factor: None,
+        }
+    }
+
     #[test]
     fn written_instances_parse_back_to_the_generated_buffers() {
         let dir = std::env::temp_dir().join(format!("memplan-suite-{}", std::process::id()));
         let args = SuiteArgs {
-            count: 10,
             first_seed: 3,
-            time_limit: Duration::from_secs(1),
-            configs: vec![],
             write: Some(dir.clone()),
-            keep: None,
-            aligned: None,
-            capacity_factor: None,
+            ..args(10)
         };
         let instances = generated(&args).unwrap();
         write_instances(&dir, &instances).unwrap();
@@ -533,14 +542,9 @@ mod tests {
     #[test]
     fn shape_overrides_give_full_unaligned_rectangles_under_their_own_names() {
         let args = SuiteArgs {
-            count: 10,
-            first_seed: 1,
-            time_limit: Duration::from_secs(1),
-            configs: vec![],
-            write: None,
             keep: Some(1.0),
             aligned: Some(0.0),
-            capacity_factor: None,
+            ..args(10)
         };
         let plain = generated(&SuiteArgs {
             keep: None,
@@ -572,14 +576,8 @@ mod tests {
     #[test]
     fn shape_overrides_out_of_range_name_the_flag() {
         let args = SuiteArgs {
-            count: 1,
-            first_seed: 1,
-            time_limit: Duration::from_secs(1),
-            configs: vec![],
-            write: None,
             keep: Some(0.0),
-            aligned: None,
-            capacity_factor: None,
+            ..args(1)
         };
         let err = generated(&args).unwrap_err().to_string();
         assert!(err.contains("--keep"), "{err}");
@@ -604,14 +602,8 @@ mod tests {
     #[test]
     fn a_capacity_factor_lifts_only_the_fitting_instances() {
         let args = SuiteArgs {
-            count: 10,
-            first_seed: 1,
-            time_limit: Duration::from_secs(1),
-            configs: vec![],
-            write: None,
-            keep: None,
-            aligned: None,
             capacity_factor: Some(1.1),
+            ..args(10)
         };
         for inst in generated(&args).unwrap() {
             if inst.known == Known::Fits {
