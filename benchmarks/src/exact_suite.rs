@@ -470,14 +470,10 @@ pub fn run(shared: &Path, args: &SuiteArgs) -> Result<()> {
         summary.push((config.clone(), fits_solved, fits_total));
     }
     println!();
-    match args.capacity_factor {
-        Some(f) => println!(
-            "Generated *fits* instances solved at capacity = {f} × LOAD, per configuration:"
-        ),
-        None => {
-            println!("Generated *fits* instances solved at capacity = LOAD, per configuration:")
-        }
-    }
+    let at = args
+        .capacity_factor
+        .map_or_else(|| "LOAD".to_string(), |f| format!("{f} × LOAD"));
+    println!("Generated *fits* instances solved at capacity = {at}, per configuration:");
     println!();
     for (config, solved, total) in &summary {
         println!(

@@ -283,7 +283,7 @@ pub const DISCREPANCY_NODES: u64 = 1024;
 
 /// One member of the restart rotation, ready to run.
 struct Member {
-    /// Keys each piece of a decomposition is re-ranked by (empty: ranks stay).
+    /// Preorder keys (each piece of a decomposition is re-ranked by them when they use `T`).
     keys: Vec<ordering::Key>,
     pivot: Pivot,
     rank: Vec<u32>,
@@ -307,8 +307,9 @@ struct RunReport {
 /// never exceed the node budget. Above LOAD (with [`ExactOptions::discrepancy_passes`]) the
 /// schedule opens with `DISCREPANCY_PASSES · k` runs: run `r` is member `r mod k` with at most
 /// `r div k` discrepancies and `max(n, 64) · DISCREPANCY_NODES` nodes; such a run finds
-/// placements but proves nothing, and the rotation follows it. Members of the time-reversed side share one memo, the others
-/// another, so a run's course depends only on the runs of its side before it. The answer is
+/// placements but proves nothing, and the rotation follows it. Members of the time-reversed
+/// side share one memo, the others another, so a run's course depends only on the runs of its
+/// side before it. The answer is
 /// that of the first run in schedule order that ends with a placement or a proof, whether the
 /// schedule runs on one thread or on [`ExactOptions::threads`] = 2 (one per side, in schedule
 /// order): the threads change the wall time, never the answer or the node count (the limits of
@@ -347,11 +348,7 @@ pub(crate) fn fit(
             .map(|s| {
                 let side = usize::from(opts.time_reversal && s.reversed);
                 Member {
-                    keys: if s.keys.contains(&ordering::Key::Total) {
-                        s.keys.to_vec()
-                    } else {
-                        Vec::new()
-                    },
+                    keys: s.keys.to_vec(),
                     pivot: s.pivot,
                     rank: ranks(sides[side], &s.keys),
                     side,
@@ -369,7 +366,7 @@ pub(crate) fn fit(
             (m.pivot, m.rank.clone()),
             &mut memo,
         )
-        .rerank_by(m.keys.clone())
+        .rerank_by(&m.keys)
         .run(budget, clock, &mut used);
         *nodes = nodes.saturating_add(used);
         return end;
@@ -442,7 +439,7 @@ pub(crate) fn fit(
                 (m.pivot, m.rank.clone()),
                 &mut memos[m.side],
             )
-            .rerank_by(m.keys.clone())
+            .rerank_by(&m.keys)
             .stop_when(&answer, r)
             .run(run_limit, clock, &mut used);
             let last = !matches!(end, RunEnd::NodeLimit);

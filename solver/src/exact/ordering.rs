@@ -93,37 +93,48 @@ pub(crate) const STRATEGIES: [Strategy; 4] = [
 
 /// Rank of each local buffer (0 = first) under `keys`, or by index when `keys` is empty.
 pub(crate) fn ranks(inst: &Instance, keys: &[Key]) -> Vec<u32> {
-    let m = inst.len();
-    let width: Vec<u64> = inst.bufs.iter().map(|b| b.lifetime.len()).collect();
-    let peak_total: Vec<u64> = (0..m)
-        .map(|i| {
-            (inst.lo[i]..inst.hi[i])
-                .map(|s| inst.total.get(s as usize).copied().unwrap_or(0))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let value = |k: Key, i: usize| -> u128 {
-        match k {
-            Key::Width => u128::from(width[i]),
-            Key::Area => u128::from(width[i]) * u128::from(inst.bufs[i].size),
-            Key::Total => u128::from(peak_total[i]),
-            Key::Size => u128::from(inst.bufs[i].size),
-        }
-    };
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&a, &b| {
-        keys.iter()
-            .map(|&k| value(k, b).cmp(&value(k, a)))
-            .find(|o| o.is_ne())
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then(a.cmp(&b))
-    });
-    let mut rank = vec![0u32; m];
-    for (r, &i) in order.iter().enumerate() {
-        rank[i] = r as u32;
+    let all: Vec<u32> = (0..inst.len() as u32).collect();
+    let mut rank = vec![0u32; inst.len()];
+    for (r, b) in preorder(inst, keys, &all, &inst.total)
+        .into_iter()
+        .enumerate()
+    {
+        rank[b as usize] = r as u32;
     }
     rank
+}
+
+/// `members` sorted by `keys` (at most three, each descending; ties by index), `T` read from
+/// the section totals `total`: the instance's for [`ranks`], the search's current ones when a
+/// piece of a decomposition is re-ranked. Each key is computed once per member.
+pub(crate) fn preorder(inst: &Instance, keys: &[Key], members: &[u32], total: &[u64]) -> Vec<u32> {
+    debug_assert!(keys.len() <= 3, "a preorder has at most three keys");
+    let value = |k: Key, i: usize| -> u128 {
+        let width = inst.bufs[i].lifetime.len();
+        match k {
+            Key::Width => u128::from(width),
+            Key::Area => u128::from(width) * u128::from(inst.bufs[i].size),
+            Key::Size => u128::from(inst.bufs[i].size),
+            Key::Total => u128::from(
+                (inst.lo[i]..inst.hi[i])
+                    .map(|s| total.get(s as usize).copied().unwrap_or(0))
+                    .max()
+                    .unwrap_or(0),
+            ),
+        }
+    };
+    let mut keyed: Vec<([u128; 3], u32)> = members
+        .iter()
+        .map(|&b| {
+            let mut v = [0u128; 3];
+            for (slot, &k) in v.iter_mut().zip(keys) {
+                *slot = value(k, b as usize);
+            }
+            (v, b)
+        })
+        .collect();
+    keyed.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+    keyed.into_iter().map(|(_, b)| b).collect()
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@
 
 use super::decompose::{initial_cuts, split, Piece};
 use super::memo::{add, term, Memo};
-use super::ordering::{Key, Pivot};
+use super::ordering::{preorder, Key, Pivot};
 use super::sections::{Instance, NONE32};
 use crate::limits::LimitsClock;
 use crate::problem::align_up;
@@ -247,9 +247,12 @@ impl<'a> Search<'a> {
     }
 
     /// Re-ranks the members of every piece a split creates by `keys`, with the section
-    /// totals of the moment (the ranks given to [`Search::new`] hold until a split).
-    pub(crate) fn rerank_by(mut self, keys: Vec<Key>) -> Self {
-        self.rekeys = keys;
+    /// totals of the moment (the ranks given to [`Search::new`] hold until a split). Only a
+    /// preorder using `T` changes: the other keys are static, so a piece keeps its order.
+    pub(crate) fn rerank_by(mut self, keys: &[Key]) -> Self {
+        if keys.contains(&Key::Total) {
+            self.rekeys = keys.to_vec();
+        }
         self
     }
 
@@ -259,36 +262,7 @@ impl<'a> Search<'a> {
         if self.rekeys.is_empty() || members.len() < 2 {
             return;
         }
-        let inst = self.inst;
-        let total = &self.total;
-        let value = |k: Key, b: u32| -> u128 {
-            let bi = b as usize;
-            let w = inst.bufs[bi].lifetime.len();
-            match k {
-                Key::Width => u128::from(w),
-                Key::Area => u128::from(w) * u128::from(inst.bufs[bi].size),
-                Key::Size => u128::from(inst.bufs[bi].size),
-                Key::Total => u128::from(
-                    (inst.lo[bi]..inst.hi[bi])
-                        .map(|s| total[s as usize])
-                        .max()
-                        .unwrap_or(0),
-                ),
-            }
-        };
-        // Keys computed once per member (`T` costs a span), then one sort.
-        let mut keyed: Vec<([u128; 3], u32)> = members
-            .iter()
-            .map(|&b| {
-                let mut v = [0u128; 3];
-                for (slot, &k) in v.iter_mut().zip(&self.rekeys) {
-                    *slot = value(k, b);
-                }
-                (v, b)
-            })
-            .collect();
-        keyed.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
-        let order: Vec<u32> = keyed.into_iter().map(|(_, b)| b).collect();
+        let order = preorder(self.inst, &self.rekeys, members, &self.total);
         for (r, &b) in order.iter().enumerate() {
             let old = self.rank[b as usize];
             self.trail.push(Undo::Rank(b, old));

@@ -281,6 +281,15 @@ fn single_run() -> ExactOptions {
     }
 }
 
+/// Every switch on, at most `nodes` search nodes and no clock: the same outcome under any load.
+fn node_capped(nodes: u64) -> ExactOptions {
+    ExactOptions::with_limits(Limits {
+        time: None,
+        nodes: Some(nodes),
+        ..Limits::UNLIMITED
+    })
+}
+
 #[test]
 fn section_inference_cuts_the_nodes_of_a_planted_packing() {
     let p = planted(3, 30, 200, 60);
@@ -548,7 +557,7 @@ proptest! {
         let start = Placement { offsets };
         let start_peak = p.check(&start).unwrap();
         let opt = brute_force(&p, &[]);
-        let o = ExactOptions::with_limits(Limits { time: None, nodes: Some(nodes), ..Limits::UNLIMITED });
+        let o = node_capped(nodes);
         let out = minimise(&p, &start, &o);
         prop_assert_eq!(p.check(&out.placement), Ok(out.peak));
         prop_assert!(out.peak <= start_peak);
@@ -562,11 +571,7 @@ proptest! {
 #[test]
 fn generated_hard_instances_get_answers_consistent_with_their_construction() {
     use crate::generate::{generate, HardSpec, Known, Variant};
-    let capped = ExactOptions::with_limits(Limits {
-        time: None,
-        nodes: Some(20_000),
-        ..Limits::UNLIMITED
-    });
+    let capped = node_capped(20_000);
     let mut solved = 0;
     for seed in 0..24u64 {
         let variant = if seed % 4 == 3 {
@@ -605,11 +610,7 @@ fn two_threads_change_neither_the_answer_nor_the_node_count() {
     use crate::generate::{generate, HardSpec, Variant};
     let with = |threads: usize| ExactOptions {
         threads,
-        ..ExactOptions::with_limits(Limits {
-            time: None,
-            nodes: Some(30_000),
-            ..Limits::UNLIMITED
-        })
+        ..node_capped(30_000)
     };
     let mut restarted = 0;
     for seed in 0..12u64 {
@@ -638,11 +639,7 @@ fn a_time_reversed_strategy_places_the_instance_itself() {
         let inst = generate(&HardSpec::challenging(seed, 40, Variant::Fits));
         let o = ExactOptions {
             only_strategy: Some(1),
-            ..ExactOptions::with_limits(Limits {
-                time: None,
-                nodes: Some(50_000),
-                ..Limits::UNLIMITED
-            })
+            ..node_capped(50_000)
         };
         assert!(super::STRATEGIES[1].reversed);
         let out = solve(&inst.problem, inst.capacity, &[], &o);
@@ -702,11 +699,7 @@ fn discrepancy_passes_are_deterministic_on_two_threads() {
     use crate::generate::{generate, HardSpec, Variant};
     let with = |threads: usize| ExactOptions {
         threads,
-        ..ExactOptions::with_limits(Limits {
-            time: None,
-            nodes: Some(60_000),
-            ..Limits::UNLIMITED
-        })
+        ..node_capped(60_000)
     };
     for seed in 0..8u64 {
         let inst = generate(&HardSpec::challenging(seed, 80, Variant::Fits));
@@ -760,11 +753,7 @@ fn the_reranking_member_fits_planted_packings_in_their_rectangle() {
         let load = 1 << 12;
         let o = ExactOptions {
             only_strategy: Some(1),
-            ..ExactOptions::with_limits(Limits {
-                time: None,
-                nodes: Some(2_000_000),
-                ..Limits::UNLIMITED
-            })
+            ..node_capped(2_000_000)
         };
         let out = solve(&p, load, &[], &o);
         assert_eq!(out.status, ExactStatus::Optimal, "seed {seed}");
