@@ -41,10 +41,18 @@
 //! a decomposition, the next to solve, the trail mark): a solved piece keeps its placements and
 //! the next piece starts; a failed piece undoes the whole split and fails its parent node.
 //!
+//! *Incremental checks.* The checks are monotone: blocking, placing and a higher level only
+//! raise what they bound. So a node checks its whole piece only when its level rose above the
+//! level its state last passed at, and a child checks only the sections its change touched.
+//! Child `i` blocks one more candidate on top of child `i − 1`'s blocks (kept on the trail),
+//! and when those blocks alone fail the check, every later child fails too: the node fails
+//! at once instead of trying them one by one.
+//!
 //! Complexity: exponential in the worst case (the problem is strongly NP-hard). Per node:
-//! `O(k + Σ spans of candidates)` for the `k` members of the piece, plus `O(span + overlaps)`
-//! for a placement, `O(Σ live)` over the affected sections for the floors, and `O(S_g)`
-//! (`O(S_g log f)` with fixed buffers) for the section check of the piece's `S_g` sections.
+//! `O(k)` for the `k` members of the piece (their fingerprint terms are cached), `O(S_g)`
+//! (`O(S_g log f)` with fixed buffers) for the section check of the piece's `S_g` sections
+//! when the level rose, and per child one block, `O(span + overlaps)` for a placement and
+//! `O(Σ live)` for the floors and the check of the touched sections.
 //! Memory `O(n + S + Σ overlaps + depth · k)`.
 
 use super::decompose::{initial_cuts, split, Piece};
@@ -89,6 +97,25 @@ pub(crate) enum RunEnd {
     TimeLimit,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Test hook: every check covers the whole piece and a node tries every child, as
+    /// before the incremental checks (which must visit the same nodes).
+    pub(crate) static FULL_CHECKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the [`FULL_CHECKS`] test hook is on (never outside tests).
+fn full_checks() -> bool {
+    #[cfg(test)]
+    {
+        FULL_CHECKS.with(std::cell::Cell::get)
+    }
+    #[cfg(not(test))]
+    {
+        false
+    }
+}
+
 /// Nodes between two looks at the clock.
 const CLOCK_EVERY: u64 = 256;
 
@@ -129,6 +156,9 @@ enum Frame {
         disc: u32,
         /// A child got past its checks: the next child is a discrepancy.
         tried: bool,
+        /// Trail length once the candidates before the last child tried are blocked: each
+        /// child blocks one more candidate on top of it.
+        bmark: usize,
     },
     Split {
         gstart: usize,
@@ -136,6 +166,8 @@ enum Frame {
         next: usize,
         mark: usize,
         member_mark: usize,
+        /// Level at which the state at the split passed its section check.
+        passed: u64,
     },
 }
 
@@ -204,6 +236,14 @@ pub(crate) struct Search<'a> {
     pruned: bool,
     /// Preorder keys the members of each new piece are re-ranked by (empty: keep the ranks).
     rekeys: Vec<Key>,
+    /// Per buffer, the last fingerprint term computed and its inputs `(min_off, blocked)`:
+    /// most buffers keep their state from node to node, so the term is mixed again only
+    /// when it changed (a cache, always correct for its inputs, never undone).
+    terms: Vec<(u64, u64, u128)>,
+    /// Level at which the current state passed its last section check: sections the next
+    /// change leaves alone pass again at any level up to it (the check is monotone in the
+    /// level), so only the changed ones are checked.
+    passed: u64,
 }
 
 impl<'a> Search<'a> {
@@ -243,7 +283,26 @@ impl<'a> Search<'a> {
             disc: 0,
             pruned: false,
             rekeys: Vec::new(),
+            terms: (0..m as u32).map(|b| (0, NONE, term(b, 0, NONE))).collect(),
+            passed: 0,
         }
+    }
+
+    /// The fingerprint term of unplaced buffer `b` in its current state.
+    fn term_of(&mut self, b: u32) -> u128 {
+        let bi = b as usize;
+        let blk = if self.is_blocked(bi) {
+            self.blocked[bi]
+        } else {
+            NONE
+        };
+        let (x, y, t) = self.terms[bi];
+        if x == self.min_off[bi] && y == blk {
+            return t;
+        }
+        let t = term(b, self.min_off[bi], blk);
+        self.terms[bi] = (self.min_off[bi], blk, t);
+        t
     }
 
     /// Re-ranks the members of every piece a split creates by `keys`, with the section
@@ -333,6 +392,7 @@ impl<'a> Search<'a> {
             next: 0,
             mark: 0,
             member_mark: 0,
+            passed: 0,
         });
         let mut sig = Sig::StartGroup;
         loop {
@@ -356,6 +416,15 @@ impl<'a> Search<'a> {
                         Choice::Done => Sig::Success,
                         Choice::Fail => Sig::Fail,
                         Choice::Branch {
+                            cstart, level, key, ..
+                        } if !self.check_level(g, level) => {
+                            self.cands.truncate(cstart);
+                            if self.cfg.memo && !self.pruned {
+                                self.memo.insert(key);
+                            }
+                            Sig::Fail
+                        }
+                        Choice::Branch {
                             cstart,
                             cend,
                             level,
@@ -373,6 +442,7 @@ impl<'a> Search<'a> {
                                 key,
                                 disc: self.disc,
                                 tried: false,
+                                bmark: self.trail.len(),
                             });
                             Sig::TryNext
                         }
@@ -390,17 +460,18 @@ impl<'a> Search<'a> {
                         key,
                         disc,
                         tried,
+                        bmark,
                     }) = self.stack.last().copied()
                     else {
                         return RunEnd::Infeasible;
                     };
-                    self.undo_to(mark);
                     let k = cend - cstart;
                     let exhausted = next > k || (free && next == k);
                     if !exhausted && tried && disc >= self.cfg.discrepancies {
                         self.pruned = true;
                     }
                     if exhausted || (tried && disc >= self.cfg.discrepancies) {
+                        self.undo_to(mark);
                         if self.cfg.memo && !self.pruned {
                             self.memo.insert(key);
                         }
@@ -409,34 +480,47 @@ impl<'a> Search<'a> {
                         sig = Sig::Fail;
                         continue;
                     }
-                    if let Some(Frame::Node { next: n, .. }) = self.stack.last_mut() {
+                    // Child `next` blocks `c1..c(next)`: the first `next − 1` are blocked
+                    // on the trail below `bmark` already, and that state passed its checks
+                    // at `level`.
+                    self.undo_to(bmark);
+                    let grp = self.groups[g];
+                    if next > 0 {
+                        let c = self.cands[cstart + next - 1];
+                        self.block(c, level);
+                        let ci = c as usize;
+                        self.affected = (self.inst.lo[ci], self.inst.hi[ci]);
+                        // (The full-check test hook tries the children instead.)
+                        let tries_all = full_checks() && next < k;
+                        if !(self.check_changed(grp, level) || tries_all) {
+                            // Every later child blocks `c` too, and blocking, placing and
+                            // the level only raise what the check bounds: none can pass.
+                            if let Some(Frame::Node { next: n, .. }) = self.stack.last_mut() {
+                                *n = k + 1;
+                            }
+                            continue;
+                        }
+                    }
+                    let blocked_to = self.trail.len();
+                    if let Some(Frame::Node {
+                        next: n, bmark: bm, ..
+                    }) = self.stack.last_mut()
+                    {
                         *n += 1;
+                        *bm = blocked_to;
                     }
                     self.disc = disc.saturating_add(u32::from(tried));
-                    let (mut a0, mut a1) = (u32::MAX, 0u32);
-                    for j in cstart..cstart + next {
-                        let c = self.cands[j];
-                        self.block(c, level);
-                        a0 = a0.min(self.inst.lo[c as usize]);
-                        a1 = a1.max(self.inst.hi[c as usize]);
-                    }
                     let placed = if next < k {
                         let b = self.cands[cstart + next];
                         let x = self.min_off[b as usize];
-                        if !self.place(b, x) {
+                        if !self.place(b, x) || !self.check_changed(grp, level) {
                             continue; // sig stays TryNext
                         }
-                        a0 = a0.min(self.affected.0);
-                        a1 = a1.max(self.affected.1);
                         Some(b)
                     } else {
                         None
                     };
-                    self.affected = (a0, a1.max(a0));
-                    let grp = self.groups[g];
-                    if !self.check(grp.s0, grp.s1, level) {
-                        continue;
-                    }
+                    self.passed = level;
                     if let Some(Frame::Node { tried: t, .. }) = self.stack.last_mut() {
                         *t = true;
                     }
@@ -453,6 +537,7 @@ impl<'a> Search<'a> {
                         next,
                         member_mark,
                         gstart,
+                        passed,
                         ..
                     }) = self.stack.last().copied()
                     else {
@@ -467,6 +552,7 @@ impl<'a> Search<'a> {
                         if let Some(Frame::Split { next: n, .. }) = self.stack.last_mut() {
                             *n += 1;
                         }
+                        self.passed = passed;
                         sig = Sig::Descend(next);
                     }
                 }
@@ -518,19 +604,15 @@ impl<'a> Search<'a> {
         let mut isolated = NONE32;
         let mut blocked_height = NONE;
         let mut key = 0u128;
-        for &b in &self.group_members[grp.ms..grp.me] {
+        for k in grp.ms..grp.me {
+            let b = self.group_members[k];
             let bi = b as usize;
             if self.off[bi] != NONE {
                 continue;
             }
             any = true;
             if self.cfg.memo {
-                let blk = if self.is_blocked(bi) {
-                    self.blocked[bi]
-                } else {
-                    NONE
-                };
-                key = add(key, term(b, self.min_off[bi], blk));
+                key = add(key, self.term_of(b));
             }
             if self.is_blocked(bi) {
                 if dominance && self.open[bi] == 0 {
@@ -730,6 +812,33 @@ impl<'a> Search<'a> {
         ok
     }
 
+    /// Checks piece `g` at `level` when its state passed its last check at a lower level
+    /// (the check is monotone in the level: a state passing at `passed` passes below it).
+    fn check_level(&mut self, g: usize, level: u64) -> bool {
+        if (level <= self.passed && !full_checks()) || !self.cfg.section_inference {
+            return true;
+        }
+        let grp = self.groups[g];
+        self.affected = (0, 0);
+        if !self.check(grp.s0, grp.s1, level) {
+            return false;
+        }
+        self.passed = level;
+        true
+    }
+
+    /// After a change to a state that passed its checks at `level`: raises the floors of the
+    /// affected sections and checks those of piece `grp` (the others did not change).
+    fn check_changed(&mut self, grp: Group, level: u64) -> bool {
+        if full_checks() {
+            return self.check(grp.s0, grp.s1, level);
+        }
+        let (a0, a1) = self.affected;
+        let c0 = grp.s0.max(a0);
+        let c1 = grp.s1.min(a1).max(c0);
+        self.check(c0, c1, level)
+    }
+
     /// Raises the floors of the affected sections (dominance) and checks the sections
     /// `[s0, s1)` with all later offsets at least `level` (section inference).
     fn check(&mut self, s0: u32, s1: u32, level: u64) -> bool {
@@ -767,6 +876,19 @@ impl<'a> Search<'a> {
                     self.floor[si] = lowest;
                 }
             }
+        }
+        if self.cfg.section_inference && !self.inst.has_fixed {
+            // Without fixed buffers, `max(floor, level) + t ≤ cap` is `floor + t ≤ cap` and
+            // `level + t ≤ cap`: two maxima over the sections, one branch-free pass.
+            let (s0, s1) = (s0 as usize, s1 as usize);
+            let (top, most) = self.floor[s0..s1].iter().zip(&self.total[s0..s1]).fold(
+                (0u64, 0u64),
+                |(top, most), (&f, &t)| {
+                    let used = if t == 0 { 0 } else { f.saturating_add(t) };
+                    (top.max(used), most.max(t))
+                },
+            );
+            return top <= self.cap && level.saturating_add(most) <= self.cap;
         }
         if self.cfg.section_inference {
             for s in s0..s1 {
@@ -820,6 +942,7 @@ impl<'a> Search<'a> {
             next: gstart,
             mark: self.trail.len(),
             member_mark,
+            passed: self.passed,
         });
         true
     }

@@ -761,3 +761,36 @@ fn the_reranking_member_fits_planted_packings_in_their_rectangle() {
         assert!(p.check(&placement).unwrap() <= load, "seed {seed}");
     }
 }
+
+/// The incremental checks (only touched sections, a node failing with its blocks) are a
+/// speed-up only: with every check over the whole piece and every child tried, each member
+/// alone and the rotation visit the same nodes and find the same placements.
+#[test]
+fn incremental_checks_visit_the_same_nodes_as_full_checks() {
+    use super::search::FULL_CHECKS;
+    use crate::generate::{generate, HardSpec, Variant};
+    let mut problems: Vec<PlacementProblem> = (0..8u64)
+        .map(|seed| generate(&HardSpec::challenging(seed, 60, Variant::Fits)).problem)
+        .collect();
+    problems.extend((0..4u64).map(|seed| planted(seed, 30, 200, 60)));
+    let mut searched = 0;
+    for (i, p) in problems.iter().enumerate() {
+        for only_strategy in [None, Some(0), Some(1), Some(2), Some(3)] {
+            let o = ExactOptions {
+                threads: 1,
+                only_strategy,
+                ..node_capped(20_000)
+            };
+            let run = |full: bool| {
+                FULL_CHECKS.with(|f| f.set(full));
+                let out = solve(p, p.load(), &[], &o);
+                FULL_CHECKS.with(|f| f.set(false));
+                (out.status, out.placement, out.nodes)
+            };
+            let (fast, full) = (run(false), run(true));
+            assert_eq!(fast, full, "instance {i}, strategy {only_strategy:?}");
+            searched += u64::from(fast.2 > 100);
+        }
+    }
+    assert!(searched > 10, "too few runs searched more than 100 nodes");
+}
