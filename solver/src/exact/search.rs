@@ -416,15 +416,6 @@ impl<'a> Search<'a> {
                         Choice::Done => Sig::Success,
                         Choice::Fail => Sig::Fail,
                         Choice::Branch {
-                            cstart, level, key, ..
-                        } if !self.check_level(g, level) => {
-                            self.cands.truncate(cstart);
-                            if self.cfg.memo && !self.pruned {
-                                self.memo.insert(key);
-                            }
-                            Sig::Fail
-                        }
-                        Choice::Branch {
                             cstart,
                             cend,
                             level,
@@ -633,7 +624,9 @@ impl<'a> Search<'a> {
         if self.cfg.memo && self.memo.contains(key) {
             return Choice::Fail;
         }
-        if level == NONE || (dominance && blocked_height <= level) {
+        // The state fails outright: nothing to place, a blocked buffer below the level, or
+        // the section check at a level above the one the state passed at.
+        if level == NONE || (dominance && blocked_height <= level) || !self.check_level(g, level) {
             if self.cfg.memo {
                 self.memo.insert(key);
             }
@@ -876,19 +869,6 @@ impl<'a> Search<'a> {
                     self.floor[si] = lowest;
                 }
             }
-        }
-        if self.cfg.section_inference && !self.inst.has_fixed {
-            // Without fixed buffers, `max(floor, level) + t ≤ cap` is `floor + t ≤ cap` and
-            // `level + t ≤ cap`: two maxima over the sections, one branch-free pass.
-            let (s0, s1) = (s0 as usize, s1 as usize);
-            let (top, most) = self.floor[s0..s1].iter().zip(&self.total[s0..s1]).fold(
-                (0u64, 0u64),
-                |(top, most), (&f, &t)| {
-                    let used = if t == 0 { 0 } else { f.saturating_add(t) };
-                    (top.max(used), most.max(t))
-                },
-            );
-            return top <= self.cap && level.saturating_add(most) <= self.cap;
         }
         if self.cfg.section_inference {
             for s in s0..s1 {

@@ -101,6 +101,16 @@ fn tiny(rng: &mut Rng) -> PlacementProblem {
     )
 }
 
+/// `count` tiny instances drawn from `seed`, each with its brute-force optimum.
+fn tiny_with_optimum(seed: u64, count: usize) -> impl Iterator<Item = (PlacementProblem, u64)> {
+    let mut rng = Rng::new(seed);
+    (0..count).map(move |_| {
+        let p = tiny(&mut rng);
+        let opt = brute_force(&p, &[]);
+        (p, opt)
+    })
+}
+
 /// Pins some buffers where `placement` puts them.
 fn pin_some(rng: &mut Rng, placement: &Placement) -> Vec<Option<u64>> {
     placement
@@ -152,10 +162,7 @@ fn agrees(p: &PlacementProblem, cap: u64, fixed: &[Option<u64>], opt: u64, o: &E
 
 #[test]
 fn every_switch_combination_agrees_with_brute_force_on_tiny_instances() {
-    let mut rng = Rng::new(7);
-    for _ in 0..150 {
-        let p = tiny(&mut rng);
-        let opt = brute_force(&p, &[]);
+    for (p, opt) in tiny_with_optimum(7, 150) {
         for cap in [opt - 1, opt, opt + 1] {
             for o in all_switches() {
                 agrees(&p, cap, &[], opt, &o);
@@ -182,10 +189,7 @@ fn pinned_buffers_are_obstacles_and_brute_force_agrees() {
 
 #[test]
 fn minimise_reaches_the_brute_force_optimum_and_proves_it() {
-    let mut rng = Rng::new(13);
-    for _ in 0..150 {
-        let p = tiny(&mut rng);
-        let opt = brute_force(&p, &[]);
+    for (p, opt) in tiny_with_optimum(13, 150) {
         let out = minimise(&p, &Placement::default(), &ExactOptions::default());
         assert_eq!(out.status, ExactStatus::Optimal, "{p:?}");
         assert_eq!((out.peak, out.lower_bound), (opt, opt), "{p:?}");
@@ -658,11 +662,8 @@ fn a_time_reversed_strategy_places_the_instance_itself() {
 /// placement or give up, but it never calls a feasible capacity infeasible.
 #[test]
 fn a_discrepancy_limited_run_never_claims_infeasibility_of_a_feasible_capacity() {
-    let mut rng = Rng::new(23);
     let mut gave_up = 0;
-    for _ in 0..300 {
-        let p = tiny(&mut rng);
-        let opt = brute_force(&p, &[]);
+    for (p, opt) in tiny_with_optimum(23, 300) {
         let inst = Instance::new(&p, &[], u64::MAX);
         for limit in [0, 1] {
             for s in STRATEGIES {
@@ -727,10 +728,7 @@ fn discrepancy_passes_are_deterministic_on_two_threads() {
 /// optimum.
 #[test]
 fn every_strategy_alone_agrees_with_brute_force() {
-    let mut rng = Rng::new(31);
-    for _ in 0..200 {
-        let p = tiny(&mut rng);
-        let opt = brute_force(&p, &[]);
+    for (p, opt) in tiny_with_optimum(31, 200) {
         for k in 0..super::strategy_count() {
             let o = ExactOptions {
                 only_strategy: Some(k),
