@@ -42,9 +42,9 @@ pub const DEFAULT_COUNT: usize = 200;
 pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
 
 /// The configurations, by name: the exact search with all switches (`default`, the restart
-/// portfolio), with one switch off each, each strategy of the rotation alone, the minimiser
-/// and the HiGHS placement program.
-pub const CONFIGS: [&str; 16] = [
+/// portfolio), with one switch off each, each member of the rotation alone (`strategy-4` is
+/// the learning member), the minimiser and the HiGHS placement program.
+pub const CONFIGS: [&str; 18] = [
     "default",
     "no-sections",
     "no-dominance",
@@ -54,22 +54,25 @@ pub const CONFIGS: [&str; 16] = [
     "no-memo",
     "no-reversal",
     "no-discrepancy",
+    "no-learning",
     "one-thread",
     "strategy-0",
     "strategy-1",
     "strategy-2",
     "strategy-3",
+    "strategy-4",
     "minimise",
     "highs",
 ];
 
 /// Configurations run when `--configs` is not given.
-pub const DEFAULT_CONFIGS: [&str; 7] = [
+pub const DEFAULT_CONFIGS: [&str; 8] = [
     "default",
     "strategy-0",
     "strategy-1",
     "strategy-2",
     "strategy-3",
+    "strategy-4",
     "minimise",
     "highs",
 ];
@@ -127,6 +130,7 @@ fn exact_options(config: &str, limits: Limits) -> Result<ExactOptions> {
         "no-memo" => o.memo = false,
         "no-reversal" => o.time_reversal = false,
         "no-discrepancy" => o.discrepancy_passes = false,
+        "no-learning" => o.learning = false,
         "one-thread" => o.threads = 1,
         s if s.starts_with("strategy-") => {
             let k: usize = s["strategy-".len()..]

@@ -15,7 +15,9 @@
 //! ([`sections`]), dominance ([`search`]), dynamic ordering with restarts ([`ordering`]),
 //! time reversal (half of the restart rotation searches the time-reversed instance; a second
 //! thread runs those members), temporal decomposition ([`decompose`]), a failed-state
-//! memo (one per orientation) and, above LOAD, limited discrepancy passes before the
+//! memo (one per orientation), a learning member that joins the rotation once its runs are
+//! long (the fit as a constraint program under lazy clause generation, which learns a nogood
+//! from every failure: `learning`) and, above LOAD, limited discrepancy passes before the
 //! rotation (Harvey and Ginsberg, "Limited Discrepancy Search", IJCAI 1995: with slack a
 //! wrong early choice shows only near the top, which depth-first backtracking reaches last;
 //! the passes find placements and prove nothing). [`minimise`] also builds
@@ -37,6 +39,7 @@
 
 pub mod decompose;
 mod dive;
+mod learning;
 mod memo;
 mod minimise;
 pub mod ordering;
@@ -50,6 +53,7 @@ pub use minimise::{minimise, MinimiseOutcome};
 
 use crate::limits::{Limits, LimitsClock};
 use crate::problem::{Placement, PlacementProblem};
+use learning::Learning;
 use memo::Memo;
 use ordering::{ranks, Pivot, STRATEGIES};
 use search::{Config, RunEnd, Search};
@@ -83,10 +87,11 @@ pub struct ExactOptions {
     /// Failed-state memo: remember (128-bit fingerprints of) exhausted search states and fail
     /// on meeting one again, across restarts too.
     pub memo: bool,
-    /// Run only this member of the restart rotation ([`strategy_count`] of them; the pivot
-    /// rule and preorder of each are in [`ordering`]), with no restarts: how the benchmark
-    /// measures each strategy's own success rate. `None` (the default): as `restarts` says.
-    /// Ignored without dynamic ordering.
+    /// Run only this member of the restart rotation ([`strategy_count`] of them: the pivot
+    /// rule and preorder of each search strategy are in [`ordering`], the last is the learning
+    /// member, which then runs from the start), with no restarts: how the benchmark measures
+    /// each member's own success rate. `None` (the default): as `restarts` says. Ignored
+    /// without dynamic ordering.
     pub only_strategy: Option<usize>,
     /// Time reversal: the strategies marked so in the rotation ([`ordering`]) search the
     /// time-reversed instance (with fixed buffers they search the instance itself).
@@ -96,17 +101,36 @@ pub struct ExactOptions {
     /// 0, 1, … [`DISCREPANCY_PASSES`] − 1 discrepancies: with slack, a wrong early choice
     /// shows only near the top, where chronological backtracking never reaches it.
     pub discrepancy_passes: bool,
+    /// Learning member: once the rotation's runs reach [`LEARNING_FROM_NODES`] nodes each, a
+    /// fifth member joins it: the fit problem as a constraint program solved by lazy clause
+    /// generation (nogood learning, activity-based branching; see the `learning` module),
+    /// which keeps its nogoods from run to run. One step of it (a decision or a conflict)
+    /// counts as [`LEARNING_STEP_NODES`] nodes. Not with fixed buffers, nor above
+    /// [`LEARNING_MAX_BUFFERS`] buffers.
+    pub learning: bool,
     /// Threads for the restart rotation: 1, or 2 to run the time-reversed members on a second
     /// thread. The answer and the node count do not depend on it, only the wall time; the default
     /// is 2 where the machine has two cores, else 1.
     pub threads: usize,
 }
 
-/// Number of strategies in the restart rotation (valid [`ExactOptions::only_strategy`]
-/// values are `0..strategy_count()`).
+/// Number of members of the restart rotation (valid [`ExactOptions::only_strategy`] values
+/// are `0..strategy_count()`): the canonical-search strategies of [`ordering`], then the
+/// learning member (see [`ExactOptions::learning`]).
 pub fn strategy_count() -> usize {
-    STRATEGIES.len()
+    STRATEGIES.len() + 1
 }
+
+/// The learning member joins the rotation in the first round whose runs have at least this
+/// many nodes each (instances the canonical search settles in a few hundred thousand nodes
+/// never build its model).
+pub const LEARNING_FROM_NODES: u64 = 1 << 15;
+
+/// Nodes one step of the learning member counts as (see [`ExactOptions::learning`]).
+pub const LEARNING_STEP_NODES: u64 = learning::STEP_NODES;
+
+/// Most free buffers the learning member models.
+pub const LEARNING_MAX_BUFFERS: usize = learning::MAX_BUFFERS;
 
 impl Default for ExactOptions {
     fn default() -> Self {
@@ -121,6 +145,7 @@ impl Default for ExactOptions {
             only_strategy: None,
             time_reversal: true,
             discrepancy_passes: true,
+            learning: true,
             threads: default_threads(),
         }
     }
@@ -290,6 +315,8 @@ struct Member {
     /// 0: the instance; 1: its time reversal. Each side has its own memo and, with two
     /// threads, its own thread.
     side: usize,
+    /// The learning member (then `keys`, `pivot` and `rank` are unused).
+    learning: bool,
 }
 
 /// How one run of the schedule ended.
@@ -307,7 +334,11 @@ struct RunReport {
 /// never exceed the node budget. Above LOAD (with [`ExactOptions::discrepancy_passes`]) the
 /// schedule opens with `DISCREPANCY_PASSES · k` runs: run `r` is member `r mod k` with at most
 /// `r div k` discrepancies and `max(n, 64) · DISCREPANCY_NODES` nodes; such a run finds
-/// placements but proves nothing, and the rotation follows it. Members of the time-reversed
+/// placements but proves nothing, and the rotation follows it. The learning member (last in
+/// the rotation, with [`ExactOptions::learning`]) has no runs in the first round, nor in the
+/// discrepancy passes, nor while the limit is below [`LEARNING_FROM_NODES`]; its runs continue
+/// one solver, on the time-reversed side's thread, under `limit / LEARNING_STEP_NODES`
+/// steps, and count `LEARNING_STEP_NODES` nodes per step. Members of the time-reversed
 /// side share one memo, the others another, so a run's course depends only on the runs of its
 /// side before it. The answer is
 /// that of the first run in schedule order that ends with a placement or a proof, whether the
@@ -324,6 +355,15 @@ pub(crate) fn fit(
 ) -> RunEnd {
     let budget = opts.limits.nodes.unwrap_or(u64::MAX);
     let cfg = opts.config();
+    // The learning member alone: its model, the whole budget in steps.
+    if opts.dynamic_ordering && opts.only_strategy == Some(STRATEGIES.len()) {
+        let Some(mut model) = Learning::new(inst, capacity) else {
+            return RunEnd::NodeLimit;
+        };
+        let (end, steps) = model.run(inst, capacity, budget / LEARNING_STEP_NODES, clock, None);
+        *nodes = nodes.saturating_add(steps.saturating_mul(LEARNING_STEP_NODES));
+        return end;
+    }
     let chosen: Vec<ordering::Strategy> = if !opts.dynamic_ordering {
         Vec::new()
     } else if let Some(k) = opts.only_strategy {
@@ -335,12 +375,13 @@ pub(crate) fn fit(
     let reversed = (opts.time_reversal && !inst.has_fixed && chosen.iter().any(|s| s.reversed))
         .then(|| inst.reversed());
     let sides: [&Instance; 2] = [inst, reversed.as_ref().unwrap_or(inst)];
-    let members: Vec<Member> = if chosen.is_empty() {
+    let mut members: Vec<Member> = if chosen.is_empty() {
         vec![Member {
             keys: Vec::new(),
             pivot: Pivot::Fewest,
             rank: ranks(inst, &[]),
             side: 0,
+            learning: false,
         }]
     } else {
         chosen
@@ -352,6 +393,7 @@ pub(crate) fn fit(
                     pivot: s.pivot,
                     rank: ranks(sides[side], &s.keys),
                     side,
+                    learning: false,
                 }
             })
             .collect()
@@ -370,6 +412,18 @@ pub(crate) fn fit(
         .run(budget, clock, &mut used);
         *nodes = nodes.saturating_add(used);
         return end;
+    }
+    // The learning member runs on the time-reversed side's thread (it models `inst` itself:
+    // the sides share local indices, so its placements hold for both).
+    if opts.learning && opts.restarts && inst.len() <= LEARNING_MAX_BUFFERS && !inst.has_fixed {
+        let side = members.iter().map(|m| m.side).max().unwrap_or(0);
+        members.push(Member {
+            keys: Vec::new(),
+            pivot: Pivot::Fewest,
+            rank: Vec::new(),
+            side,
+            learning: true,
+        });
     }
     let k = members.len() as u64;
     let base = (inst.len() as u64).max(64);
@@ -390,24 +444,37 @@ pub(crate) fn fit(
             (m, u32::MAX)
         }
     };
-    // Node limit of run `r` given the limits of the runs before it.
-    let limit_of = |r: u64, before: u64| -> u64 {
+    // Node limit of run `r` given the limits of the runs before it; `None` for an entry of
+    // the learning member before it joins (no run, no budget): never in the first round,
+    // which runs on this thread (its solver cannot move to another one).
+    let limit_of = |r: u64, before: u64| -> Option<u64> {
         let per_run = if r < lds {
             base.saturating_mul(DISCREPANCY_NODES)
         } else {
             base.saturating_mul(1u64 << ((r - lds) / k).min(62))
         };
-        per_run.min(budget.saturating_sub(before))
+        let learning = members[(r % k) as usize].learning;
+        if learning && (r < lds + k || per_run < LEARNING_FROM_NODES) {
+            return None;
+        }
+        Some(per_run.min(budget.saturating_sub(before)))
     };
     let answer = AtomicU64::new(u64::MAX);
     // Runs `from..to` of the schedule (those of `side` only, when given), with one memo per
     // side: a state's fingerprint means something only on its own side. Returns the reports
     // and whether the schedule stopped before `to` (an answer, the budget or the clock).
-    let worker = |side: Option<usize>, from: u64, to: u64, memos: &mut [Memo; 2]| {
+    // The learning member's model is built when it first runs (`Some(None)`: it sits out).
+    let worker = |side: Option<usize>,
+                  from: u64,
+                  to: u64,
+                  memos: &mut [Memo; 2],
+                  model: &mut Option<Option<Learning>>| {
         let mut reports = Vec::new();
         let mut before = 0u64;
         for r in 0..to {
-            let run_limit = limit_of(r, before);
+            let Some(run_limit) = limit_of(r, before) else {
+                continue;
+            };
             before = before.saturating_add(run_limit);
             if r < from {
                 continue;
@@ -429,19 +496,32 @@ pub(crate) fn fit(
                 return (reports, true);
             }
             let mut used = 0;
-            let end = Search::new(
-                sides[m.side],
-                capacity,
-                Config {
-                    discrepancies,
-                    ..cfg
-                },
-                (m.pivot, m.rank.clone()),
-                &mut memos[m.side],
-            )
-            .rerank_by(&m.keys)
-            .stop_when(&answer, r)
-            .run(run_limit, clock, &mut used);
+            let end = if m.learning {
+                match model.get_or_insert_with(|| Learning::new(inst, capacity)) {
+                    Some(model) => {
+                        let steps = run_limit / LEARNING_STEP_NODES;
+                        let (end, taken) =
+                            model.run(inst, capacity, steps, clock, Some((&answer, r)));
+                        used = taken.saturating_mul(LEARNING_STEP_NODES);
+                        end
+                    }
+                    None => RunEnd::NodeLimit,
+                }
+            } else {
+                Search::new(
+                    sides[m.side],
+                    capacity,
+                    Config {
+                        discrepancies,
+                        ..cfg
+                    },
+                    (m.pivot, m.rank.clone()),
+                    &mut memos[m.side],
+                )
+                .rerank_by(&m.keys)
+                .stop_when(&answer, r)
+                .run(run_limit, clock, &mut used)
+            };
             let last = !matches!(end, RunEnd::NodeLimit);
             if matches!(end, RunEnd::Found(_) | RunEnd::Infeasible) {
                 answer.fetch_min(r, Ordering::Relaxed);
@@ -460,14 +540,19 @@ pub(crate) fn fit(
     // The first round on this thread (most searches end there), the rest on two threads when
     // both sides have members.
     let mut memos = [Memo::default(), Memo::default()];
-    let (mut reports, stopped) = worker(None, 0, lds + k, &mut memos);
+    let mut model = None;
+    let (mut reports, stopped) = worker(None, 0, lds + k, &mut memos, &mut model);
     let two_sided = members.iter().any(|m| m.side == 1) && members.iter().any(|m| m.side == 0);
     if !stopped && opts.threads >= 2 && two_sided {
         let [m0, m1] = memos;
         let (mut memos0, mut memos1) = ([m0, Memo::default()], [Memo::default(), m1]);
         let (mine, theirs) = std::thread::scope(|scope| {
-            let other = scope.spawn(|| worker(Some(1), lds + k, u64::MAX, &mut memos1).0);
-            let mine = worker(Some(0), lds + k, u64::MAX, &mut memos0).0;
+            // The learning member's solver stays on the thread that builds it.
+            let other = scope.spawn(|| {
+                let mut own = None;
+                worker(Some(1), lds + k, u64::MAX, &mut memos1, &mut own).0
+            });
+            let mine = worker(Some(0), lds + k, u64::MAX, &mut memos0, &mut model).0;
             // A panic in the other thread is a bug; its runs are then simply missing, which
             // can only turn an answer into a timeout, never into a wrong answer.
             (mine, other.join().unwrap_or_default())
@@ -475,7 +560,7 @@ pub(crate) fn fit(
         reports.extend(mine);
         reports.extend(theirs);
     } else if !stopped {
-        reports.extend(worker(None, lds + k, u64::MAX, &mut memos).0);
+        reports.extend(worker(None, lds + k, u64::MAX, &mut memos, &mut model).0);
     }
     reports.sort_by_key(|rep| rep.index);
     let settled = answer.load(Ordering::Relaxed);

@@ -133,6 +133,7 @@ fn all_switches() -> impl Iterator<Item = ExactOptions> {
         only_strategy: None,
         time_reversal: m & 8 == 0,
         discrepancy_passes: m & 2 == 0,
+        learning: m & 4 == 0,
         threads: 1 + (m as usize & 1),
     })
 }
@@ -791,4 +792,72 @@ fn incremental_checks_visit_the_same_nodes_as_full_checks() {
         }
     }
     assert!(searched > 10, "too few runs searched more than 100 nodes");
+}
+
+/// A generated 250-buffer instance (the suite's `hard-250-fits-2`) that the canonical search
+/// does not place at LOAD in ten million nodes: the rotation places it within a million once
+/// the learning member joins, and fails without that member.
+#[test]
+fn the_learning_member_places_a_packing_the_canonical_search_misses() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let inst = generate(&HardSpec::challenging(2, 250, Variant::Fits));
+    let with = |learning: bool| ExactOptions {
+        learning,
+        ..node_capped(1_000_000)
+    };
+    let out = solve(&inst.problem, inst.capacity, &[], &with(true));
+    assert_eq!(out.status, ExactStatus::Optimal, "{} nodes", out.nodes);
+    let placement = out.placement.expect("a placement comes with Optimal");
+    assert!(inst.problem.check(&placement).unwrap() <= inst.capacity);
+    let without = solve(&inst.problem, inst.capacity, &[], &with(false));
+    assert_eq!(without.status, ExactStatus::Timeout);
+}
+
+/// Alone, the learning member places that instance in a few thousand steps, proves a
+/// capacity below LOAD infeasible at once, and its runs are deterministic.
+#[test]
+fn the_learning_member_alone_places_and_refutes() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let alone = ExactOptions {
+        only_strategy: Some(super::strategy_count() - 1),
+        ..node_capped(super::LEARNING_STEP_NODES * 20_000)
+    };
+    let inst = generate(&HardSpec::challenging(2, 250, Variant::Fits));
+    let first = solve(&inst.problem, inst.capacity, &[], &alone);
+    assert_eq!(first.status, ExactStatus::Optimal);
+    let again = solve(&inst.problem, inst.capacity, &[], &alone);
+    assert_eq!(
+        (&first.placement, first.nodes),
+        (&again.placement, again.nodes)
+    );
+    let below = generate(&HardSpec::challenging(2, 250, Variant::BelowLoad));
+    let out = solve(&below.problem, below.capacity, &[], &alone);
+    assert_eq!(out.status, ExactStatus::Infeasible);
+}
+
+/// Once the learning member joins, two threads still change neither the answer nor the node
+/// count: its runs stay on one thread, in schedule order.
+#[test]
+fn two_threads_agree_once_the_learning_member_joins() {
+    use crate::generate::{generate, HardSpec, Variant};
+    for (seed, variant) in [(2, Variant::Fits), (7, Variant::Grown(3))] {
+        let inst = generate(&HardSpec::challenging(seed, 250, variant));
+        let with = |threads: usize| ExactOptions {
+            threads,
+            ..node_capped(1_000_000)
+        };
+        let one = solve(&inst.problem, inst.capacity, &[], &with(1));
+        let two = solve(&inst.problem, inst.capacity, &[], &with(2));
+        assert_eq!(
+            (one.status, &one.placement, one.nodes),
+            (two.status, &two.placement, two.nodes),
+            "{}",
+            inst.name
+        );
+        assert!(
+            one.nodes > 300_000,
+            "{}: the learning member never ran",
+            inst.name
+        );
+    }
 }

@@ -1,0 +1,289 @@
+//! The learning member of the restart rotation: the fit problem as a constraint program solved
+//! by lazy clause generation, which learns a nogood from every failure.
+//!
+//! Idea: the canonical search ([`super::search`]) backtracks chronologically and learns only
+//! whole failed states ([`super::memo`]); on large, tightly packed instances a wrong early
+//! choice shows only dozens of levels deeper, and it never gets back to it. Lazy clause
+//! generation (LCG) explains every propagation as a clause over bound literals `[y ≥ v]`, so
+//! a failure yields a nogood naming the choices that caused it (first unique implication
+//! point), the search jumps back to the deepest of them, and activity-driven branching
+//! (VSIDS) with restarts turns to the variables the conflicts involve.
+//!
+//! Model, in grid units `g` (the greatest common divisor of the sizes and of the alignments
+//! above one: every canonical placement lies on that grid, so nothing is lost): an offset
+//! variable `y_b ∈ [0, ⌊C/g⌋ − s_b]` per buffer (a multiple of `a_b/g` when aligned, through
+//! `y_b = (a_b/g)·z_b`), and one disjunctive (no-overlap) constraint over the offsets for each
+//! maximal clique of the interval graph, that is, each section where a buffer starts and one
+//! ends right after: every pair of buffers alive together shares one of them. The
+//! disjunctive propagators (edge finding on both bounds) are those of the Pumpkin solver.
+//!
+//! The member keeps its solver between runs: a run continues the previous one with its
+//! nogoods and activities, under a budget of steps (a step is a decision or a conflict).
+//! Without fixed buffers only, up to [`MAX_BUFFERS`] buffers and offsets that fit `i32` on
+//! the grid; otherwise the member sits out.
+//!
+//! Complexity: the model has `n` variables and `Σ` clique sizes task entries (`O(n · w)` for
+//! the widest clique `w`); a step costs a propagation round, `O(w log w)` per clique touched.
+//!
+//! References: Ohrimenko, Stuckey and Codish, "Propagation via lazy clause generation",
+//! Constraints 14 (2009); Schutt, Feydy, Stuckey and Wallace, "Explaining the cumulative
+//! propagator", Constraints 16 (2011); Vilím, "Filtering algorithms for the unary resource
+//! constraint", Archives of Control Sciences 18 (2008); Flippo et al., "A multi-stage proof
+//! logging framework to certify the correctness of CP solvers", CP 2024 (Pumpkin).
+
+use super::search::RunEnd;
+use super::sections::Instance;
+use crate::limits::LimitsClock;
+use pumpkin_conflict_resolvers::resolvers::ResolutionResolver;
+use pumpkin_core::results::{ProblemSolution, SatisfactionResult};
+use pumpkin_core::termination::TerminationCondition;
+use pumpkin_core::variables::{DomainId, TransformableVariable};
+use pumpkin_core::{DefaultBrancher, Solver};
+use pumpkin_propagators::disjunctive::ArgDisjunctiveTask;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Largest instance (free buffers) the member models.
+pub(crate) const MAX_BUFFERS: usize = 4096;
+
+/// Nodes of the schedule's budget one step counts as. A step (a decision or a conflict with its
+/// propagation round) takes about as long as 100 nodes of the canonical search on the
+/// generated 250–700-buffer instances; counting it as 25 gives the member about four times
+/// the time of a search member's run once it joins (on the generated 250-buffer instances,
+/// seeds 2–37, 10 s: 5 of 8 placed at LOAD with 25, 3 with 10 or 100).
+pub(crate) const STEP_NODES: u64 = 25;
+
+/// The solver of the learning member and what it needs between runs.
+pub(crate) struct Learning {
+    solver: Solver,
+    brancher: DefaultBrancher,
+    resolver: ResolutionResolver,
+    /// Offset variable of each local buffer, in grid units.
+    offsets: Vec<DomainId>,
+    /// Bytes per grid unit.
+    grid: u64,
+    /// The solver failed in a way that is not an answer (a panic): the member sits out.
+    broken: bool,
+    /// A buffer is larger than the capacity: infeasible without a model.
+    too_large: bool,
+}
+
+impl std::fmt::Debug for Learning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Learning")
+            .field("buffers", &self.offsets.len())
+            .field("grid", &self.grid)
+            .finish()
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The sections holding a maximal clique: a buffer starts there and one ends right after.
+fn clique_sections(inst: &Instance) -> Vec<usize> {
+    let mut starts = vec![false; inst.n_sec];
+    let mut ends = vec![false; inst.n_sec];
+    for i in 0..inst.len() {
+        if let Some(s) = starts.get_mut(inst.lo[i] as usize) {
+            *s = true;
+        }
+        if let Some(e) = (inst.hi[i] as usize)
+            .checked_sub(1)
+            .and_then(|s| ends.get_mut(s))
+        {
+            *e = true;
+        }
+    }
+    (0..inst.n_sec)
+        .filter(|&s| starts[s] && ends[s] && inst.members.row(s).len() >= 2)
+        .collect()
+}
+
+impl Learning {
+    /// The model of `inst` under `capacity`, or `None` when the member sits out (fixed
+    /// buffers, more than [`MAX_BUFFERS`] buffers, offsets beyond `i32` on the grid).
+    pub(crate) fn new(inst: &Instance, capacity: u64) -> Option<Learning> {
+        let m = inst.len();
+        if inst.has_fixed || m == 0 || m > MAX_BUFFERS {
+            return None;
+        }
+        // Pumpkin is third-party code: a panic while modelling means the member sits out.
+        std::panic::catch_unwind(|| Self::model(inst, capacity))
+            .ok()
+            .flatten()
+    }
+
+    fn model(inst: &Instance, capacity: u64) -> Option<Learning> {
+        let m = inst.len();
+        let grid = inst
+            .bufs
+            .iter()
+            .flat_map(|b| [b.size, if b.alignment > 1 { b.alignment } else { 0 }])
+            .fold(0, gcd)
+            .max(1);
+        let cap = i32::try_from(capacity / grid).ok()?;
+        let mut solver = Solver::default();
+        if inst.bufs.iter().any(|b| b.size > capacity) {
+            return Some(Learning {
+                brancher: solver.default_brancher(),
+                solver,
+                resolver: ResolutionResolver::default(),
+                offsets: Vec::new(),
+                grid,
+                broken: false,
+                too_large: true,
+            });
+        }
+        let tag = solver.new_constraint_tag();
+        let mut offsets = Vec::with_capacity(m);
+        let mut units = Vec::with_capacity(m);
+        for b in &inst.bufs {
+            let size = i32::try_from(b.size / grid).ok()?;
+            let top = cap.checked_sub(size).filter(|&t| t >= 0)?;
+            let y = solver.new_bounded_integer(0, top);
+            let step = i32::try_from(b.alignment / grid).ok()?;
+            if step > 1 {
+                let z = solver.new_bounded_integer(0, top / step);
+                let tied = pumpkin_constraints::equals([y.scaled(1), z.scaled(-step)], 0, tag);
+                solver.add_constraint(tied).post();
+            }
+            offsets.push(y);
+            units.push(size);
+        }
+        for s in clique_sections(inst) {
+            let tasks: Vec<ArgDisjunctiveTask<DomainId>> = inst
+                .members
+                .row(s)
+                .iter()
+                .map(|&b| ArgDisjunctiveTask {
+                    start_time: offsets[b as usize],
+                    processing_time: units[b as usize],
+                })
+                .collect();
+            let constraint = pumpkin_constraints::disjunctive_strict(tasks, tag);
+            solver.add_constraint(constraint).post();
+        }
+        let brancher = solver.default_brancher();
+        Some(Learning {
+            solver,
+            brancher,
+            resolver: ResolutionResolver::default(),
+            offsets,
+            grid,
+            broken: false,
+            too_large: false,
+        })
+    }
+
+    /// Continues the search for at most `steps` steps, until `clock` runs out or `stop`
+    /// says an earlier run of the schedule answered. Returns how the run ended and the steps
+    /// it took. A placement is checked against `inst` before it is returned.
+    pub(crate) fn run(
+        &mut self,
+        inst: &Instance,
+        capacity: u64,
+        steps: u64,
+        clock: &LimitsClock,
+        stop: Option<(&AtomicU64, u64)>,
+    ) -> (RunEnd, u64) {
+        if self.too_large {
+            return (RunEnd::Infeasible, 0);
+        }
+        if self.broken {
+            return (RunEnd::NodeLimit, 0);
+        }
+        let mut budget = Budget {
+            steps: 0,
+            limit: steps,
+            clock,
+            stop,
+            timed_out: false,
+        };
+        let Learning {
+            solver,
+            brancher,
+            resolver,
+            offsets,
+            grid,
+            ..
+        } = self;
+        // Pumpkin is third-party code: a panic there ends this member, never the search.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            match solver.satisfy(brancher, &mut budget, resolver) {
+                SatisfactionResult::Satisfiable(sat) => {
+                    let solution = sat.solution();
+                    Some(Some(
+                        offsets
+                            .iter()
+                            .map(|&y| u64::try_from(solution.get_integer_value(y)).unwrap_or(0))
+                            .collect::<Vec<u64>>(),
+                    ))
+                }
+                SatisfactionResult::Unsatisfiable(..) => Some(None),
+                SatisfactionResult::Unknown(..) => None,
+            }
+        }));
+        let used = budget.steps;
+        let end = match outcome {
+            Ok(Some(Some(units))) => {
+                let off: Vec<u64> = units.iter().map(|&u| u.saturating_mul(*grid)).collect();
+                if places(inst, capacity, &off) {
+                    RunEnd::Found(off)
+                } else {
+                    self.broken = true;
+                    RunEnd::NodeLimit
+                }
+            }
+            Ok(Some(None)) => RunEnd::Infeasible,
+            Ok(None) if budget.timed_out => RunEnd::TimeLimit,
+            Ok(None) => RunEnd::NodeLimit,
+            Err(_) => {
+                self.broken = true;
+                RunEnd::NodeLimit
+            }
+        };
+        (end, used)
+    }
+}
+
+/// Whether `off` places every buffer of `inst` aligned, under `capacity`, without overlap.
+fn places(inst: &Instance, capacity: u64, off: &[u64]) -> bool {
+    off.len() == inst.len()
+        && inst.bufs.iter().enumerate().all(|(i, b)| {
+            off[i] % b.alignment.max(1) == 0
+                && off[i].saturating_add(b.size) <= capacity
+                && inst.overlaps.row(i).iter().all(|&j| {
+                    let j = j as usize;
+                    off[i].saturating_add(b.size) <= off[j]
+                        || off[j].saturating_add(inst.bufs[j].size) <= off[i]
+                })
+        })
+}
+
+/// The step budget of one run, with the clock and the schedule's stop signal.
+struct Budget<'a> {
+    steps: u64,
+    limit: u64,
+    clock: &'a LimitsClock,
+    stop: Option<(&'a AtomicU64, u64)>,
+    timed_out: bool,
+}
+
+impl TerminationCondition for Budget<'_> {
+    fn should_stop(&mut self) -> bool {
+        if self.steps >= self.limit {
+            return true;
+        }
+        self.steps += 1;
+        if self.clock.exhausted().is_some() {
+            self.timed_out = true;
+            return true;
+        }
+        self.stop
+            .is_some_and(|(answer, index)| answer.load(Ordering::Relaxed) < index)
+    }
+}
