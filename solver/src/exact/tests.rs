@@ -608,28 +608,34 @@ fn generated_hard_instances_get_answers_consistent_with_their_construction() {
     );
 }
 
+/// Solves `inst` under a budget of `nodes` on one thread and on two, requires the same status,
+/// placement and node count, and returns the node count.
+fn threads_agree(inst: &crate::generate::HardInstance, nodes: u64) -> u64 {
+    let with = |threads: usize| ExactOptions {
+        threads,
+        ..node_capped(nodes)
+    };
+    let one = solve(&inst.problem, inst.capacity, &[], &with(1));
+    let two = solve(&inst.problem, inst.capacity, &[], &with(2));
+    assert_eq!(
+        (one.status, &one.placement, one.nodes),
+        (two.status, &two.placement, two.nodes),
+        "{}",
+        inst.name
+    );
+    one.nodes
+}
+
 /// The restart schedule's answer is that of its first settling run, whatever the number of
 /// threads: same status, same placement, same node count, on instances that need restarts.
 #[test]
 fn two_threads_change_neither_the_answer_nor_the_node_count() {
     use crate::generate::{generate, HardSpec, Variant};
-    let with = |threads: usize| ExactOptions {
-        threads,
-        ..node_capped(30_000)
-    };
     let mut restarted = 0;
     for seed in 0..12u64 {
         let inst = generate(&HardSpec::challenging(seed, 60, Variant::Fits));
-        let one = solve(&inst.problem, inst.capacity, &[], &with(1));
-        let two = solve(&inst.problem, inst.capacity, &[], &with(2));
-        assert_eq!(
-            (one.status, &one.placement, one.nodes),
-            (two.status, &two.placement, two.nodes),
-            "{}",
-            inst.name
-        );
         // More nodes than the first run's limit: the answer came from a later run.
-        if one.nodes > 64 {
+        if threads_agree(&inst, 30_000) > 64 {
             restarted += 1;
         }
     }
@@ -842,20 +848,9 @@ fn two_threads_agree_once_the_learning_member_joins() {
     use crate::generate::{generate, HardSpec, Variant};
     for (seed, variant) in [(2, Variant::Fits), (7, Variant::Grown(3))] {
         let inst = generate(&HardSpec::challenging(seed, 250, variant));
-        let with = |threads: usize| ExactOptions {
-            threads,
-            ..node_capped(1_000_000)
-        };
-        let one = solve(&inst.problem, inst.capacity, &[], &with(1));
-        let two = solve(&inst.problem, inst.capacity, &[], &with(2));
-        assert_eq!(
-            (one.status, &one.placement, one.nodes),
-            (two.status, &two.placement, two.nodes),
-            "{}",
-            inst.name
-        );
+        let nodes = threads_agree(&inst, 1_000_000);
         assert!(
-            one.nodes > 300_000,
+            nodes > 300_000,
             "{}: the learning member never ran",
             inst.name
         );
