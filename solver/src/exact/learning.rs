@@ -34,6 +34,7 @@
 use super::search::RunEnd;
 use super::sections::Instance;
 use crate::limits::LimitsClock;
+use crate::problem::{Placement, PlacementProblem};
 use pumpkin_conflict_resolvers::resolvers::ResolutionResolver;
 use pumpkin_core::results::{ProblemSolution, SatisfactionResult};
 use pumpkin_core::termination::TerminationCondition;
@@ -63,8 +64,6 @@ pub(crate) struct Learning {
     grid: u64,
     /// The solver failed in a way that is not an answer (a panic): the member sits out.
     broken: bool,
-    /// A buffer is larger than the capacity: infeasible without a model.
-    too_large: bool,
 }
 
 impl std::fmt::Debug for Learning {
@@ -104,11 +103,16 @@ fn clique_sections(inst: &Instance) -> Vec<usize> {
 }
 
 impl Learning {
-    /// The model of `inst` under `capacity`, or `None` when the member sits out (fixed
-    /// buffers, more than [`MAX_BUFFERS`] buffers, offsets beyond `i32` on the grid).
+    /// Whether the member models `inst` at all: no fixed buffers, 1 to [`MAX_BUFFERS`] buffers.
+    pub(crate) fn applies(inst: &Instance) -> bool {
+        !inst.has_fixed && (1..=MAX_BUFFERS).contains(&inst.len())
+    }
+
+    /// The model of `inst` under `capacity`, or `None` when the member sits out (see
+    /// [`Learning::applies`]; also offsets beyond `i32` on the grid, or a buffer larger than
+    /// the capacity, which [`super::fit`] refutes before any member runs).
     pub(crate) fn new(inst: &Instance, capacity: u64) -> Option<Learning> {
-        let m = inst.len();
-        if inst.has_fixed || m == 0 || m > MAX_BUFFERS {
+        if !Self::applies(inst) {
             return None;
         }
         // Pumpkin is third-party code: a panic while modelling means the member sits out.
@@ -127,17 +131,6 @@ impl Learning {
             .max(1);
         let cap = i32::try_from(capacity / grid).ok()?;
         let mut solver = Solver::default();
-        if inst.bufs.iter().any(|b| b.size > capacity) {
-            return Some(Learning {
-                brancher: solver.default_brancher(),
-                solver,
-                resolver: ResolutionResolver::default(),
-                offsets: Vec::new(),
-                grid,
-                broken: false,
-                too_large: true,
-            });
-        }
         let tag = solver.new_constraint_tag();
         let mut offsets = Vec::with_capacity(m);
         let mut units = Vec::with_capacity(m);
@@ -175,7 +168,6 @@ impl Learning {
             offsets,
             grid,
             broken: false,
-            too_large: false,
         })
     }
 
@@ -190,9 +182,6 @@ impl Learning {
         clock: &LimitsClock,
         stop: Option<(&AtomicU64, u64)>,
     ) -> (RunEnd, u64) {
-        if self.too_large {
-            return (RunEnd::Infeasible, 0);
-        }
         if self.broken {
             return (RunEnd::NodeLimit, 0);
         }
@@ -231,11 +220,12 @@ impl Learning {
         let end = match outcome {
             Ok(Some(Some(units))) => {
                 let off: Vec<u64> = units.iter().map(|&u| u.saturating_mul(*grid)).collect();
-                if places(inst, capacity, &off) {
-                    RunEnd::Found(off)
-                } else {
-                    self.broken = true;
-                    RunEnd::NodeLimit
+                match places(inst, capacity, off) {
+                    Some(off) => RunEnd::Found(off),
+                    None => {
+                        self.broken = true;
+                        RunEnd::NodeLimit
+                    }
                 }
             }
             Ok(Some(None)) => RunEnd::Infeasible,
@@ -250,18 +240,14 @@ impl Learning {
     }
 }
 
-/// Whether `off` places every buffer of `inst` aligned, under `capacity`, without overlap.
-fn places(inst: &Instance, capacity: u64, off: &[u64]) -> bool {
-    off.len() == inst.len()
-        && inst.bufs.iter().enumerate().all(|(i, b)| {
-            off[i] % b.alignment.max(1) == 0
-                && off[i].saturating_add(b.size) <= capacity
-                && inst.overlaps.row(i).iter().all(|&j| {
-                    let j = j as usize;
-                    off[i].saturating_add(b.size) <= off[j]
-                        || off[j].saturating_add(inst.bufs[j].size) <= off[i]
-                })
-        })
+/// Whether `off` places every buffer of `inst` under `capacity` (the problem's own checker).
+fn places(inst: &Instance, capacity: u64, off: Vec<u64>) -> Option<Vec<u64>> {
+    let local = PlacementProblem {
+        buffers: inst.bufs.clone(),
+        capacity: Some(capacity),
+    };
+    let placement = Placement { offsets: off };
+    local.check(&placement).ok().map(|_| placement.offsets)
 }
 
 /// The step budget of one run, with the clock and the schedule's stop signal.

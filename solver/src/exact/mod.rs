@@ -355,6 +355,10 @@ pub(crate) fn fit(
 ) -> RunEnd {
     let budget = opts.limits.nodes.unwrap_or(u64::MAX);
     let cfg = opts.config();
+    // A buffer larger than the capacity fits nowhere, whichever member looks.
+    if inst.bufs.iter().any(|b| b.size > capacity) {
+        return RunEnd::Infeasible;
+    }
     // The learning member alone: its model, the whole budget in steps.
     if opts.dynamic_ordering && opts.only_strategy == Some(STRATEGIES.len()) {
         let Some(mut model) = Learning::new(inst, capacity) else {
@@ -415,7 +419,7 @@ pub(crate) fn fit(
     }
     // The learning member runs on the time-reversed side's thread (it models `inst` itself:
     // the sides share local indices, so its placements hold for both).
-    if opts.learning && opts.restarts && inst.len() <= LEARNING_MAX_BUFFERS && !inst.has_fixed {
+    if opts.learning && opts.restarts && Learning::applies(inst) {
         let side = members.iter().map(|m| m.side).max().unwrap_or(0);
         members.push(Member {
             keys: Vec::new(),
