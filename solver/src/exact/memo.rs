@@ -85,7 +85,6 @@ impl Memo {
     }
 
     /// Number of states remembered.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.set.len()
     }

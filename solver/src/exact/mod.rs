@@ -108,9 +108,11 @@ pub struct ExactOptions {
     /// counts as [`LEARNING_STEP_NODES`] nodes. Not with fixed buffers, nor above
     /// [`LEARNING_MAX_BUFFERS`] buffers.
     pub learning: bool,
-    /// Threads for the restart rotation: 1, or 2 to run the time-reversed members on a second
-    /// thread. The answer and the node count do not depend on it, only the wall time; the default
-    /// is 2 where the machine has two cores, else 1.
+    /// Threads for the restart rotation: 1, or 2 to share its runs after the first round
+    /// between two threads (each side's search runs and the learning member's runs form
+    /// three lanes; a free thread takes the lane whose next run comes first). The answer and
+    /// the node count do not depend on it, only the wall time; the default is 2 where the
+    /// machine has two cores, else 1.
     pub threads: usize,
 }
 
@@ -312,11 +314,118 @@ struct Member {
     keys: Vec<ordering::Key>,
     pivot: Pivot,
     rank: Vec<u32>,
-    /// 0: the instance; 1: its time reversal. Each side has its own memo and, with two
-    /// threads, its own thread.
+    /// 0: the instance; 1: its time reversal. Each side has its own memo and its own lane
+    /// (see [`fit`]).
     side: usize,
     /// The learning member (then `keys`, `pivot` and `rank` are unused).
     learning: bool,
+}
+
+/// The runs of the schedule past its first round as three lanes (the forward side's search
+/// runs, the time-reversed side's, the learning member's), each with its memo, shared by two
+/// threads (see [`fit`]). A lane runs in schedule order, on one thread at a time.
+struct Lanes {
+    state: std::sync::Mutex<LaneState>,
+    wake: std::sync::Condvar,
+}
+
+/// What the threads share: per lane its runs `(index, node limit)`, the next one, whether a
+/// thread runs it now, and its memo while no thread does.
+struct LaneState {
+    runs: [Vec<(u64, u64)>; 3],
+    next: [usize; 3],
+    busy: [bool; 3],
+    memos: [Option<Memo>; 3],
+    /// The clock ran out: no more runs.
+    halted: bool,
+}
+
+impl Lanes {
+    fn new(runs: [Vec<(u64, u64)>; 3], memos: [Memo; 3]) -> Lanes {
+        Lanes {
+            state: std::sync::Mutex::new(LaneState {
+                runs,
+                next: [0; 3],
+                busy: [false; 3],
+                memos: memos.map(Some),
+                halted: false,
+            }),
+            wake: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Runs lanes on this thread until none is left for it: each time the free lane whose
+    /// next run comes first in the schedule, skipping runs after the `answer` so far; the
+    /// learning lane only when `learner`. `run(index, limit, memo)` runs one.
+    fn work(
+        &self,
+        learner: bool,
+        answer: &AtomicU64,
+        mut run: impl FnMut(u64, u64, &mut Memo) -> RunReport,
+    ) -> Vec<RunReport> {
+        let mut reports = Vec::new();
+        // A poisoned lock means the other thread panicked: its runs are missing, which can
+        // only turn an answer into a timeout.
+        let Ok(mut st) = self.state.lock() else {
+            return reports;
+        };
+        loop {
+            if st.halted {
+                return reports;
+            }
+            let settled = answer.load(Ordering::Relaxed);
+            let mut pick: Option<(u64, usize)> = None;
+            for lane in 0..3 {
+                if st.busy[lane] || (lane == 2 && !learner) {
+                    continue;
+                }
+                let Some(&(r, _)) = st.runs[lane].get(st.next[lane]) else {
+                    continue;
+                };
+                if r <= settled && pick.is_none_or(|(first, _)| r < first) {
+                    pick = Some((r, lane));
+                }
+            }
+            let Some((r, lane)) = pick else {
+                // Nothing for this thread now: wait while the other thread runs a lane (it
+                // may free one), stop once it runs none.
+                if !st.busy.iter().any(|&b| b) {
+                    return reports;
+                }
+                st = match self.wake.wait(st) {
+                    Ok(st) => st,
+                    Err(_) => return reports,
+                };
+                continue;
+            };
+            let limit = st.runs[lane][st.next[lane]].1;
+            st.busy[lane] = true;
+            let mut memo = st.memos[lane].take().unwrap_or_default();
+            drop(st);
+            // A panic in a run is a bug: the lanes halt (the other thread must not wait for
+            // this lane forever) and the runs left are missing, which can only turn an answer
+            // into a timeout.
+            let report =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(r, limit, &mut memo)));
+            st = match self.state.lock() {
+                Ok(st) => st,
+                Err(_) => return reports,
+            };
+            st.busy[lane] = false;
+            let Ok(report) = report else {
+                st.halted = true;
+                self.wake.notify_all();
+                return reports;
+            };
+            st.memos[lane] = Some(memo);
+            st.next[lane] += 1;
+            if matches!(report.end, RunEnd::TimeLimit) {
+                st.halted = true;
+            }
+            reports.push(report);
+            self.wake.notify_all();
+        }
+    }
 }
 
 /// How one run of the schedule ended.
@@ -324,6 +433,18 @@ struct RunReport {
     index: u64,
     end: RunEnd,
     nodes: u64,
+    /// States in its side's memo when it started (`None` for the learning member); read by
+    /// the tests only (`RUN_MEMOS`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    memo: Option<usize>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// `(index, memo)` of every search run of the last [`fit`] on this thread up to the
+    /// answering one, in schedule order: the tests compare them between one and two threads.
+    pub(crate) static RUN_MEMOS: std::cell::RefCell<Vec<(u64, usize)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Runs the search on `inst` under `capacity` with the strategies of `opts`, at most
@@ -337,13 +458,17 @@ struct RunReport {
 /// placements but proves nothing, and the rotation follows it. The learning member (last in
 /// the rotation, with [`ExactOptions::learning`]) has no runs in the first round, nor in the
 /// discrepancy passes, nor while the limit is below [`LEARNING_FROM_NODES`]; its runs continue
-/// one solver, on the time-reversed side's thread, under `limit / LEARNING_STEP_NODES`
+/// one solver, on one thread, under `limit / LEARNING_STEP_NODES`
 /// steps, and count `LEARNING_STEP_NODES` nodes per step. Members of the time-reversed
 /// side share one memo, the others another, so a run's course depends only on the runs of its
 /// side before it. The answer is
 /// that of the first run in schedule order that ends with a placement or a proof, whether the
-/// schedule runs on one thread or on [`ExactOptions::threads`] = 2 (one per side, in schedule
-/// order): the threads change the wall time, never the answer or the node count (the limits of
+/// schedule runs on one thread or on [`ExactOptions::threads`] = 2: after the first round
+/// (on the calling thread) the runs form three *lanes*, the forward side's search runs, the
+/// time-reversed side's and the learning member's, each run in schedule order with its own
+/// memo or solver, and a free thread takes the free lane whose next run comes first (the
+/// learning lane only on the spawned thread, where its solver lives), so both threads stay
+/// busy while every run sees exactly what it sees on one thread: the threads change the wall time, never the answer or the node count (the limits of
 /// the runs before the answering one plus its own nodes). Only a time limit can end runs at
 /// machine-dependent points, as it does on one thread.
 pub(crate) fn fit(
@@ -417,8 +542,9 @@ pub(crate) fn fit(
         *nodes = nodes.saturating_add(used);
         return end;
     }
-    // The learning member runs on the time-reversed side's thread (it models `inst` itself:
-    // the sides share local indices, so its placements hold for both).
+    // The learning member models `inst` itself (the sides share local indices, so its
+    // placements hold for both); it counts as a time-reversed member, so that a rotation
+    // with it has two sides.
     if opts.learning && opts.restarts && Learning::applies(inst) {
         let side = members.iter().map(|m| m.side).max().unwrap_or(0);
         members.push(Member {
@@ -464,110 +590,154 @@ pub(crate) fn fit(
         Some(per_run.min(budget.saturating_sub(before)))
     };
     let answer = AtomicU64::new(u64::MAX);
-    // Runs `from..to` of the schedule (those of `side` only, when given), with one memo per
-    // side: a state's fingerprint means something only on its own side. Returns the reports
-    // and whether the schedule stopped before `to` (an answer, the budget or the clock).
-    // The learning member's model is built when it first runs (`Some(None)`: it sits out).
-    let worker = |side: Option<usize>,
-                  from: u64,
-                  to: u64,
-                  memos: &mut [Memo; 2],
-                  model: &mut Option<Option<Learning>>| {
-        let mut reports = Vec::new();
+    // One run: member `mi` as run `r` with `run_limit` nodes, on its side's memo (the learning
+    // member on its model, built when it first runs: `Some(None)` means it sits out).
+    let run_one = |r: u64,
+                   run_limit: u64,
+                   memo: &mut Memo,
+                   model: &mut Option<Option<Learning>>|
+     -> RunReport {
+        let (mi, discrepancies) = entry(r);
+        let m = &members[mi];
+        if clock.exhausted().is_some() {
+            return RunReport {
+                index: r,
+                end: RunEnd::TimeLimit,
+                nodes: 0,
+                memo: None,
+            };
+        }
+        let mut used = 0;
+        let states = (!m.learning).then(|| memo.len());
+        let end = if m.learning {
+            match model.get_or_insert_with(|| Learning::new(inst, capacity)) {
+                Some(model) => {
+                    let steps = run_limit / LEARNING_STEP_NODES;
+                    let (end, taken) = model.run(inst, capacity, steps, clock, Some((&answer, r)));
+                    used = taken.saturating_mul(LEARNING_STEP_NODES);
+                    end
+                }
+                None => RunEnd::NodeLimit,
+            }
+        } else {
+            Search::new(
+                sides[m.side],
+                capacity,
+                Config {
+                    discrepancies,
+                    ..cfg
+                },
+                (m.pivot, m.rank.clone()),
+                memo,
+            )
+            .rerank_by(&m.keys)
+            .stop_when(&answer, r)
+            .run(run_limit, clock, &mut used)
+        };
+        if matches!(end, RunEnd::Found(_) | RunEnd::Infeasible) {
+            answer.fetch_min(r, Ordering::Relaxed);
+        }
+        RunReport {
+            index: r,
+            end,
+            nodes: used,
+            memo: states,
+        }
+    };
+    // Lane of member `mi`: its side's search runs share the side's memo and run in schedule
+    // order; the learning member's runs continue one solver. A state's fingerprint means
+    // something only on its own side.
+    let lane_of = |mi: usize| -> usize {
+        if members[mi].learning {
+            2
+        } else {
+            members[mi].side
+        }
+    };
+    // The runs from `from` on, in schedule order, with their node limits, up to the budget.
+    let plan = |from: u64| -> Vec<(u64, u64)> {
+        let mut runs = Vec::new();
         let mut before = 0u64;
-        for r in 0..to {
+        for r in 0..lds.saturating_add(70 * k) {
             let Some(run_limit) = limit_of(r, before) else {
                 continue;
             };
             before = before.saturating_add(run_limit);
-            if r < from {
-                continue;
+            if run_limit == 0 {
+                break;
             }
-            if run_limit == 0 || answer.load(Ordering::Relaxed) < r {
-                return (reports, true);
-            }
-            let (mi, discrepancies) = entry(r);
-            let m = &members[mi];
-            if side.is_some_and(|s| s != m.side) {
-                continue;
-            }
-            if clock.exhausted().is_some() {
-                reports.push(RunReport {
-                    index: r,
-                    end: RunEnd::TimeLimit,
-                    nodes: 0,
-                });
-                return (reports, true);
-            }
-            let mut used = 0;
-            let end = if m.learning {
-                match model.get_or_insert_with(|| Learning::new(inst, capacity)) {
-                    Some(model) => {
-                        let steps = run_limit / LEARNING_STEP_NODES;
-                        let (end, taken) =
-                            model.run(inst, capacity, steps, clock, Some((&answer, r)));
-                        used = taken.saturating_mul(LEARNING_STEP_NODES);
-                        end
-                    }
-                    None => RunEnd::NodeLimit,
-                }
-            } else {
-                Search::new(
-                    sides[m.side],
-                    capacity,
-                    Config {
-                        discrepancies,
-                        ..cfg
-                    },
-                    (m.pivot, m.rank.clone()),
-                    &mut memos[m.side],
-                )
-                .rerank_by(&m.keys)
-                .stop_when(&answer, r)
-                .run(run_limit, clock, &mut used)
-            };
-            let last = !matches!(end, RunEnd::NodeLimit);
-            if matches!(end, RunEnd::Found(_) | RunEnd::Infeasible) {
-                answer.fetch_min(r, Ordering::Relaxed);
-            }
-            reports.push(RunReport {
-                index: r,
-                end,
-                nodes: used,
-            });
-            if last {
-                return (reports, true);
+            if r >= from {
+                runs.push((r, run_limit));
             }
         }
-        (reports, false)
+        runs
     };
-    // The first round on this thread (most searches end there), the rest on two threads when
-    // both sides have members.
-    let mut memos = [Memo::default(), Memo::default()];
+    // The first round on this thread (most searches end there).
+    // One memo per lane (the learning lane's stays empty).
+    let mut memos = [Memo::default(), Memo::default(), Memo::default()];
     let mut model = None;
-    let (mut reports, stopped) = worker(None, 0, lds + k, &mut memos, &mut model);
+    let mut reports = Vec::new();
+    let mut stopped = false;
+    for (r, run_limit) in plan(0).into_iter().take_while(|&(r, _)| r < lds + k) {
+        if answer.load(Ordering::Relaxed) < r {
+            stopped = true;
+            break;
+        }
+        let report = run_one(r, run_limit, &mut memos[lane_of(entry(r).0)], &mut model);
+        let last = !matches!(report.end, RunEnd::NodeLimit);
+        reports.push(report);
+        if last {
+            stopped = true;
+            break;
+        }
+    }
     let two_sided = members.iter().any(|m| m.side == 1) && members.iter().any(|m| m.side == 0);
     if !stopped && opts.threads >= 2 && two_sided {
-        let [m0, m1] = memos;
-        let (mut memos0, mut memos1) = ([m0, Memo::default()], [Memo::default(), m1]);
-        let (mine, theirs) = std::thread::scope(|scope| {
-            // The learning member's solver stays on the thread that builds it.
+        // The rest as lanes on two threads: each thread takes, among the lanes free to it, the
+        // one whose next run comes first in the schedule (the learning lane only on the
+        // second thread, where its solver lives), so both stay busy and every run still sees
+        // its lane's memo exactly as on one thread.
+        let mut lanes: [Vec<(u64, u64)>; 3] = Default::default();
+        for (r, run_limit) in plan(lds + k) {
+            lanes[lane_of(entry(r).0)].push((r, run_limit));
+        }
+        let shared = Lanes::new(lanes, memos);
+        let theirs = std::thread::scope(|scope| {
             let other = scope.spawn(|| {
                 let mut own = None;
-                worker(Some(1), lds + k, u64::MAX, &mut memos1, &mut own).0
+                shared.work(true, &answer, |r, l, memo| run_one(r, l, memo, &mut own))
             });
-            let mine = worker(Some(0), lds + k, u64::MAX, &mut memos0, &mut model).0;
+            // This thread never runs the learning lane: `model` stays unused here.
+            let mine = shared.work(false, &answer, |r, l, memo| run_one(r, l, memo, &mut model));
+            reports.extend(mine);
             // A panic in the other thread is a bug; its runs are then simply missing, which
             // can only turn an answer into a timeout, never into a wrong answer.
-            (mine, other.join().unwrap_or_default())
+            other.join().unwrap_or_default()
         });
-        reports.extend(mine);
         reports.extend(theirs);
     } else if !stopped {
-        reports.extend(worker(None, lds + k, u64::MAX, &mut memos, &mut model).0);
+        for (r, run_limit) in plan(lds + k) {
+            if answer.load(Ordering::Relaxed) < r {
+                break;
+            }
+            let report = run_one(r, run_limit, &mut memos[lane_of(entry(r).0)], &mut model);
+            let last = !matches!(report.end, RunEnd::NodeLimit);
+            reports.push(report);
+            if last {
+                break;
+            }
+        }
     }
     reports.sort_by_key(|rep| rep.index);
     let settled = answer.load(Ordering::Relaxed);
+    #[cfg(test)]
+    RUN_MEMOS.with(|runs| {
+        *runs.borrow_mut() = reports
+            .iter()
+            .filter(|r| r.index <= settled)
+            .filter_map(|r| Some((r.index, r.memo?)))
+            .collect();
+    });
     let mut spent = 0u64;
     let mut end = RunEnd::NodeLimit;
     for rep in reports {

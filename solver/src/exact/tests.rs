@@ -609,18 +609,28 @@ fn generated_hard_instances_get_answers_consistent_with_their_construction() {
 }
 
 /// Solves `inst` under a budget of `nodes` on one thread and on two, requires the same status,
-/// placement and node count, and returns the node count.
+/// placement and node count, and the same memo size at the start of every run (each run sees
+/// the states of its side's runs before it, whichever thread ran them), and returns the node
+/// count.
 fn threads_agree(inst: &crate::generate::HardInstance, nodes: u64) -> u64 {
     let with = |threads: usize| ExactOptions {
         threads,
         ..node_capped(nodes)
     };
+    let runs = || super::RUN_MEMOS.with(|r| r.take());
     let one = solve(&inst.problem, inst.capacity, &[], &with(1));
+    let one_runs = runs();
     let two = solve(&inst.problem, inst.capacity, &[], &with(2));
     assert_eq!(
         (one.status, &one.placement, one.nodes),
         (two.status, &two.placement, two.nodes),
         "{}",
+        inst.name
+    );
+    assert_eq!(
+        one_runs,
+        runs(),
+        "{}: memo sizes at the runs' starts",
         inst.name
     );
     one.nodes
@@ -842,17 +852,90 @@ fn the_learning_member_alone_places_and_refutes() {
 }
 
 /// Once the learning member joins, two threads still change neither the answer nor the node
-/// count: its runs stay on one thread, in schedule order.
+/// count: every run starts with the memo it has on one thread, whichever thread takes its
+/// lane (the lanes run well past the member's first run within a million nodes here).
 #[test]
 fn two_threads_agree_once_the_learning_member_joins() {
     use crate::generate::{generate, HardSpec, Variant};
     for (seed, variant) in [(2, Variant::Fits), (7, Variant::Grown(3))] {
         let inst = generate(&HardSpec::challenging(seed, 250, variant));
         let nodes = threads_agree(&inst, 1_000_000);
+        // The unanswered variant runs to the budget: rounds of 250 · 2^r nodes per member,
+        // the learning member's first run in round 8 (575,000 nodes by its end), and round
+        // 9's runs of all three lanes after it.
+        if matches!(variant, Variant::Grown(_)) {
+            assert_eq!(nodes, 1_000_000, "{}", inst.name);
+        }
         assert!(
             nodes > 300_000,
             "{}: the learning member never ran",
             inst.name
         );
     }
+}
+
+/// The lanes on two threads: each lane runs in schedule order and carries its memo from run
+/// to run whichever thread takes it, the learning lane runs on the learner only, both threads
+/// take runs, and no run starts after an answer while everything before it runs.
+#[test]
+fn lanes_keep_their_order_and_memos_across_two_threads() {
+    use std::sync::Mutex;
+    let runs: [Vec<(u64, u64)>; 3] =
+        std::array::from_fn(|lane| (0..12).map(|i| (3 * i + lane as u64, 1)).collect());
+    let lanes = Lanes::new(runs, Default::default());
+    let answer = AtomicU64::new(u64::MAX);
+    let log = Mutex::new(Vec::new());
+    let job = |learner: bool| {
+        let (answer, log) = (&answer, &log);
+        move |r: u64, _: u64, memo: &mut Memo| {
+            let known = answer.load(Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let states = memo.len();
+            memo.insert(u128::from(r));
+            if r == 20 {
+                answer.fetch_min(r, Ordering::Relaxed);
+            }
+            log.lock().unwrap().push((r, learner, states, known));
+            RunReport {
+                index: r,
+                end: RunEnd::NodeLimit,
+                nodes: 1,
+                memo: Some(states),
+            }
+        }
+    };
+    let (mine, theirs) = std::thread::scope(|s| {
+        let other = s.spawn(|| lanes.work(true, &answer, job(true)));
+        let mine = lanes.work(false, &answer, job(false));
+        (mine, other.join().unwrap())
+    });
+    let log = log.into_inner().unwrap();
+    assert!(
+        !mine.is_empty() && !theirs.is_empty(),
+        "one thread did all the work"
+    );
+    // Every run up to the answer; a run after it only when it started before the answer
+    // was known (the schedule's runs then stop at their next check).
+    let mut ran: Vec<u64> = log.iter().map(|&(r, ..)| r).filter(|&r| r <= 20).collect();
+    ran.sort_unstable();
+    assert_eq!(
+        ran,
+        (0..=20).collect::<Vec<_>>(),
+        "every run up to the answer"
+    );
+    assert!(
+        log.iter().all(|&(r, _, _, known)| r <= known),
+        "a run started after the answer"
+    );
+    for lane in 0..3u64 {
+        let seen: Vec<(u64, usize)> = log
+            .iter()
+            .filter(|&&(r, ..)| r % 3 == lane)
+            .map(|&(r, _, states, _)| (r, states))
+            .collect();
+        let expected: Vec<(u64, usize)> =
+            (0..seen.len()).map(|i| (3 * i as u64 + lane, i)).collect();
+        assert_eq!(seen, expected, "lane {lane}: schedule order, one memo");
+    }
+    assert!(log.iter().all(|&(r, learner, ..)| r % 3 != 2 || learner));
 }
