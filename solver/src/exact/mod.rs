@@ -672,25 +672,32 @@ pub(crate) fn fit(
         }
         runs
     };
-    // The first round on this thread (most searches end there).
-    // One memo per lane (the learning lane's stays empty).
+    // Runs `runs` in schedule order on this thread; `true` once one of them settles the
+    // question (on one thread no other run can) or the clock runs out.
+    let in_order = |runs: Vec<(u64, u64)>,
+                    memos: &mut [Memo; 3],
+                    model: &mut Option<Option<Learning>>,
+                    reports: &mut Vec<RunReport>| {
+        for (r, run_limit) in runs {
+            let report = run_one(r, run_limit, &mut memos[lane_of(entry(r).0)], model);
+            let last = !matches!(report.end, RunEnd::NodeLimit);
+            reports.push(report);
+            if last {
+                return true;
+            }
+        }
+        false
+    };
+    // The first round on this thread (most searches end there). One memo per lane (the
+    // learning lane's stays empty).
     let mut memos = [Memo::default(), Memo::default(), Memo::default()];
     let mut model = None;
     let mut reports = Vec::new();
-    let mut stopped = false;
-    for (r, run_limit) in plan(0).into_iter().take_while(|&(r, _)| r < lds + k) {
-        if answer.load(Ordering::Relaxed) < r {
-            stopped = true;
-            break;
-        }
-        let report = run_one(r, run_limit, &mut memos[lane_of(entry(r).0)], &mut model);
-        let last = !matches!(report.end, RunEnd::NodeLimit);
-        reports.push(report);
-        if last {
-            stopped = true;
-            break;
-        }
-    }
+    let first = plan(0)
+        .into_iter()
+        .take_while(|&(r, _)| r < lds + k)
+        .collect();
+    let stopped = in_order(first, &mut memos, &mut model, &mut reports);
     let two_sided = members.iter().any(|m| m.side == 1) && members.iter().any(|m| m.side == 0);
     if !stopped && opts.threads >= 2 && two_sided {
         // The rest as lanes on two threads: each thread takes, among the lanes free to it, the
@@ -716,17 +723,7 @@ pub(crate) fn fit(
         });
         reports.extend(theirs);
     } else if !stopped {
-        for (r, run_limit) in plan(lds + k) {
-            if answer.load(Ordering::Relaxed) < r {
-                break;
-            }
-            let report = run_one(r, run_limit, &mut memos[lane_of(entry(r).0)], &mut model);
-            let last = !matches!(report.end, RunEnd::NodeLimit);
-            reports.push(report);
-            if last {
-                break;
-            }
-        }
+        in_order(plan(lds + k), &mut memos, &mut model, &mut reports);
     }
     reports.sort_by_key(|rep| rep.index);
     let settled = answer.load(Ordering::Relaxed);
