@@ -13,8 +13,8 @@
 //! a canonical order, with an explicit stack (no recursion; instances reach 28k buffers). Its
 //! techniques are switches of [`ExactOptions`], all on by default: section inference
 //! ([`sections`]), dominance ([`search`]), dynamic ordering with restarts ([`ordering`]),
-//! time reversal (half of the restart rotation searches the time-reversed instance; a second
-//! thread runs those members), temporal decomposition ([`decompose`]), a failed-state
+//! time reversal (half of the restart rotation searches the time-reversed instance; with two
+//! threads, each side's runs and the learning member's form lanes the threads share), temporal decomposition ([`decompose`]), a failed-state
 //! memo (one per orientation), a learning member that joins the rotation once its runs are
 //! long (the fit as a constraint program under lazy clause generation, which learns a nogood
 //! from every failure: `learning`) and, above LOAD, limited discrepancy passes before the
@@ -317,9 +317,12 @@ struct Member {
     /// 0: the instance; 1: its time reversal. Each side has its own memo and its own lane
     /// (see [`fit`]).
     side: usize,
-    /// The learning member (then `keys`, `pivot` and `rank` are unused).
+    /// The learning member (then `keys`, `pivot`, `rank` and `side` are unused).
     learning: bool,
 }
+
+/// Lane of the learning member's runs (lanes 0 and 1: the search runs of each side).
+const LEARNING_LANE: usize = 2;
 
 /// The runs of the schedule past its first round as three lanes (the forward side's search
 /// runs, the time-reversed side's, the learning member's), each with its memo, shared by two
@@ -376,7 +379,7 @@ impl Lanes {
             let settled = answer.load(Ordering::Relaxed);
             let mut pick: Option<(u64, usize)> = None;
             for lane in 0..3 {
-                if st.busy[lane] || (lane == 2 && !learner) {
+                if st.busy[lane] || (lane == LEARNING_LANE && !learner) {
                     continue;
                 }
                 let Some(&(r, _)) = st.runs[lane].get(st.next[lane]) else {
@@ -468,9 +471,10 @@ thread_local! {
 /// time-reversed side's and the learning member's, each run in schedule order with its own
 /// memo or solver, and a free thread takes the free lane whose next run comes first (the
 /// learning lane only on the spawned thread, where its solver lives), so both threads stay
-/// busy while every run sees exactly what it sees on one thread: the threads change the wall time, never the answer or the node count (the limits of
-/// the runs before the answering one plus its own nodes). Only a time limit can end runs at
-/// machine-dependent points, as it does on one thread.
+/// busy while every run sees exactly what it sees on one thread: the threads change the wall
+/// time, never the answer or the node count (the limits of the runs before the answering one
+/// plus its own nodes). Only a time limit can end runs at machine-dependent points, as it
+/// does on one thread.
 pub(crate) fn fit(
     inst: &Instance,
     capacity: u64,
@@ -543,15 +547,13 @@ pub(crate) fn fit(
         return end;
     }
     // The learning member models `inst` itself (the sides share local indices, so its
-    // placements hold for both); it counts as a time-reversed member, so that a rotation
-    // with it has two sides.
+    // placements hold for both) and has a lane of its own: its `side` is unused.
     if opts.learning && opts.restarts && Learning::applies(inst) {
-        let side = members.iter().map(|m| m.side).max().unwrap_or(0);
         members.push(Member {
             keys: Vec::new(),
             pivot: Pivot::Fewest,
             rank: Vec::new(),
-            side,
+            side: 0,
             learning: true,
         });
     }
@@ -649,12 +651,14 @@ pub(crate) fn fit(
     // something only on its own side.
     let lane_of = |mi: usize| -> usize {
         if members[mi].learning {
-            2
+            LEARNING_LANE
         } else {
             members[mi].side
         }
     };
     // The runs from `from` on, in schedule order, with their node limits, up to the budget.
+    // The limits double every round, so their sum saturates (and the budget ends) within 64
+    // rounds even without a node budget; 70 rounds only bound the loop.
     let plan = |from: u64| -> Vec<(u64, u64)> {
         let mut runs = Vec::new();
         let mut before = 0u64;
@@ -698,8 +702,12 @@ pub(crate) fn fit(
         .take_while(|&(r, _)| r < lds + k)
         .collect();
     let stopped = in_order(first, &mut memos, &mut model, &mut reports);
-    let two_sided = members.iter().any(|m| m.side == 1) && members.iter().any(|m| m.side == 0);
-    if !stopped && opts.threads >= 2 && two_sided {
+    let mut used_lanes = [false; 3];
+    for mi in 0..members.len() {
+        used_lanes[lane_of(mi)] = true;
+    }
+    let lanes_in_use = used_lanes.iter().filter(|&&used| used).count();
+    if !stopped && opts.threads >= 2 && lanes_in_use >= 2 {
         // The rest as lanes on two threads: each thread takes, among the lanes free to it, the
         // one whose next run comes first in the schedule (the learning lane only on the
         // second thread, where its solver lives), so both stay busy and every run still sees
