@@ -42,9 +42,9 @@ pub const DEFAULT_COUNT: usize = 200;
 pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
 
 /// The configurations, by name: the exact search with all switches (`default`, the restart
-/// portfolio), with one switch off each, each member of the rotation alone (`strategy-4` is
-/// the learning member), the minimiser and the HiGHS placement program.
-pub const CONFIGS: [&str; 18] = [
+/// portfolio), with one switch off each, each member of the rotation alone (`strategy-4` and
+/// `strategy-5` are the learning members), the minimiser and the HiGHS placement program.
+pub const CONFIGS: [&str; 19] = [
     "default",
     "no-sections",
     "no-dominance",
@@ -61,18 +61,20 @@ pub const CONFIGS: [&str; 18] = [
     "strategy-2",
     "strategy-3",
     "strategy-4",
+    "strategy-5",
     "minimise",
     "highs",
 ];
 
 /// Configurations run when `--configs` is not given.
-pub const DEFAULT_CONFIGS: [&str; 8] = [
+pub const DEFAULT_CONFIGS: [&str; 9] = [
     "default",
     "strategy-0",
     "strategy-1",
     "strategy-2",
     "strategy-3",
     "strategy-4",
+    "strategy-5",
     "minimise",
     "highs",
 ];

@@ -1,13 +1,20 @@
-//! The learning member of the restart rotation: the fit problem as a constraint program solved
-//! by lazy clause generation, which learns a nogood from every failure.
+//! The learning members of the restart rotation: the fit problem as a constraint program
+//! solved by lazy clause generation, which learns a nogood from every failure.
 //!
 //! Idea: the canonical search ([`super::search`]) backtracks chronologically and learns only
 //! whole failed states ([`super::memo`]); on large, tightly packed instances a wrong early
 //! choice shows only dozens of levels deeper, and it never gets back to it. Lazy clause
 //! generation (LCG) explains every propagation as a clause over bound literals `[y ≥ v]`, so
 //! a failure yields a nogood naming the choices that caused it (first unique implication
-//! point), the search jumps back to the deepest of them, and activity-driven branching
-//! (VSIDS) with restarts turns to the variables the conflicts involve.
+//! point), and the search jumps back to the deepest of them.
+//!
+//! Two members branch differently ([`Branching`]), each with a solver of its own:
+//! activity-driven branching (VSIDS) with restarts turns to the variables the conflicts
+//! involve; bottom-left branching puts the buffer with the lowest possible offset there
+//! (ties: the larger, then the longer-lived), which packs like the canonical search but learns
+//! from its failures. They place different instances: alone, 10 s each, on the generated
+//! 250-buffer fits (seeds 2–37) each places 5 of 8, together all 8; on the 100-buffer ones each
+//! 7 of 8. Both share the model below.
 //!
 //! Model, in grid units `g` (the greatest common divisor of the sizes and of the alignments
 //! above one: every canonical placement lies on that grid, so nothing is lost): an offset
@@ -17,7 +24,7 @@
 //! ends right after: every pair of buffers alive together shares one of them. The
 //! disjunctive propagators (edge finding on both bounds) are those of the Pumpkin solver.
 //!
-//! The member keeps its solver between runs: a run continues the previous one with its
+//! A member keeps its solver between runs: a run continues the previous one with its
 //! nogoods and activities, under a budget of steps (a step is a decision or a conflict).
 //! Without fixed buffers only, up to [`MAX_BUFFERS`] buffers and offsets that fit `i32` on
 //! the grid; otherwise the member sits out.
@@ -36,11 +43,17 @@ use super::sections::Instance;
 use crate::limits::LimitsClock;
 use crate::problem::{Placement, PlacementProblem};
 use pumpkin_conflict_resolvers::resolvers::ResolutionResolver;
+use pumpkin_core::branching::branchers::independent_variable_value_brancher::IndependentVariableValueBrancher;
+use pumpkin_core::branching::tie_breaking::InOrderTieBreaker;
+use pumpkin_core::branching::value_selection::InDomainMin;
+use pumpkin_core::branching::variable_selection::Smallest;
+use pumpkin_core::branching::Brancher;
 use pumpkin_core::results::{ProblemSolution, SatisfactionResult};
 use pumpkin_core::termination::TerminationCondition;
 use pumpkin_core::variables::{DomainId, TransformableVariable};
 use pumpkin_core::{DefaultBrancher, Solver};
 use pumpkin_propagators::disjunctive::ArgDisjunctiveTask;
+use std::cmp::Reverse;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Largest instance (free buffers) the member models.
@@ -53,10 +66,35 @@ pub(crate) const MAX_BUFFERS: usize = 4096;
 /// seeds 2–37, 10 s: 5 of 8 placed at LOAD with 25, 3 with 10 or 100).
 pub(crate) const STEP_NODES: u64 = 25;
 
-/// The solver of the learning member and what it needs between runs.
+/// How a learning member branches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Branching {
+    /// Pumpkin's default: activity (VSIDS) over the literals of the conflicts, random
+    /// bisection of an offset domain when none is active.
+    Activity,
+    /// Bottom-left: the buffer with the lowest possible offset (ties: the larger, then the
+    /// longer-lived, then the first), placed there; on backtracking, above it.
+    BottomLeft,
+}
+
+/// Bottom-left branching (see [`Branching::BottomLeft`]).
+type BottomLeft = IndependentVariableValueBrancher<
+    DomainId,
+    Smallest<DomainId, InOrderTieBreaker<DomainId, i32>>,
+    InDomainMin,
+>;
+
+/// The brancher of a member.
+#[derive(Debug)]
+enum MemberBrancher {
+    Activity(Box<DefaultBrancher>),
+    BottomLeft(BottomLeft),
+}
+
+/// The solver of a learning member and what it needs between runs.
 pub(crate) struct Learning {
     solver: Solver,
-    brancher: DefaultBrancher,
+    brancher: MemberBrancher,
     resolver: ResolutionResolver,
     /// Offset variable of each local buffer, in grid units.
     offsets: Vec<DomainId>,
@@ -108,20 +146,20 @@ impl Learning {
         !inst.has_fixed && (1..=MAX_BUFFERS).contains(&inst.len())
     }
 
-    /// The model of `inst` under `capacity`, or `None` when the member sits out (see
-    /// [`Learning::applies`]; also offsets beyond `i32` on the grid, or a buffer larger than
-    /// the capacity, which [`super::fit`] refutes before any member runs).
-    pub(crate) fn new(inst: &Instance, capacity: u64) -> Option<Learning> {
+    /// The model of `inst` under `capacity` with `branching`, or `None` when the member sits
+    /// out (see [`Learning::applies`]; also offsets beyond `i32` on the grid, or a buffer
+    /// larger than the capacity, which [`super::fit`] refutes before any member runs).
+    pub(crate) fn new(inst: &Instance, capacity: u64, branching: Branching) -> Option<Learning> {
         if !Self::applies(inst) {
             return None;
         }
         // Pumpkin is third-party code: a panic while modelling means the member sits out.
-        std::panic::catch_unwind(|| Self::model(inst, capacity))
+        std::panic::catch_unwind(|| Self::model(inst, capacity, branching))
             .ok()
             .flatten()
     }
 
-    fn model(inst: &Instance, capacity: u64) -> Option<Learning> {
+    fn model(inst: &Instance, capacity: u64, branching: Branching) -> Option<Learning> {
         let m = inst.len();
         let grid = inst
             .bufs
@@ -160,7 +198,21 @@ impl Learning {
             let constraint = pumpkin_constraints::disjunctive_strict(tasks, tag);
             solver.add_constraint(constraint).post();
         }
-        let brancher = solver.default_brancher();
+        let brancher = match branching {
+            Branching::Activity => MemberBrancher::Activity(Box::new(solver.default_brancher())),
+            Branching::BottomLeft => {
+                let mut order: Vec<usize> = (0..m).collect();
+                order.sort_by_key(|&i| {
+                    let b = &inst.bufs[i];
+                    (Reverse(b.size), Reverse(b.lifetime.len()), i)
+                });
+                let vars: Vec<DomainId> = order.iter().map(|&i| offsets[i]).collect();
+                MemberBrancher::BottomLeft(IndependentVariableValueBrancher::new(
+                    Smallest::new(&vars),
+                    InDomainMin,
+                ))
+            }
+        };
         Some(Learning {
             solver,
             brancher,
@@ -201,20 +253,11 @@ impl Learning {
             ..
         } = self;
         // Pumpkin is third-party code: a panic there ends this member, never the search.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            match solver.satisfy(brancher, &mut budget, resolver) {
-                SatisfactionResult::Satisfiable(sat) => {
-                    let solution = sat.solution();
-                    Some(Some(
-                        offsets
-                            .iter()
-                            .map(|&y| u64::try_from(solution.get_integer_value(y)).unwrap_or(0))
-                            .collect::<Vec<u64>>(),
-                    ))
-                }
-                SatisfactionResult::Unsatisfiable(..) => Some(None),
-                SatisfactionResult::Unknown(..) => None,
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match brancher {
+            MemberBrancher::Activity(b) => {
+                satisfy(solver, &mut **b, &mut budget, resolver, offsets)
             }
+            MemberBrancher::BottomLeft(b) => satisfy(solver, b, &mut budget, resolver, offsets),
         }));
         let used = budget.steps;
         let end = match outcome {
@@ -237,6 +280,30 @@ impl Learning {
             }
         };
         (end, used)
+    }
+}
+
+/// One call of the solver with `brancher`: `Some(Some(offsets))` (grid units) when it finds
+/// a solution, `Some(None)` when it proves there is none, `None` when the budget ends first.
+fn satisfy<B: Brancher>(
+    solver: &mut Solver,
+    brancher: &mut B,
+    budget: &mut Budget<'_>,
+    resolver: &mut ResolutionResolver,
+    offsets: &[DomainId],
+) -> Option<Option<Vec<u64>>> {
+    match solver.satisfy(brancher, budget, resolver) {
+        SatisfactionResult::Satisfiable(sat) => {
+            let solution = sat.solution();
+            Some(Some(
+                offsets
+                    .iter()
+                    .map(|&y| u64::try_from(solution.get_integer_value(y)).unwrap_or(0))
+                    .collect(),
+            ))
+        }
+        SatisfactionResult::Unsatisfiable(..) => Some(None),
+        SatisfactionResult::Unknown(..) => None,
     }
 }
 

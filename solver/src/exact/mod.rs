@@ -14,10 +14,12 @@
 //! techniques are switches of [`ExactOptions`], all on by default: section inference
 //! ([`sections`]), dominance ([`search`]), dynamic ordering with restarts ([`ordering`]),
 //! time reversal (half of the restart rotation searches the time-reversed instance; with two
-//! threads, each side's runs and the learning member's form lanes the threads share), temporal decomposition ([`decompose`]), a failed-state
-//! memo (one per orientation), a learning member that joins the rotation once its runs are
-//! long (the fit as a constraint program under lazy clause generation, which learns a nogood
-//! from every failure: `learning`) and, above LOAD, limited discrepancy passes before the
+//! threads, each side's runs and each learning member's form lanes the threads share),
+//! temporal decomposition ([`decompose`]), a failed-state memo (one per orientation), two
+//! learning members that join the rotation once its runs are long (the fit as a constraint
+//! program under lazy clause generation, which learns a nogood from every failure, one member
+//! branching on activity and one bottom-left: `learning`) and, above LOAD, limited discrepancy
+//! passes before the
 //! rotation (Harvey and Ginsberg, "Limited Discrepancy Search", IJCAI 1995: with slack a
 //! wrong early choice shows only near the top, which depth-first backtracking reaches last;
 //! the passes find placements and prove nothing). [`minimise`] also builds
@@ -53,7 +55,7 @@ pub use minimise::{minimise, MinimiseOutcome};
 
 use crate::limits::{Limits, LimitsClock};
 use crate::problem::{Placement, PlacementProblem};
-use learning::Learning;
+use learning::{Branching, Learning};
 use memo::Memo;
 use ordering::{ranks, Pivot, STRATEGIES};
 use search::{Config, RunEnd, Search};
@@ -88,8 +90,9 @@ pub struct ExactOptions {
     /// on meeting one again, across restarts too.
     pub memo: bool,
     /// Run only this member of the restart rotation ([`strategy_count`] of them: the pivot
-    /// rule and preorder of each search strategy are in [`ordering`], the last is the learning
-    /// member, which then runs from the start), with no restarts: how the benchmark measures
+    /// rule and preorder of each search strategy are in [`ordering`], the last two are the
+    /// learning members, activity branching then bottom-left, which then run from the start),
+    /// with no restarts: how the benchmark measures
     /// each member's own success rate. `None` (the default): as `restarts` says. Ignored
     /// without dynamic ordering.
     pub only_strategy: Option<usize>,
@@ -101,37 +104,42 @@ pub struct ExactOptions {
     /// 0, 1, … [`DISCREPANCY_PASSES`] − 1 discrepancies: with slack, a wrong early choice
     /// shows only near the top, where chronological backtracking never reaches it.
     pub discrepancy_passes: bool,
-    /// Learning member: once the rotation's runs reach [`LEARNING_FROM_NODES`] nodes each, a
-    /// fifth member joins it: the fit problem as a constraint program solved by lazy clause
-    /// generation (nogood learning, activity-based branching; see the `learning` module),
-    /// which keeps its nogoods from run to run. One step of it (a decision or a conflict)
-    /// counts as [`LEARNING_STEP_NODES`] nodes. Not with fixed buffers, nor above
+    /// Learning members: once the rotation's runs reach [`LEARNING_FROM_NODES`] nodes each,
+    /// two members join it, each the fit problem as a constraint program solved by lazy clause
+    /// generation (nogood learning; see the `learning` module) with a solver of its own that
+    /// keeps its nogoods from run to run: one branches on activity (VSIDS), one bottom-left
+    /// (the buffer with the lowest possible offset goes there). They place different
+    /// instances. One step of either (a decision or a conflict) counts as
+    /// [`LEARNING_STEP_NODES`] nodes. Not with fixed buffers, nor above
     /// [`LEARNING_MAX_BUFFERS`] buffers.
     pub learning: bool,
     /// Threads for the restart rotation: 1, or 2 to share its runs after the first round
-    /// between two threads (each side's search runs and the learning member's runs form
-    /// three lanes; a free thread takes the lane whose next run comes first). The answer and
+    /// between two threads (each side's search runs and each learning member's runs form
+    /// four lanes; a free thread takes the lane whose next run comes first). The answer and
     /// the node count do not depend on it, only the wall time; the default is 2 where the
     /// machine has two cores, else 1.
     pub threads: usize,
 }
 
 /// Number of members of the restart rotation (valid [`ExactOptions::only_strategy`] values
-/// are `0..strategy_count()`): the canonical-search strategies of [`ordering`], then the
-/// learning member (see [`ExactOptions::learning`]).
+/// are `0..strategy_count()`): the canonical-search strategies of [`ordering`], then the two
+/// learning members (see [`ExactOptions::learning`]).
 pub fn strategy_count() -> usize {
-    STRATEGIES.len() + 1
+    STRATEGIES.len() + LEARNERS.len()
 }
 
-/// The learning member joins the rotation in the first round whose runs have at least this
+/// The learning members, in rotation order after the search strategies.
+const LEARNERS: [Branching; 2] = [Branching::Activity, Branching::BottomLeft];
+
+/// The learning members join the rotation in the first round whose runs have at least this
 /// many nodes each (instances the canonical search settles in a few hundred thousand nodes
-/// never build its model).
+/// never build their models).
 pub const LEARNING_FROM_NODES: u64 = 1 << 15;
 
-/// Nodes one step of the learning member counts as (see [`ExactOptions::learning`]).
+/// Nodes one step of a learning member counts as (see [`ExactOptions::learning`]).
 pub const LEARNING_STEP_NODES: u64 = learning::STEP_NODES;
 
-/// Most free buffers the learning member models.
+/// Most free buffers a learning member models.
 pub const LEARNING_MAX_BUFFERS: usize = learning::MAX_BUFFERS;
 
 impl Default for ExactOptions {
@@ -317,15 +325,19 @@ struct Member {
     /// 0: the instance; 1: its time reversal. Each side has its own memo and its own lane
     /// (see [`fit`]).
     side: usize,
-    /// The learning member (then `keys`, `pivot`, `rank` and `side` are unused).
-    learning: bool,
+    /// The learning member `LEARNERS[j]` (then `keys`, `pivot`, `rank` and `side` are unused).
+    learning: Option<usize>,
 }
 
-/// Lane of the learning member's runs (lanes 0 and 1: the search runs of each side).
+/// Lane of the first learning member's runs (lanes 0 and 1: the search runs of each side;
+/// learning member `j` has lane `LEARNING_LANE + j`).
 const LEARNING_LANE: usize = 2;
 
-/// The runs of the schedule past its first round as three lanes (the forward side's search
-/// runs, the time-reversed side's, the learning member's), each with its memo, shared by two
+/// Lanes: two search sides and one per learning member.
+const LANES: usize = LEARNING_LANE + LEARNERS.len();
+
+/// The runs of the schedule past its first round as four lanes (the forward side's search
+/// runs, the time-reversed side's, each learning member's), each with its memo, shared by two
 /// threads (see [`fit`]). A lane runs in schedule order, on one thread at a time.
 struct Lanes {
     state: std::sync::Mutex<LaneState>,
@@ -335,21 +347,21 @@ struct Lanes {
 /// What the threads share: per lane its runs `(index, node limit)`, the next one, whether a
 /// thread runs it now, and its memo while no thread does.
 struct LaneState {
-    runs: [Vec<(u64, u64)>; 3],
-    next: [usize; 3],
-    busy: [bool; 3],
-    memos: [Option<Memo>; 3],
+    runs: [Vec<(u64, u64)>; LANES],
+    next: [usize; LANES],
+    busy: [bool; LANES],
+    memos: [Option<Memo>; LANES],
     /// The clock ran out: no more runs.
     halted: bool,
 }
 
 impl Lanes {
-    fn new(runs: [Vec<(u64, u64)>; 3], memos: [Memo; 3]) -> Lanes {
+    fn new(runs: [Vec<(u64, u64)>; LANES], memos: [Memo; LANES]) -> Lanes {
         Lanes {
             state: std::sync::Mutex::new(LaneState {
                 runs,
-                next: [0; 3],
-                busy: [false; 3],
+                next: [0; LANES],
+                busy: [false; LANES],
                 memos: memos.map(Some),
                 halted: false,
             }),
@@ -358,11 +370,12 @@ impl Lanes {
     }
 
     /// Runs lanes on this thread until none is left for it: each time the free lane whose
-    /// next run comes first in the schedule, skipping runs after the `answer` so far; the
-    /// learning lane only when `learner`. `run(index, limit, memo)` runs one.
+    /// next run comes first in the schedule, skipping runs after the `answer` so far; of the
+    /// learning lanes only `learner`, whose solver lives on this thread. `run(index, limit,
+    /// memo)` runs one.
     fn work(
         &self,
-        learner: bool,
+        learner: usize,
         answer: &AtomicU64,
         mut run: impl FnMut(u64, u64, &mut Memo) -> RunReport,
     ) -> Vec<RunReport> {
@@ -378,8 +391,8 @@ impl Lanes {
             }
             let settled = answer.load(Ordering::Relaxed);
             let mut pick: Option<(u64, usize)> = None;
-            for lane in 0..3 {
-                if st.busy[lane] || (lane == LEARNING_LANE && !learner) {
+            for lane in 0..LANES {
+                if st.busy[lane] || (lane >= LEARNING_LANE && lane != learner) {
                     continue;
                 }
                 let Some(&(r, _)) = st.runs[lane].get(st.next[lane]) else {
@@ -436,7 +449,7 @@ struct RunReport {
     index: u64,
     end: RunEnd,
     nodes: u64,
-    /// States in its side's memo when it started (`None` for the learning member); read by
+    /// States in its side's memo when it started (`None` for a learning member); read by
     /// the tests only (`RUN_MEMOS`).
     #[cfg_attr(not(test), allow(dead_code))]
     memo: Option<usize>,
@@ -458,19 +471,20 @@ thread_local! {
 /// never exceed the node budget. Above LOAD (with [`ExactOptions::discrepancy_passes`]) the
 /// schedule opens with `DISCREPANCY_PASSES · k` runs: run `r` is member `r mod k` with at most
 /// `r div k` discrepancies and `max(n, 64) · DISCREPANCY_NODES` nodes; such a run finds
-/// placements but proves nothing, and the rotation follows it. The learning member (last in
-/// the rotation, with [`ExactOptions::learning`]) has no runs in the first round, nor in the
-/// discrepancy passes, nor while the limit is below [`LEARNING_FROM_NODES`]; its runs continue
-/// one solver, on one thread, under `limit / LEARNING_STEP_NODES`
-/// steps, and count `LEARNING_STEP_NODES` nodes per step. Members of the time-reversed
+/// placements but proves nothing, and the rotation follows it. The learning members (last in
+/// the rotation, with [`ExactOptions::learning`]) have no runs in the first round, nor in the
+/// discrepancy passes, nor while the limit is below [`LEARNING_FROM_NODES`]; each one's runs
+/// continue one solver, on one thread, under `limit / LEARNING_STEP_NODES` steps, and count
+/// `LEARNING_STEP_NODES` nodes per step. Members of the time-reversed
 /// side share one memo, the others another, so a run's course depends only on the runs of its
 /// side before it. The answer is
 /// that of the first run in schedule order that ends with a placement or a proof, whether the
 /// schedule runs on one thread or on [`ExactOptions::threads`] = 2: after the first round
-/// (on the calling thread) the runs form three *lanes*, the forward side's search runs, the
-/// time-reversed side's and the learning member's, each run in schedule order with its own
-/// memo or solver, and a free thread takes the free lane whose next run comes first (the
-/// learning lane only on the spawned thread, where its solver lives), so both threads stay
+/// (on the calling thread) the runs form four *lanes*, the forward side's search runs, the
+/// time-reversed side's and each learning member's, each run in schedule order with its own
+/// memo or solver, and a free thread takes the free lane whose next run comes first (each
+/// learning lane only on its own thread, where its solver lives: the activity member's on the
+/// spawned thread, the bottom-left member's on the calling one), so both threads stay
 /// busy while every run sees exactly what it sees on one thread: the threads change the wall
 /// time, never the answer or the node count (the limits of the runs before the answering one
 /// plus its own nodes). Only a time limit can end runs at machine-dependent points, as it
@@ -488,9 +502,12 @@ pub(crate) fn fit(
     if inst.bufs.iter().any(|b| b.size > capacity) {
         return RunEnd::Infeasible;
     }
-    // The learning member alone: its model, the whole budget in steps.
-    if opts.dynamic_ordering && opts.only_strategy == Some(STRATEGIES.len()) {
-        let Some(mut model) = Learning::new(inst, capacity) else {
+    // A learning member alone: its model, the whole budget in steps.
+    let alone = opts
+        .only_strategy
+        .and_then(|k| LEARNERS.get(k.checked_sub(STRATEGIES.len())?));
+    if let (true, Some(&branching)) = (opts.dynamic_ordering, alone) {
+        let Some(mut model) = Learning::new(inst, capacity, branching) else {
             return RunEnd::NodeLimit;
         };
         let (end, steps) = model.run(inst, capacity, budget / LEARNING_STEP_NODES, clock, None);
@@ -514,7 +531,7 @@ pub(crate) fn fit(
             pivot: Pivot::Fewest,
             rank: ranks(inst, &[]),
             side: 0,
-            learning: false,
+            learning: None,
         }]
     } else {
         chosen
@@ -526,7 +543,7 @@ pub(crate) fn fit(
                     pivot: s.pivot,
                     rank: ranks(sides[side], &s.keys),
                     side,
-                    learning: false,
+                    learning: None,
                 }
             })
             .collect()
@@ -546,16 +563,18 @@ pub(crate) fn fit(
         *nodes = nodes.saturating_add(used);
         return end;
     }
-    // The learning member models `inst` itself (the sides share local indices, so its
-    // placements hold for both) and has a lane of its own: its `side` is unused.
+    // The learning members model `inst` itself (the sides share local indices, so their
+    // placements hold for both) and have a lane each: their `side` is unused.
     if opts.learning && opts.restarts && Learning::applies(inst) {
-        members.push(Member {
-            keys: Vec::new(),
-            pivot: Pivot::Fewest,
-            rank: Vec::new(),
-            side: 0,
-            learning: true,
-        });
+        for j in 0..LEARNERS.len() {
+            members.push(Member {
+                keys: Vec::new(),
+                pivot: Pivot::Fewest,
+                rank: Vec::new(),
+                side: 0,
+                learning: Some(j),
+            });
+        }
     }
     let k = members.len() as u64;
     let base = (inst.len() as u64).max(64);
@@ -577,7 +596,7 @@ pub(crate) fn fit(
         }
     };
     // Node limit of run `r` given the limits of the runs before it; `None` for an entry of
-    // the learning member before it joins (no run, no budget): never in the first round,
+    // a learning member before it joins (no run, no budget): never in the first round,
     // which runs on this thread (its solver cannot move to another one).
     let limit_of = |r: u64, before: u64| -> Option<u64> {
         let per_run = if r < lds {
@@ -585,19 +604,19 @@ pub(crate) fn fit(
         } else {
             base.saturating_mul(1u64 << ((r - lds) / k).min(62))
         };
-        let learning = members[(r % k) as usize].learning;
+        let learning = members[(r % k) as usize].learning.is_some();
         if learning && (r < lds + k || per_run < LEARNING_FROM_NODES) {
             return None;
         }
         Some(per_run.min(budget.saturating_sub(before)))
     };
     let answer = AtomicU64::new(u64::MAX);
-    // One run: member `mi` as run `r` with `run_limit` nodes, on its side's memo (the learning
-    // member on its model, built when it first runs: `Some(None)` means it sits out).
+    // One run: member `mi` as run `r` with `run_limit` nodes, on its side's memo (learning
+    // member `j` on `models[j]`, built when it first runs: `Some(None)` means it sits out).
     let run_one = |r: u64,
                    run_limit: u64,
                    memo: &mut Memo,
-                   model: &mut Option<Option<Learning>>|
+                   models: &mut [Option<Option<Learning>>; LEARNERS.len()]|
      -> RunReport {
         let (mi, discrepancies) = entry(r);
         let m = &members[mi];
@@ -610,9 +629,9 @@ pub(crate) fn fit(
             };
         }
         let mut used = 0;
-        let states = (!m.learning).then(|| memo.len());
-        let end = if m.learning {
-            match model.get_or_insert_with(|| Learning::new(inst, capacity)) {
+        let states = m.learning.is_none().then(|| memo.len());
+        let end = if let Some(j) = m.learning {
+            match models[j].get_or_insert_with(|| Learning::new(inst, capacity, LEARNERS[j])) {
                 Some(model) => {
                     let steps = run_limit / LEARNING_STEP_NODES;
                     let (end, taken) = model.run(inst, capacity, steps, clock, Some((&answer, r)));
@@ -647,11 +666,11 @@ pub(crate) fn fit(
         }
     };
     // Lane of member `mi`: its side's search runs share the side's memo and run in schedule
-    // order; the learning member's runs continue one solver. A state's fingerprint means
+    // order; a learning member's runs continue its solver. A state's fingerprint means
     // something only on its own side.
     let lane_of = |mi: usize| -> usize {
-        if members[mi].learning {
-            LEARNING_LANE
+        if let Some(j) = members[mi].learning {
+            LEARNING_LANE + j
         } else {
             members[mi].side
         }
@@ -679,11 +698,11 @@ pub(crate) fn fit(
     // Runs `runs` in schedule order on this thread; `true` once one of them settles the
     // question (on one thread no other run can) or the clock runs out.
     let in_order = |runs: Vec<(u64, u64)>,
-                    memos: &mut [Memo; 3],
-                    model: &mut Option<Option<Learning>>,
+                    memos: &mut [Memo; LANES],
+                    models: &mut [Option<Option<Learning>>; LEARNERS.len()],
                     reports: &mut Vec<RunReport>| {
         for (r, run_limit) in runs {
-            let report = run_one(r, run_limit, &mut memos[lane_of(entry(r).0)], model);
+            let report = run_one(r, run_limit, &mut memos[lane_of(entry(r).0)], models);
             let last = !matches!(report.end, RunEnd::NodeLimit);
             reports.push(report);
             if last {
@@ -693,37 +712,41 @@ pub(crate) fn fit(
         false
     };
     // The first round on this thread (most searches end there). One memo per lane (the
-    // learning lane's stays empty).
-    let mut memos = [Memo::default(), Memo::default(), Memo::default()];
-    let mut model = None;
+    // learning lanes' stay empty), one model per learning member (built at its first run).
+    let mut memos: [Memo; LANES] = Default::default();
+    let mut models = [None, None];
     let mut reports = Vec::new();
     let first = plan(0)
         .into_iter()
         .take_while(|&(r, _)| r < lds + k)
         .collect();
-    let stopped = in_order(first, &mut memos, &mut model, &mut reports);
-    let mut used_lanes = [false; 3];
+    let stopped = in_order(first, &mut memos, &mut models, &mut reports);
+    let mut used_lanes = [false; LANES];
     for mi in 0..members.len() {
         used_lanes[lane_of(mi)] = true;
     }
     let lanes_in_use = used_lanes.iter().filter(|&&used| used).count();
     if !stopped && opts.threads >= 2 && lanes_in_use >= 2 {
         // The rest as lanes on two threads: each thread takes, among the lanes free to it, the
-        // one whose next run comes first in the schedule (the learning lane only on the
-        // second thread, where its solver lives), so both stay busy and every run still sees
+        // one whose next run comes first in the schedule (a learning lane only on the thread
+        // where its solver lives), so both stay busy and every run still sees
         // its lane's memo exactly as on one thread.
-        let mut lanes: [Vec<(u64, u64)>; 3] = Default::default();
+        let mut lanes: [Vec<(u64, u64)>; LANES] = Default::default();
         for (r, run_limit) in plan(lds + k) {
             lanes[lane_of(entry(r).0)].push((r, run_limit));
         }
         let shared = Lanes::new(lanes, memos);
         let theirs = std::thread::scope(|scope| {
             let other = scope.spawn(|| {
-                let mut own = None;
-                shared.work(true, &answer, |r, l, memo| run_one(r, l, memo, &mut own))
+                let mut own = [None, None];
+                shared.work(LEARNING_LANE, &answer, |r, l, memo| {
+                    run_one(r, l, memo, &mut own)
+                })
             });
-            // This thread never runs the learning lane: `model` stays unused here.
-            let mine = shared.work(false, &answer, |r, l, memo| run_one(r, l, memo, &mut model));
+            // This thread runs the second learning lane only (its solver lives here).
+            let mine = shared.work(LEARNING_LANE + 1, &answer, |r, l, memo| {
+                run_one(r, l, memo, &mut models)
+            });
             reports.extend(mine);
             // A panic in the other thread is a bug; its runs are then simply missing, which
             // can only turn an answer into a timeout, never into a wrong answer.
@@ -731,7 +754,7 @@ pub(crate) fn fit(
         });
         reports.extend(theirs);
     } else if !stopped {
-        in_order(plan(lds + k), &mut memos, &mut model, &mut reports);
+        in_order(plan(lds + k), &mut memos, &mut models, &mut reports);
     }
     reports.sort_by_key(|rep| rep.index);
     let settled = answer.load(Ordering::Relaxed);

@@ -829,40 +829,63 @@ fn the_learning_member_places_a_packing_the_canonical_search_misses() {
     assert_eq!(without.status, ExactStatus::Timeout);
 }
 
-/// Alone, the learning member places that instance in a few thousand steps, proves a
+/// Alone, each learning member places a 250-buffer instance in a few thousand steps (the
+/// activity member `hard-250-fits-2`, the bottom-left member `hard-250-fits-27`), proves a
 /// capacity below LOAD infeasible at once, and its runs are deterministic.
 #[test]
-fn the_learning_member_alone_places_and_refutes() {
+fn each_learning_member_alone_places_and_refutes() {
     use crate::generate::{generate, HardSpec, Variant};
-    let alone = ExactOptions {
-        only_strategy: Some(super::strategy_count() - 1),
-        ..node_capped(super::LEARNING_STEP_NODES * 20_000)
-    };
-    let inst = generate(&HardSpec::challenging(2, 250, Variant::Fits));
-    let first = solve(&inst.problem, inst.capacity, &[], &alone);
-    assert_eq!(first.status, ExactStatus::Optimal);
-    let again = solve(&inst.problem, inst.capacity, &[], &alone);
-    assert_eq!(
-        (&first.placement, first.nodes),
-        (&again.placement, again.nodes)
-    );
-    let below = generate(&HardSpec::challenging(2, 250, Variant::BelowLoad));
-    let out = solve(&below.problem, below.capacity, &[], &alone);
-    assert_eq!(out.status, ExactStatus::Infeasible);
+    let first_learner = super::ordering::STRATEGIES.len();
+    assert_eq!(super::strategy_count(), first_learner + 2);
+    for (member, seed) in [(first_learner, 2), (first_learner + 1, 27)] {
+        let alone = ExactOptions {
+            only_strategy: Some(member),
+            ..node_capped(super::LEARNING_STEP_NODES * 20_000)
+        };
+        let inst = generate(&HardSpec::challenging(seed, 250, Variant::Fits));
+        let first = solve(&inst.problem, inst.capacity, &[], &alone);
+        assert_eq!(first.status, ExactStatus::Optimal, "member {member}");
+        let again = solve(&inst.problem, inst.capacity, &[], &alone);
+        assert_eq!(
+            (&first.placement, first.nodes),
+            (&again.placement, again.nodes)
+        );
+        let below = generate(&HardSpec::challenging(seed, 250, Variant::BelowLoad));
+        let out = solve(&below.problem, below.capacity, &[], &alone);
+        assert_eq!(out.status, ExactStatus::Infeasible, "member {member}");
+    }
 }
 
-/// Once the learning member joins, two threads still change neither the answer nor the node
-/// count: every run starts with the memo it has on one thread, whichever thread takes its
-/// lane (the lanes run well past the member's first run within a million nodes here).
+/// The two learning members branch differently: alone, the activity member does not place
+/// `hard-250-fits-27` within the steps in which the bottom-left one does (above), so the
+/// rotation gains from having both.
 #[test]
-fn two_threads_agree_once_the_learning_member_joins() {
+fn the_learning_members_place_different_instances() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let inst = generate(&HardSpec::challenging(27, 250, Variant::Fits));
+    let alone = |member: usize| ExactOptions {
+        only_strategy: Some(member),
+        ..node_capped(super::LEARNING_STEP_NODES * 20_000)
+    };
+    let first_learner = super::ordering::STRATEGIES.len();
+    let activity = solve(&inst.problem, inst.capacity, &[], &alone(first_learner));
+    let bottom_left = solve(&inst.problem, inst.capacity, &[], &alone(first_learner + 1));
+    assert_eq!(bottom_left.status, ExactStatus::Optimal);
+    assert_eq!(activity.status, ExactStatus::Timeout);
+}
+
+/// Once the learning members join, two threads still change neither the answer nor the node
+/// count: every run starts with the memo it has on one thread, whichever thread takes its
+/// lane (the lanes run well past the members' first runs within a million nodes here).
+#[test]
+fn two_threads_agree_once_the_learning_members_join() {
     use crate::generate::{generate, HardSpec, Variant};
     for (seed, variant) in [(2, Variant::Fits), (7, Variant::Grown(3))] {
         let inst = generate(&HardSpec::challenging(seed, 250, variant));
         let nodes = threads_agree(&inst, 1_000_000);
         // The unanswered variant runs to the budget: rounds of 250 · 2^r nodes per member,
-        // the learning member's first run in round 8 (575,000 nodes by its end), and round
-        // 9's runs of all three lanes after it.
+        // the learning members' first runs in round 8 (575,000 and 639,000 nodes by their
+        // ends), and round 9's runs of every lane after them.
         if matches!(variant, Variant::Grown(_)) {
             assert_eq!(nodes, 1_000_000, "{}", inst.name);
         }
@@ -875,17 +898,19 @@ fn two_threads_agree_once_the_learning_member_joins() {
 }
 
 /// The lanes on two threads: each lane runs in schedule order and carries its memo from run
-/// to run whichever thread takes it, the learning lane runs on the learner only, both threads
-/// take runs, and no run starts after an answer while everything before it runs.
+/// to run whichever thread takes it, each learning lane runs on its own thread only, both
+/// threads take runs, and no run starts after an answer while everything before it runs.
 #[test]
 fn lanes_keep_their_order_and_memos_across_two_threads() {
+    use super::{LANES, LEARNING_LANE};
     use std::sync::Mutex;
-    let runs: [Vec<(u64, u64)>; 3] =
-        std::array::from_fn(|lane| (0..12).map(|i| (3 * i + lane as u64, 1)).collect());
+    assert_eq!(LANES, 4);
+    let runs: [Vec<(u64, u64)>; LANES] =
+        std::array::from_fn(|lane| (0..12).map(|i| (4 * i + lane as u64, 1)).collect());
     let lanes = Lanes::new(runs, Default::default());
     let answer = AtomicU64::new(u64::MAX);
     let log = Mutex::new(Vec::new());
-    let job = |learner: bool| {
+    let job = |learner: usize| {
         let (answer, log) = (&answer, &log);
         move |r: u64, _: u64, memo: &mut Memo| {
             let known = answer.load(Ordering::Relaxed);
@@ -905,8 +930,8 @@ fn lanes_keep_their_order_and_memos_across_two_threads() {
         }
     };
     let (mine, theirs) = std::thread::scope(|s| {
-        let other = s.spawn(|| lanes.work(true, &answer, job(true)));
-        let mine = lanes.work(false, &answer, job(false));
+        let other = s.spawn(|| lanes.work(LEARNING_LANE, &answer, job(LEARNING_LANE)));
+        let mine = lanes.work(LEARNING_LANE + 1, &answer, job(LEARNING_LANE + 1));
         (mine, other.join().unwrap())
     });
     let log = log.into_inner().unwrap();
@@ -927,15 +952,18 @@ fn lanes_keep_their_order_and_memos_across_two_threads() {
         log.iter().all(|&(r, _, _, known)| r <= known),
         "a run started after the answer"
     );
-    for lane in 0..3u64 {
+    for lane in 0..LANES as u64 {
         let seen: Vec<(u64, usize)> = log
             .iter()
-            .filter(|&&(r, ..)| r % 3 == lane)
+            .filter(|&&(r, ..)| r % 4 == lane)
             .map(|&(r, _, states, _)| (r, states))
             .collect();
         let expected: Vec<(u64, usize)> =
-            (0..seen.len()).map(|i| (3 * i as u64 + lane, i)).collect();
+            (0..seen.len()).map(|i| (4 * i as u64 + lane, i)).collect();
         assert_eq!(seen, expected, "lane {lane}: schedule order, one memo");
     }
-    assert!(log.iter().all(|&(r, learner, ..)| r % 3 != 2 || learner));
+    // A learning lane's runs on its own thread only.
+    assert!(log
+        .iter()
+        .all(|&(r, learner, ..)| r % 4 < 2 || r % 4 == learner as u64));
 }
