@@ -336,6 +336,10 @@ const LEARNING_LANE: usize = 2;
 /// Lanes: two search sides and one per learning member.
 const LANES: usize = LEARNING_LANE + LEARNERS.len();
 
+// Two threads run the lanes, each hosting one learning member's solver (see [`fit`]): a
+// third learner would need a thread of its own.
+const _: () = assert!(LEARNERS.len() == 2, "one learning member per thread");
+
 /// The runs of the schedule past its first round as four lanes (the forward side's search
 /// runs, the time-reversed side's, each learning member's), each with its memo, shared by two
 /// threads (see [`fit`]). A lane runs in schedule order, on one thread at a time.
@@ -714,7 +718,7 @@ pub(crate) fn fit(
     // The first round on this thread (most searches end there). One memo per lane (the
     // learning lanes' stay empty), one model per learning member (built at its first run).
     let mut memos: [Memo; LANES] = Default::default();
-    let mut models = [None, None];
+    let mut models: [Option<Option<Learning>>; LEARNERS.len()] = Default::default();
     let mut reports = Vec::new();
     let first = plan(0)
         .into_iter()
@@ -738,7 +742,7 @@ pub(crate) fn fit(
         let shared = Lanes::new(lanes, memos);
         let theirs = std::thread::scope(|scope| {
             let other = scope.spawn(|| {
-                let mut own = [None, None];
+                let mut own: [Option<Option<Learning>>; LEARNERS.len()] = Default::default();
                 shared.work(LEARNING_LANE, &answer, |r, l, memo| {
                     run_one(r, l, memo, &mut own)
                 })
