@@ -44,7 +44,7 @@ pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
 /// The configurations, by name: the exact search with all switches (`default`, the restart
 /// portfolio), with one switch off each, each member of the rotation alone (`strategy-4` and
 /// `strategy-5` are the learning members), the minimiser and the HiGHS placement program.
-pub const CONFIGS: [&str; 19] = [
+pub const CONFIGS: [&str; 20] = [
     "default",
     "no-sections",
     "no-dominance",
@@ -55,6 +55,7 @@ pub const CONFIGS: [&str; 19] = [
     "no-reversal",
     "no-discrepancy",
     "no-learning",
+    "no-blocks",
     "one-thread",
     "strategy-0",
     "strategy-1",
@@ -133,6 +134,7 @@ fn exact_options(config: &str, limits: Limits) -> Result<ExactOptions> {
         "no-reversal" => o.time_reversal = false,
         "no-discrepancy" => o.discrepancy_passes = false,
         "no-learning" => o.learning = false,
+        "no-blocks" => o.blocks = false,
         "one-thread" => o.threads = 1,
         s if s.starts_with("strategy-") => {
             let k: usize = s["strategy-".len()..]

@@ -22,7 +22,10 @@
 //! passes before the
 //! rotation (Harvey and Ginsberg, "Limited Discrepancy Search", IJCAI 1995: with slack a
 //! wrong early choice shows only near the top, which depth-first backtracking reaches last;
-//! the passes find placements and prove nothing). [`minimise`] also builds
+//! the passes find placements and prove nothing). Before the rotation's long runs, a search
+//! under a limit gives a share of it to *blocks* (`blocks`: buffers of one lifetime stacked,
+//! equal-size buffers chained across time), a restriction that finds placements and proves
+//! nothing. [`minimise`] also builds
 //! upper bounds by canonical dives (the search's first path, `O(n log n)`) and, above a few
 //! thousand buffers, repairs windows of a placement with the rest fixed. Results are
 //! deterministic under a node budget, on one thread or two; a time budget stops wherever the
@@ -39,6 +42,7 @@
 //! assert_eq!(exact::solve(&p, 2, &[], &ExactOptions::default()).status, ExactStatus::Infeasible);
 //! ```
 
+mod blocks;
 pub mod decompose;
 mod dive;
 mod learning;
@@ -113,6 +117,15 @@ pub struct ExactOptions {
     /// [`LEARNING_STEP_NODES`] nodes. Not with fixed buffers, nor above
     /// [`LEARNING_MAX_BUFFERS`] buffers.
     pub learning: bool,
+    /// Blocks: without fixed buffers, with the whole rotation and under a node or time
+    /// limit, a search that does not settle the buffers within
+    /// [`BLOCKS_AFTER_NODES_PER_BUFFER`] nodes per buffer turns to *blocks* for
+    /// [`BLOCKS_SHARE`] of what is left of the budget: buffers of one lifetime stacked, and a
+    /// buffer chained to the only one of its size that starts where it ends (the pieces of a
+    /// cut rectangle glued back; see the `blocks` module). A placement of the blocks is one of
+    /// the buffers; a failure proves nothing, and the search then returns to the buffers with
+    /// the rest of the budget.
+    pub blocks: bool,
     /// Threads for the restart rotation: 1, or 2 to share its runs after the first round
     /// between two threads (each side's search runs and each learning member's runs form
     /// four lanes; a free thread takes the lane whose next run comes first). The answer and
@@ -156,6 +169,7 @@ impl Default for ExactOptions {
             time_reversal: true,
             discrepancy_passes: true,
             learning: true,
+            blocks: true,
             threads: default_threads(),
         }
     }
@@ -289,7 +303,60 @@ pub(crate) fn solve_with_clock(
         }
     }
     let inst = Instance::new(problem, fixed, capacity);
-    let end = fit(&inst, capacity, opts, clock, nodes);
+    let end = match blocks_of(problem, fixed, opts) {
+        None => fit(&inst, capacity, opts, clock, nodes),
+        Some(blocks) => {
+            // A short look at the buffers themselves (the instances the canonical search
+            // settles at once), then the blocks for a share of what is left, then the
+            // buffers again (from scratch) with the rest.
+            let budget = opts.limits.nodes;
+            let look = BLOCKS_AFTER_NODES_PER_BUFFER.saturating_mul(n.max(64) as u64);
+            let with_nodes = |limit: Option<u64>| ExactOptions {
+                limits: Limits {
+                    nodes: limit,
+                    ..opts.limits.clone()
+                },
+                ..opts.clone()
+            };
+            let mut used = 0u64;
+            let first = fit(
+                &inst,
+                capacity,
+                &with_nodes(Some(budget.map_or(look, |b| b.min(look)))),
+                clock,
+                &mut used,
+            );
+            if !matches!(first, RunEnd::NodeLimit) || budget.is_some_and(|b| used >= b) {
+                *nodes = nodes.saturating_add(used);
+                first
+            } else {
+                let left = budget.map(|b| b.saturating_sub(used));
+                let sub = ExactOptions {
+                    limits: Limits {
+                        time: opts
+                            .limits
+                            .time
+                            .map(|t| t.saturating_sub(clock.elapsed()).mul_f64(BLOCKS_SHARE)),
+                        nodes: left.map(|l| (l as f64 * BLOCKS_SHARE) as u64),
+                        cancel: opts.limits.cancel.clone(),
+                    },
+                    blocks: false,
+                    ..opts.clone()
+                };
+                let sub_clock = sub.limits.start();
+                let found =
+                    solve_with_clock(&blocks.problem, capacity, &[], &sub, &sub_clock, &mut used);
+                *nodes = nodes.saturating_add(used);
+                if let Some(placement) = found.ok().and_then(|p| blocks.expand(&p)) {
+                    if capped.check(&placement).is_ok() {
+                        return Ok(placement);
+                    }
+                }
+                let rest = budget.map(|b| b.saturating_sub(used));
+                fit(&inst, capacity, &with_nodes(rest), clock, nodes)
+            }
+        }
+    };
     match end {
         RunEnd::Found(local) => {
             let mut offsets: Vec<u64> = (0..n)
@@ -308,6 +375,29 @@ pub(crate) fn solve_with_clock(
         RunEnd::Infeasible => Err(ExactStatus::Infeasible),
         RunEnd::NodeLimit | RunEnd::TimeLimit => Err(ExactStatus::Timeout),
     }
+}
+
+/// Share of what is left of the budget (time and nodes) that the blocks get after the first
+/// look at the buffers (see [`ExactOptions::blocks`]).
+pub const BLOCKS_SHARE: f64 = 0.4;
+
+/// Nodes per buffer (at least 64 buffers) of the first look at the buffers, before the
+/// blocks (see [`ExactOptions::blocks`]): the rotation's first six rounds.
+pub const BLOCKS_AFTER_NODES_PER_BUFFER: u64 = 256;
+
+/// The blocks of `problem` where [`ExactOptions::blocks`] asks for them: no fixed buffers, the
+/// whole rotation (not one member alone) and a node or time limit (the blocks' search need
+/// not end, and without limits the buffers' own search is complete anyway).
+fn blocks_of(
+    problem: &PlacementProblem,
+    fixed: &[Option<u64>],
+    opts: &ExactOptions,
+) -> Option<blocks::Blocks> {
+    let bounded = opts.limits.nodes.is_some() || opts.limits.time.is_some();
+    if !opts.blocks || !fixed.is_empty() || opts.only_strategy.is_some() || !bounded {
+        return None;
+    }
+    blocks::Blocks::of(problem)
 }
 
 /// Discrepancy limits the schedule opens with above LOAD (passes with 0, 1, … of them).

@@ -123,7 +123,11 @@ fn pin_some(rng: &mut Rng, placement: &Placement) -> Vec<Option<u64>> {
 /// Every combination of the switches, restarts included.
 fn all_switches() -> impl Iterator<Item = ExactOptions> {
     (0..64u32).map(|m| ExactOptions {
-        limits: Limits::UNLIMITED,
+        // Half under a node limit no tiny instance reaches, so that the blocks take a turn.
+        limits: Limits {
+            nodes: (m & 16 == 0).then_some(1 << 40),
+            ..Limits::UNLIMITED
+        },
         section_inference: m & 1 == 0,
         dominance: m & 2 == 0,
         dynamic_ordering: m & 4 == 0,
@@ -134,6 +138,7 @@ fn all_switches() -> impl Iterator<Item = ExactOptions> {
         time_reversal: m & 8 == 0,
         discrepancy_passes: m & 2 == 0,
         learning: m & 4 == 0,
+        blocks: m & 32 == 0,
         threads: 1 + (m as usize & 1),
     })
 }
@@ -263,7 +268,8 @@ fn planted(seed: u64, horizon: u64, cap: u64, pieces: usize) -> PlacementProblem
     PlacementProblem::new(buffers)
 }
 
-/// Nodes to solve `p` at its LOAD with `o` under a node cap (a timeout counts as the cap).
+/// Nodes to solve `p` at its LOAD with `o` under a node cap (a timeout counts as the cap), on
+/// the buffers themselves (no blocks: planted packings glue back into a few).
 fn nodes_at_load(p: &PlacementProblem, o: ExactOptions) -> u64 {
     let o = ExactOptions {
         limits: Limits {
@@ -271,6 +277,7 @@ fn nodes_at_load(p: &PlacementProblem, o: ExactOptions) -> u64 {
             nodes: Some(200_000),
             ..Limits::UNLIMITED
         },
+        blocks: false,
         ..o
     };
     let out = solve(p, p.load(), &[], &o);
@@ -966,4 +973,80 @@ fn lanes_keep_their_order_and_memos_across_two_threads() {
     assert!(log
         .iter()
         .all(|&(r, learner, ..)| r % 4 < 2 || r % 4 == learner as u64));
+}
+
+/// A tiny instance whose lifetimes come from a few shared ones, so that blocks form.
+fn tiny_in_columns(rng: &mut Rng) -> PlacementProblem {
+    const LIVES: [(u64, u64); 5] = [(0, 2), (2, 4), (0, 4), (1, 3), (2, 3)];
+    let n = 2 + rng.below(6) as usize;
+    PlacementProblem::new(
+        (0..n)
+            .map(|_| {
+                let (s, e) = LIVES[rng.below(LIVES.len() as u64) as usize];
+                Buffer {
+                    lifetime: Lifetime::new(s, e),
+                    size: 1 + rng.below(3),
+                    alignment: [1, 1, 2][rng.below(3) as usize],
+                }
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn blocks_never_change_an_answer_on_tiny_instances_of_shared_lifetimes() {
+    let mut rng = Rng::new(29);
+    let o = node_capped(1 << 40);
+    let mut merged = 0;
+    for _ in 0..300 {
+        let p = tiny_in_columns(&mut rng);
+        merged += usize::from(super::blocks::Blocks::of(&p).is_some());
+        let opt = brute_force(&p, &[]);
+        for cap in [opt - 1, opt, opt + 1] {
+            agrees(&p, cap, &[], opt, &o);
+        }
+    }
+    assert!(merged > 200, "only {merged} of 300 instances formed blocks");
+}
+
+/// `hard-100-fits-71`: the buffers' rotation does not place it within four million nodes; its
+/// blocks (glued back pieces of the cut) place it within the share they get.
+#[test]
+fn the_blocks_place_a_cut_instance_the_buffers_alone_miss() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let inst = generate(&HardSpec::challenging(71, 100, Variant::Fits));
+    let budget = 4_000_000;
+    let with = solve(&inst.problem, inst.capacity, &[], &node_capped(budget));
+    let without = solve(
+        &inst.problem,
+        inst.capacity,
+        &[],
+        &ExactOptions {
+            blocks: false,
+            ..node_capped(budget)
+        },
+    );
+    assert_eq!(with.status, ExactStatus::Optimal, "{} nodes", with.nodes);
+    assert_eq!(without.status, ExactStatus::Timeout);
+    assert!(with.nodes < budget / 4 + 256 * 100, "{} nodes", with.nodes);
+    let placed = with.placement.expect("a placement");
+    assert_eq!(inst.problem.check(&placed), Ok(inst.capacity));
+}
+
+#[test]
+fn one_member_alone_and_fixed_buffers_never_turn_to_blocks() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let inst = generate(&HardSpec::challenging(71, 100, Variant::Fits));
+    let capped = node_capped(1_000_000);
+    assert!(super::blocks_of(&inst.problem, &[], &capped).is_some());
+    let alone = ExactOptions {
+        only_strategy: Some(0),
+        ..capped.clone()
+    };
+    assert!(super::blocks_of(&inst.problem, &[], &alone).is_none());
+    let mut fixed = vec![None; inst.problem.buffers.len()];
+    fixed[0] = Some(inst.witness.offsets[0]);
+    assert!(super::blocks_of(&inst.problem, &fixed, &capped).is_none());
+    let unlimited = ExactOptions::default();
+    assert!(super::blocks_of(&inst.problem, &[], &unlimited).is_none());
 }
