@@ -210,14 +210,7 @@ fn chain(blocks: &mut Vec<Block>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn buf(start: u64, end: u64, size: u64, alignment: u64) -> Buffer {
-        Buffer {
-            lifetime: Lifetime::new(start, end),
-            size,
-            alignment,
-        }
-    }
+    use crate::problem::fixtures::aligned as buf;
 
     #[test]
     fn a_cut_rectangle_glues_back_into_one_block() {
@@ -276,18 +269,8 @@ mod tests {
             assert!(blocks.problem.buffers.len() < inst.problem.buffers.len());
             assert_eq!(blocks.problem.load(), inst.load);
             // Any placement of the blocks (here: stacked) expands to a valid placement.
-            let mut top = 0;
-            let offsets = blocks
-                .problem
-                .buffers
-                .iter()
-                .map(|b| {
-                    let off = crate::problem::align_up(top, b.alignment).unwrap();
-                    top = off + b.size;
-                    off
-                })
-                .collect();
-            let placed = blocks.expand(&Placement { offsets }).unwrap();
+            let stacked = super::super::minimise::stack(&blocks.problem).unwrap();
+            let placed = blocks.expand(&stacked).unwrap();
             let uncapped = PlacementProblem::new(inst.problem.buffers.clone());
             assert!(uncapped.check(&placed).is_ok(), "seed {seed}");
         }

@@ -154,17 +154,32 @@ pub fn minimise(
 /// Half of the time and nodes `budget` leaves after `elapsed` and `nodes` (unlimited stays
 /// unlimited; at least one node and one millisecond).
 pub(crate) fn half_of_what_is_left(limits: &Limits, elapsed: Duration, nodes: u64) -> Limits {
+    share_of_what_is_left(limits, elapsed, nodes, 0.5)
+}
+
+/// `share` (in `[0, 1]`) of the time and nodes `limits` leave after `elapsed` and `nodes`
+/// (unlimited stays unlimited; at least one node and one millisecond), with the same stop flag.
+pub(crate) fn share_of_what_is_left(
+    limits: &Limits,
+    elapsed: Duration,
+    nodes: u64,
+    share: f64,
+) -> Limits {
     Limits {
-        time: limits
-            .time
-            .map(|t| (t.saturating_sub(elapsed) / 2).max(Duration::from_millis(1))),
-        nodes: limits.nodes.map(|n| (n.saturating_sub(nodes) / 2).max(1)),
+        time: limits.time.map(|t| {
+            t.saturating_sub(elapsed)
+                .mul_f64(share)
+                .max(Duration::from_millis(1))
+        }),
+        nodes: limits
+            .nodes
+            .map(|n| ((n.saturating_sub(nodes) as f64 * share) as u64).max(1)),
         cancel: limits.cancel.clone(),
     }
 }
 
 /// Every buffer above the previous ones (always valid when it fits in `u64`).
-fn stack(problem: &PlacementProblem) -> Option<Placement> {
+pub(super) fn stack(problem: &PlacementProblem) -> Option<Placement> {
     let mut top = 0u64;
     let mut offsets = Vec::with_capacity(problem.buffers.len());
     for b in &problem.buffers {

@@ -330,16 +330,13 @@ pub(crate) fn solve_with_clock(
                 *nodes = nodes.saturating_add(used);
                 first
             } else {
-                let left = budget.map(|b| b.saturating_sub(used));
                 let sub = ExactOptions {
-                    limits: Limits {
-                        time: opts
-                            .limits
-                            .time
-                            .map(|t| t.saturating_sub(clock.elapsed()).mul_f64(BLOCKS_SHARE)),
-                        nodes: left.map(|l| (l as f64 * BLOCKS_SHARE) as u64),
-                        cancel: opts.limits.cancel.clone(),
-                    },
+                    limits: minimise::share_of_what_is_left(
+                        &opts.limits,
+                        clock.elapsed(),
+                        used,
+                        BLOCKS_SHARE,
+                    ),
                     blocks: false,
                     ..opts.clone()
                 };
