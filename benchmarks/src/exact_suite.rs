@@ -12,7 +12,10 @@
 //! heuristic portfolio's placement and counts an instance solved when the peak is proven
 //! optimal (bound = peak); its rows also give the mean gap. `highs` runs the placement integer
 //! program warm-started from the portfolio and counts it solved when its peak is at most the
-//! capacity. Unsolved instances are listed by name at the end.
+//! capacity. Unsolved instances are listed by name at the end; for the exact search's
+//! configurations, each with its trace ([`exact::SearchTrace`]): the most buffers a run placed
+//! at once, and the share of section-check failures that fell in each run's most failing
+//! section (near 100 %: the search thrashes on one spot).
 //!
 //! `--keep F` and `--aligned F` change the shape of every generated instance: the fraction of
 //! the cut pieces kept (1: a full rectangle, no holes; default: 0.85–1 per instance) and the
@@ -26,7 +29,7 @@
 //! buffers, capacity, LOAD, what is known), and runs nothing.
 
 use anyhow::{bail, Context, Result};
-use memplan_solver::exact::{self, ExactOptions, ExactStatus};
+use memplan_solver::exact::{self, ExactOptions, ExactStatus, SearchTrace};
 use memplan_solver::generate::{self, HardInstance, Known, Variant};
 use memplan_solver::placement::{self, program::IlpOptions};
 use memplan_solver::{Limits, PlacementProblem};
@@ -119,6 +122,8 @@ struct Run {
     nodes: u64,
     /// `minimise`: (peak − bound) / peak.
     gap: Option<f64>,
+    /// The exact search's trace (its configurations only).
+    trace: Option<SearchTrace>,
 }
 
 fn exact_options(config: &str, limits: Limits) -> Result<ExactOptions> {
@@ -192,6 +197,7 @@ fn run_case(config: &str, case: &Case, tl: Duration) -> Result<Run> {
                     seconds: t.elapsed().as_secs_f64(),
                     nodes: out.nodes,
                     gap: Some(gap),
+                    trace: None,
                 })
             } else {
                 let opts = IlpOptions {
@@ -221,6 +227,7 @@ fn run_case(config: &str, case: &Case, tl: Duration) -> Result<Run> {
                     seconds: t.elapsed().as_secs_f64(),
                     nodes,
                     gap: None,
+                    trace: None,
                 })
             }
         }
@@ -257,9 +264,21 @@ fn run_case(config: &str, case: &Case, tl: Duration) -> Result<Run> {
                 seconds: out.elapsed.as_secs_f64(),
                 nodes: out.nodes,
                 gap: None,
+                trace: Some(out.trace),
             })
         }
     }
+}
+
+/// How far an unsolved search got: `deepest K/N, H % of check failures in one section`
+/// (a high share: the runs thrash on one spot).
+fn describe(t: &SearchTrace, case: &Case) -> String {
+    let hot = 100.0 * t.hottest_failures as f64 / t.check_failures.max(1) as f64;
+    format!(
+        "deepest {}/{}, {hot:.0} % of check failures in one section",
+        t.deepest,
+        case.problem.buffers.len()
+    )
 }
 
 /// The generated instances of `args`, with its shape overrides (checked: an override out of
@@ -437,7 +456,10 @@ pub fn run(shared: &Path, args: &SuiteArgs) -> Result<()> {
                 unsolved
                     .entry(config.clone())
                     .or_default()
-                    .push(case.name.clone());
+                    .push(match r.trace {
+                        Some(t) => format!("{} ({})", case.name, describe(&t, case)),
+                        None => case.name.clone(),
+                    });
             }
             let key = (case.class.clone(), case.variant);
             match groups.iter_mut().find(|(k, _)| *k == key) {

@@ -14,7 +14,7 @@
 
 use super::dive::{dive, DiveOrder};
 use super::window;
-use super::{solve_with_clock, ExactOptions, ExactStatus};
+use super::{solve_with_clock, ExactOptions, ExactStatus, SearchTrace};
 use crate::limits::Limits;
 use crate::problem::{align_up, Placement, PlacementProblem};
 use std::time::Duration;
@@ -120,7 +120,15 @@ pub fn minimise(
                 ..*opts
             };
             let sub_clock = sub.limits.start();
-            match solve_with_clock(problem, cap, &[], &sub, &sub_clock, &mut nodes) {
+            match solve_with_clock(
+                problem,
+                cap,
+                &[],
+                &sub,
+                &sub_clock,
+                &mut nodes,
+                &mut SearchTrace::default(),
+            ) {
                 Ok(placement) => {
                     if let Ok(p) = uncapped.check(&placement) {
                         if p < peak {

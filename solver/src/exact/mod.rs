@@ -239,6 +239,34 @@ pub struct ExactOutcome {
     pub nodes: u64,
     /// Wall-clock time spent.
     pub elapsed: Duration,
+    /// How far the canonical search got on the buffers and where it failed.
+    pub trace: SearchTrace,
+}
+
+/// What the canonical-search runs behind an answer went through, for the study of the
+/// instances they do not settle (the benchmark lists it for each unsolved one). Runs on
+/// blocks and learning members' runs leave no trace; like the node count, only the runs up
+/// to the one that settles the question count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchTrace {
+    /// Most buffers placed at once by any run: the buffer count when a run placed them all,
+    /// well below it when every run backtracks near the bottom.
+    pub deepest: usize,
+    /// Failures of the section check (section inference) over all runs.
+    pub check_failures: u64,
+    /// Of those, the failures in each run's most failing section, summed over the runs.
+    /// Close to [`SearchTrace::check_failures`]: the runs *thrash*, failing again and again
+    /// on one spot while they enumerate combinations of choices made elsewhere.
+    pub hottest_failures: u64,
+}
+
+impl SearchTrace {
+    /// Adds the trace of another run (or set of runs).
+    fn absorb(&mut self, other: SearchTrace) {
+        self.deepest = self.deepest.max(other.deepest);
+        self.check_failures = self.check_failures.saturating_add(other.check_failures);
+        self.hottest_failures = self.hottest_failures.saturating_add(other.hottest_failures);
+    }
 }
 
 /// Places every buffer of `problem` under `capacity` (`problem.capacity` is ignored).
@@ -256,7 +284,10 @@ pub fn solve(
 ) -> ExactOutcome {
     let clock = opts.limits.start();
     let mut nodes = 0u64;
-    let status = solve_with_clock(problem, capacity, fixed, opts, &clock, &mut nodes);
+    let mut trace = SearchTrace::default();
+    let status = solve_with_clock(
+        problem, capacity, fixed, opts, &clock, &mut nodes, &mut trace,
+    );
     let (status, placement) = match status {
         Ok(placement) => (ExactStatus::Optimal, Some(placement)),
         Err(s) => (s, None),
@@ -266,11 +297,12 @@ pub fn solve(
         placement,
         nodes,
         elapsed: clock.elapsed(),
+        trace,
     }
 }
 
-/// [`solve`] under a running clock, adding the nodes entered to `*nodes`; `Err` carries
-/// [`ExactStatus::Infeasible`] or [`ExactStatus::Timeout`].
+/// [`solve`] under a running clock, adding the nodes entered to `*nodes` and the runs on the
+/// buffers to `*trace`; `Err` carries [`ExactStatus::Infeasible`] or [`ExactStatus::Timeout`].
 pub(crate) fn solve_with_clock(
     problem: &PlacementProblem,
     capacity: u64,
@@ -278,6 +310,7 @@ pub(crate) fn solve_with_clock(
     opts: &ExactOptions,
     clock: &LimitsClock,
     nodes: &mut u64,
+    trace: &mut SearchTrace,
 ) -> Result<Placement, ExactStatus> {
     let n = problem.buffers.len();
     if problem.validate().is_err() || !(fixed.is_empty() || fixed.len() == n) {
@@ -304,7 +337,7 @@ pub(crate) fn solve_with_clock(
     }
     let inst = Instance::new(problem, fixed, capacity);
     let end = match blocks_of(problem, fixed, opts) {
-        None => fit(&inst, capacity, opts, clock, nodes),
+        None => fit(&inst, capacity, opts, clock, nodes, trace),
         Some(blocks) => {
             // A short look at the buffers themselves (the instances the canonical search
             // settles at once), then the blocks for a share of what is left, then the
@@ -325,6 +358,7 @@ pub(crate) fn solve_with_clock(
                 &with_nodes(Some(budget.map_or(look, |b| b.min(look)))),
                 clock,
                 &mut used,
+                trace,
             );
             if !matches!(first, RunEnd::NodeLimit) || budget.is_some_and(|b| used >= b) {
                 *nodes = nodes.saturating_add(used);
@@ -341,8 +375,16 @@ pub(crate) fn solve_with_clock(
                     ..opts.clone()
                 };
                 let sub_clock = sub.limits.start();
-                let found =
-                    solve_with_clock(&blocks.problem, capacity, &[], &sub, &sub_clock, &mut used);
+                // (The blocks' trace counts blocks, not buffers: it stays out.)
+                let found = solve_with_clock(
+                    &blocks.problem,
+                    capacity,
+                    &[],
+                    &sub,
+                    &sub_clock,
+                    &mut used,
+                    &mut SearchTrace::default(),
+                );
                 *nodes = nodes.saturating_add(used);
                 if let Some(placement) = found.ok().and_then(|p| blocks.expand(&p)) {
                     if capped.check(&placement).is_ok() {
@@ -350,7 +392,7 @@ pub(crate) fn solve_with_clock(
                     }
                 }
                 let rest = budget.map(|b| b.saturating_sub(used));
-                fit(&inst, capacity, &with_nodes(rest), clock, nodes)
+                fit(&inst, capacity, &with_nodes(rest), clock, nodes, trace)
             }
         }
     };
@@ -540,6 +582,8 @@ struct RunReport {
     index: u64,
     end: RunEnd,
     nodes: u64,
+    /// A search run's trace (empty for a learning member's).
+    trace: SearchTrace,
     /// States in its side's memo when it started (`None` for a learning member); read by
     /// the tests only (`RUN_MEMOS`).
     #[cfg_attr(not(test), allow(dead_code))]
@@ -586,6 +630,7 @@ pub(crate) fn fit(
     opts: &ExactOptions,
     clock: &LimitsClock,
     nodes: &mut u64,
+    trace: &mut SearchTrace,
 ) -> RunEnd {
     let budget = opts.limits.nodes.unwrap_or(u64::MAX);
     let cfg = opts.config();
@@ -716,10 +761,12 @@ pub(crate) fn fit(
                 index: r,
                 end: RunEnd::TimeLimit,
                 nodes: 0,
+                trace: SearchTrace::default(),
                 memo: None,
             };
         }
         let mut used = 0;
+        let mut run_trace = SearchTrace::default();
         let states = m.learning.is_none().then(|| memo.len());
         let end = if let Some(j) = m.learning {
             match models[j].get_or_insert_with(|| Learning::new(inst, capacity, LEARNERS[j])) {
@@ -732,7 +779,7 @@ pub(crate) fn fit(
                 None => RunEnd::NodeLimit,
             }
         } else {
-            Search::new(
+            let mut search = Search::new(
                 sides[m.side],
                 capacity,
                 Config {
@@ -743,8 +790,10 @@ pub(crate) fn fit(
                 memo,
             )
             .rerank_by(&m.keys)
-            .stop_when(&answer, r)
-            .run(run_limit, clock, &mut used)
+            .stop_when(&answer, r);
+            let end = search.run(run_limit, clock, &mut used);
+            run_trace = search.trace();
+            end
         };
         if matches!(end, RunEnd::Found(_) | RunEnd::Infeasible) {
             answer.fetch_min(r, Ordering::Relaxed);
@@ -753,6 +802,7 @@ pub(crate) fn fit(
             index: r,
             end,
             nodes: used,
+            trace: run_trace,
             memo: states,
         }
     };
@@ -863,6 +913,7 @@ pub(crate) fn fit(
         if rep.index > settled {
             break;
         }
+        trace.absorb(rep.trace);
         if rep.index == settled {
             spent = spent.saturating_add(rep.nodes);
             end = rep.end;

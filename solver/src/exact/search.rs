@@ -59,6 +59,7 @@ use super::decompose::{initial_cuts, split, Piece};
 use super::memo::{add, term, Memo};
 use super::ordering::{preorder, Key, Pivot};
 use super::sections::{Instance, NONE32};
+use super::SearchTrace;
 use crate::limits::LimitsClock;
 use crate::problem::align_up;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -244,6 +245,11 @@ pub(crate) struct Search<'a> {
     /// change leaves alone pass again at any level up to it (the check is monotone in the
     /// level), so only the changed ones are checked.
     passed: u64,
+    /// Buffers placed now, and the most placed at once so far.
+    depth: usize,
+    deepest: usize,
+    /// Per section, section-check failures there (for [`Search::trace`]).
+    fails: Vec<u64>,
 }
 
 impl<'a> Search<'a> {
@@ -285,6 +291,19 @@ impl<'a> Search<'a> {
             rekeys: Vec::new(),
             terms: (0..m as u32).map(|b| (0, NONE, term(b, 0, NONE))).collect(),
             passed: 0,
+            depth: 0,
+            deepest: 0,
+            fails: vec![0; inst.n_sec],
+        }
+    }
+
+    /// How far this run got and where its section checks failed.
+    pub(crate) fn trace(&self) -> SearchTrace {
+        let check_failures = self.fails.iter().sum();
+        SearchTrace {
+            deepest: self.deepest,
+            check_failures,
+            hottest_failures: self.fails.iter().copied().max().unwrap_or(0),
         }
     }
 
@@ -772,6 +791,8 @@ impl<'a> Search<'a> {
         let h = x.saturating_add(size);
         let (lo, hi) = (self.inst.lo[bi], self.inst.hi[bi]);
         self.off[bi] = x;
+        self.depth += 1;
+        self.deepest = self.deepest.max(self.depth);
         self.trail.push(Undo::Place(b));
         for s in lo..hi {
             let si = s as usize;
@@ -884,6 +905,7 @@ impl<'a> Search<'a> {
                     .saturating_sub(self.inst.fixed_above(si, self.cap));
                 let need = base.saturating_add(t).saturating_add(fixed);
                 if need > self.cap {
+                    self.fails[si] = self.fails[si].saturating_add(1);
                     return false;
                 }
             }
@@ -933,6 +955,7 @@ impl<'a> Search<'a> {
             match u {
                 Undo::Place(b) => {
                     let bi = b as usize;
+                    self.depth = self.depth.saturating_sub(1);
                     self.off[bi] = NONE;
                     let size = self.inst.bufs[bi].size;
                     let (lo, hi) = (self.inst.lo[bi], self.inst.hi[bi]);

@@ -629,8 +629,8 @@ fn threads_agree(inst: &crate::generate::HardInstance, nodes: u64) -> u64 {
     let one_runs = runs();
     let two = solve(&inst.problem, inst.capacity, &[], &with(2));
     assert_eq!(
-        (one.status, &one.placement, one.nodes),
-        (two.status, &two.placement, two.nodes),
+        (one.status, &one.placement, one.nodes, one.trace),
+        (two.status, &two.placement, two.nodes, two.trace),
         "{}",
         inst.name
     );
@@ -657,6 +657,24 @@ fn two_threads_change_neither_the_answer_nor_the_node_count() {
         }
     }
     assert!(restarted > 0, "no instance needed a second run");
+}
+
+/// The trace tells how far the search got: runs that place every buffer reach them all; runs
+/// cut short on a hard instance stop below, after section-check failures, the hottest
+/// section's among them.
+#[test]
+fn the_trace_tells_how_deep_the_search_got_and_where_it_failed() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let easy = generate(&HardSpec::challenging(1, 100, Variant::Fits));
+    let out = solve(&easy.problem, easy.capacity, &[], &node_capped(1_000_000));
+    assert_eq!(out.status, ExactStatus::Optimal);
+    assert_eq!(out.trace.deepest, easy.problem.buffers.len());
+    let hard = generate(&HardSpec::challenging(8, 450, Variant::Fits));
+    let out = solve(&hard.problem, hard.capacity, &[], &node_capped(200_000));
+    assert_eq!(out.status, ExactStatus::Timeout);
+    let t = out.trace;
+    assert!(0 < t.deepest && t.deepest < hard.problem.buffers.len(), "{t:?}");
+    assert!(0 < t.hottest_failures && t.hottest_failures <= t.check_failures, "{t:?}");
 }
 
 /// Members that search the time-reversed instance return placements of the instance itself.
@@ -932,6 +950,7 @@ fn lanes_keep_their_order_and_memos_across_two_threads() {
                 index: r,
                 end: RunEnd::NodeLimit,
                 nodes: 1,
+                trace: SearchTrace::default(),
                 memo: Some(states),
             }
         }

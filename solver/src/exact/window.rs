@@ -23,7 +23,7 @@
 
 use super::search::RunEnd;
 use super::sections::{Instance, Ranges};
-use super::{fit, ExactOptions};
+use super::{fit, ExactOptions, SearchTrace};
 use crate::limits::{Limits, LimitsClock};
 use crate::problem::PlacementProblem;
 
@@ -228,7 +228,14 @@ impl Context<'_> {
             },
             ..self.opts.clone()
         };
-        match fit(&inst, target, &opts, self.clock, nodes) {
+        match fit(
+            &inst,
+            target,
+            &opts,
+            self.clock,
+            nodes,
+            &mut SearchTrace::default(),
+        ) {
             RunEnd::Found(local) => {
                 for (k, &g) in inst.global.iter().enumerate() {
                     offsets[g] = local[k];
