@@ -160,6 +160,45 @@ fn place_says_a_search_that_ran_out_of_time_proved_nothing() {
 }
 
 #[test]
+fn place_tells_how_far_an_unfinished_search_got() {
+    use memplan_solver::generate::{generate, HardSpec, Variant};
+    // 450 buffers cut from a full rectangle at LOAD: a second of search stops well short.
+    let inst = generate(&HardSpec::challenging(8, 450, Variant::Fits));
+    let ids: Vec<String> = (0..inst.problem.buffers.len())
+        .map(|i| i.to_string())
+        .collect();
+    let csv = tmp("hard-450.csv");
+    std::fs::write(
+        &csv,
+        memplan_solver::csv::write_buffers(&ids, &inst.problem),
+    )
+    .unwrap();
+    let cap = inst.capacity.to_string();
+    let r = memplan(&[
+        "place",
+        csv.to_str().unwrap(),
+        "--capacity",
+        &cap,
+        "--time-limit",
+        "1",
+        "-o",
+        tmp("hard-450.placed.csv").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    let placed: usize = err
+        .split("it placed at most ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("no trace in: {err}"));
+    assert!(
+        0 < placed && placed < 450 && err.contains("of the 450 buffers at once"),
+        "{err}"
+    );
+}
+
+#[test]
 fn place_rejects_a_malformed_csv_with_line_and_column() {
     let csv = tmp("malformed.csv");
     std::fs::write(&csv, "id,lower,upper,size\n0,0,2,ten\n").unwrap();

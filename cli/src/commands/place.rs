@@ -62,11 +62,23 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
         } else {
             eprintln!(
                 "no placement found under the capacity {capacity} B (best peak {peak} B); not \
-                 proven impossible: the search stopped at its {} (raise --time-limit)",
+                 proven impossible: the search stopped at its {} (raise --time-limit){}",
                 match result.stats.status {
                     memplan_solver::SolveStatus::NodeLimit => "node limit",
                     _ => "time limit",
-                }
+                },
+                result
+                    .exact
+                    .and_then(|e| e.trace)
+                    .filter(|t| t.deepest > 0)
+                    .map(|t| format!(
+                        "; it placed at most {} of the {} buffers at once, {:.0} % of its \
+                         section-check failures in one section",
+                        t.deepest,
+                        problem.buffers.len(),
+                        100.0 * t.hottest_failures as f64 / t.check_failures.max(1) as f64
+                    ))
+                    .unwrap_or_default()
             );
         }
         return Ok(ExitCode::from(1));

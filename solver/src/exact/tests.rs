@@ -673,8 +673,14 @@ fn the_trace_tells_how_deep_the_search_got_and_where_it_failed() {
     let out = solve(&hard.problem, hard.capacity, &[], &node_capped(200_000));
     assert_eq!(out.status, ExactStatus::Timeout);
     let t = out.trace;
-    assert!(0 < t.deepest && t.deepest < hard.problem.buffers.len(), "{t:?}");
-    assert!(0 < t.hottest_failures && t.hottest_failures <= t.check_failures, "{t:?}");
+    assert!(
+        0 < t.deepest && t.deepest < hard.problem.buffers.len(),
+        "{t:?}"
+    );
+    assert!(
+        0 < t.hottest_failures && t.hottest_failures <= t.check_failures,
+        "{t:?}"
+    );
 }
 
 /// Members that search the time-reversed instance return placements of the instance itself.

@@ -17,7 +17,7 @@
 //! solves, so a call always ends and is deterministic.
 
 use super::refine::{self, IlpRefineOptions};
-use crate::exact::{self, ExactOptions, ExactStatus};
+use crate::exact::{self, ExactOptions, ExactStatus, SearchTrace};
 use crate::limits::{Limits, SolveStats, SolveStatus};
 use crate::placement::{self, MemberResult};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
@@ -66,6 +66,9 @@ pub struct ExactReport {
     pub nodes: u64,
     /// Time it took.
     pub elapsed: Duration,
+    /// How far the canonical search got and where it failed (fitting a capacity only: the
+    /// minimiser leaves none).
+    pub trace: Option<SearchTrace>,
 }
 
 /// What the HiGHS model did, when it ran.
@@ -210,6 +213,7 @@ pub fn refine_with(
                     status: out.status,
                     nodes: out.nodes,
                     elapsed: out.elapsed,
+                    trace: Some(out.trace),
                 });
                 let proven = if out.status == ExactStatus::Infeasible {
                     capacity.saturating_add(1)
@@ -224,6 +228,7 @@ pub fn refine_with(
                     status: out.status,
                     nodes: out.nodes,
                     elapsed: out.elapsed,
+                    trace: None,
                 });
                 (Some(out.placement), out.status, out.lower_bound)
             }
