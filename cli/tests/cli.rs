@@ -123,16 +123,15 @@ fn place_writes_offsets_and_exits_1_when_over_capacity() {
     );
 }
 
-#[test]
-fn place_says_a_search_that_ran_out_of_time_proved_nothing() {
+/// `memplan place` at LOAD on a generated fitting instance of `buffers` buffers (`seed`)
+/// with `time_limit` seconds; its exit code (1: no placement) and what it said.
+fn place_generated_at_load(seed: u64, buffers: usize, time_limit: &str) -> (Option<i32>, String) {
     use memplan_solver::generate::{generate, HardSpec, Variant};
-    // 1000 buffers cut from a full rectangle, asked at LOAD: a placement exists, but not one
-    // that 50 ms of search finds.
-    let inst = generate(&HardSpec::challenging(5, 1000, Variant::Fits));
+    let inst = generate(&HardSpec::challenging(seed, buffers, Variant::Fits));
     let ids: Vec<String> = (0..inst.problem.buffers.len())
         .map(|i| i.to_string())
         .collect();
-    let csv = tmp("hard-1000.csv");
+    let csv = tmp(&format!("hard-{buffers}.csv"));
     std::fs::write(
         &csv,
         memplan_solver::csv::write_buffers(&ids, &inst.problem),
@@ -145,12 +144,22 @@ fn place_says_a_search_that_ran_out_of_time_proved_nothing() {
         "--capacity",
         &cap,
         "--time-limit",
-        "0.05",
+        time_limit,
         "-o",
-        tmp("hard-1000.placed.csv").to_str().unwrap(),
+        tmp(&format!("hard-{buffers}.placed.csv")).to_str().unwrap(),
     ]);
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(1), "{err}");
+    (
+        r.status.code(),
+        String::from_utf8_lossy(&r.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn place_says_a_search_that_ran_out_of_time_proved_nothing() {
+    // 1000 buffers cut from a full rectangle, asked at LOAD: a placement exists, but not one
+    // that 50 ms of search finds.
+    let (code, err) = place_generated_at_load(5, 1000, "0.05");
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("not proven impossible")
             && err.contains("time limit")
@@ -161,31 +170,9 @@ fn place_says_a_search_that_ran_out_of_time_proved_nothing() {
 
 #[test]
 fn place_tells_how_far_an_unfinished_search_got() {
-    use memplan_solver::generate::{generate, HardSpec, Variant};
     // 450 buffers cut from a full rectangle at LOAD: a second of search stops well short.
-    let inst = generate(&HardSpec::challenging(8, 450, Variant::Fits));
-    let ids: Vec<String> = (0..inst.problem.buffers.len())
-        .map(|i| i.to_string())
-        .collect();
-    let csv = tmp("hard-450.csv");
-    std::fs::write(
-        &csv,
-        memplan_solver::csv::write_buffers(&ids, &inst.problem),
-    )
-    .unwrap();
-    let cap = inst.capacity.to_string();
-    let r = memplan(&[
-        "place",
-        csv.to_str().unwrap(),
-        "--capacity",
-        &cap,
-        "--time-limit",
-        "1",
-        "-o",
-        tmp("hard-450.placed.csv").to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(1), "{err}");
+    let (code, err) = place_generated_at_load(8, 450, "1");
+    assert_eq!(code, Some(1), "{err}");
     let placed: usize = err
         .split("it placed at most ")
         .nth(1)
