@@ -11,8 +11,11 @@
 //!   in the GPU run, its self-reference and the CPU reference alike, so comparisons stay
 //!   meaningful.
 //! - Parallel plans: each plan stream is a CUDA stream, `record_event` / `wait_event` are
-//!   CUDA events on them (`set_stream` switches the stream work and cuBLAS issue on); graph
-//!   inputs are uploaded and synchronised before the streams start.
+//!   CUDA events on them (`set_stream` switches the stream work is issued on); graph
+//!   inputs are uploaded and synchronised before the streams start. Everything an op uses
+//!   besides its plan ranges is per stream (a [`Lane`]): the checksum / seed slots of the
+//!   mixing kernel, the staging buffer and the cuBLAS handle, so ops running at once on two
+//!   streams share no scratch memory (one shared set raced on an H200: outputs differed).
 //! - Two streams: compute, and copy for spills. `spill_out` waits (event) for the compute
 //!   work issued so far, copies device → pinned host and poisons the arena range on the copy
 //!   stream; `spill_in` waits for the compute stream (so the target range's previous readers
@@ -119,30 +122,78 @@ struct Funcs {
     add_bias_rows: CudaFunction,
 }
 
+/// One CUDA stream and the scratch only work on it uses.
+struct Lane {
+    stream: Arc<CudaStream>,
+    /// cuBLAS handle bound to `stream` (its workspace is the handle's: not shared).
+    blas: blas_sys::cublasHandle_t,
+    /// Two u64 on the device: [checksum, seed] of the op being mixed.
+    sums: sys::CUdeviceptr,
+    /// Staging for outputs that overlap inputs (grown on demand; counted as extra).
+    stage: sys::CUdeviceptr,
+    /// Bytes of `stage`.
+    stage_len: usize,
+}
+
+impl Lane {
+    fn new(stream: Arc<CudaStream>) -> Result<Self, ExecError> {
+        let blas = blas::create_handle().map_err(dev("cuBLAS handle"))?;
+        let mut lane = Lane {
+            stream,
+            blas,
+            sums: 0,
+            stage: 0,
+            stage_len: 0,
+        };
+        // SAFETY: the handle and stream are live; cuBLAS then issues on this stream.
+        unsafe { blas::set_stream(lane.blas, lane.stream.cu_stream() as _) }
+            .map_err(dev("cuBLAS stream"))?;
+        // SAFETY: plain device allocation; freed in Drop.
+        lane.sums = unsafe { drv::malloc_sync(16) }.map_err(|_| ExecError::OutOfMemory {
+            what: "device checksum slots".into(),
+            bytes: 16,
+        })?;
+        Ok(lane)
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        // Errors cannot be reported from Drop; the context is torn down right after anyway.
+        let _ = self.stream.synchronize();
+        // SAFETY: each pointer was allocated for this lane and is freed once, after its
+        // stream's work completed.
+        unsafe {
+            for p in [self.sums, self.stage] {
+                if p != 0 {
+                    let _ = drv::free_sync(p);
+                }
+            }
+            let _ = blas::destroy_handle(self.blas);
+        }
+    }
+}
+
 /// Device memory and streams of one plan run.
 pub struct GpuBackend {
+    /// The current stream (`lanes[cur].stream`).
     compute: Arc<CudaStream>,
     copy: Arc<CudaStream>,
     f: Funcs,
-    blas: blas_sys::cublasHandle_t,
     arena: sys::CUdeviceptr,
     arena_len: usize,
     weights: sys::CUdeviceptr,
     host: *mut u8,
     host_dev: sys::CUdeviceptr,
     host_len: usize,
-    /// Two u64 on the device: [checksum, seed].
-    sums: sys::CUdeviceptr,
-    /// Staging for outputs that overlap inputs (grown on demand; counted as extra).
-    stage: sys::CUdeviceptr,
-    stage_len: usize,
     /// Host bytes of input loads, alive until `finish`.
     uploads: Vec<Vec<u8>>,
     /// Copy-stream events not yet waited for by the compute stream, by arena range.
     pending: Vec<(Span, CudaEvent)>,
-    /// Parallel plans: one CUDA stream per plan stream (stream 0 is the first `compute`);
-    /// `compute` is the current one ([`Backend::set_stream`]).
-    streams: Vec<Arc<CudaStream>>,
+    /// One lane per plan stream (lane 0 for a sequential plan); `cur` is the current one
+    /// ([`Backend::set_stream`]).
+    lanes: Vec<Lane>,
+    cur: usize,
     /// Parallel plans: the CUDA event of each recorded plan event.
     events: std::collections::HashMap<u64, CudaEvent>,
     /// Whether the current work is the host's (graph inputs: synchronised at once).
@@ -167,10 +218,7 @@ impl GpuBackend {
     fn new(ctx: &Arc<CudaContext>, plan: &Plan, f: Funcs) -> Result<Self, ExecError> {
         let compute = ctx.new_stream().map_err(dev("stream"))?;
         let copy = ctx.new_stream().map_err(dev("copy stream"))?;
-        let blas = blas::create_handle().map_err(dev("cuBLAS handle"))?;
-        // SAFETY: the handle and stream are live; cuBLAS then issues on the compute stream.
-        unsafe { blas::set_stream(blas, compute.cu_stream() as _) }
-            .map_err(dev("cuBLAS stream"))?;
+        let lane = Lane::new(compute.clone())?;
         let len = |b: u64, what: &str| {
             usize::try_from(b).map_err(|_| ExecError::OutOfMemory {
                 what: what.into(),
@@ -188,29 +236,25 @@ impl GpuBackend {
             })
         };
         let mut b = GpuBackend {
-            streams: vec![compute.clone()],
+            lanes: vec![lane],
+            cur: 0,
             events: std::collections::HashMap::new(),
             host_work: false,
             ctx: ctx.clone(),
             compute,
             copy,
             f,
-            blas,
             arena: 0,
             arena_len,
             weights: 0,
             host: std::ptr::null_mut(),
             host_dev: 0,
             host_len,
-            sums: 0,
-            stage: 0,
-            stage_len: 0,
             uploads: Vec::new(),
             pending: Vec::new(),
         };
         b.arena = alloc(arena_len, "arena")?;
         b.weights = alloc(weights_len, "weights region")?;
-        b.sums = alloc(16, "checksum slots")?;
         // SAFETY: pinned, device-mapped host allocation of host_len bytes; freed in Drop.
         let host = unsafe { drv::malloc_host(host_len.max(1), sys::CU_MEMHOSTALLOC_DEVICEMAP) }
             .map_err(|_| ExecError::OutOfMemory {
@@ -267,7 +311,8 @@ impl GpuBackend {
     /// The mixing seed of the op on the device (`sums[1]`).
     fn seed(&self, name: &str, inputs: &[(sys::CUdeviceptr, u64)]) -> Result<(), ExecError> {
         let s = &self.compute;
-        let (sum, seed) = (self.sums, self.sums + 8);
+        let sums = self.lanes[self.cur].sums;
+        let (sum, seed) = (sums, sums + 8);
         let h = data::fnv1a(name);
         let zero = 0u64;
         let mut l = s.launch_builder(&self.f.set_u64);
@@ -291,22 +336,31 @@ impl GpuBackend {
         Ok(())
     }
 
-    fn ensure_stage(&mut self, n: usize) -> Result<(), ExecError> {
-        if n > self.stage_len {
-            if self.stage != 0 {
-                self.compute.synchronize().map_err(dev("synchronize"))?;
+    /// The current lane's staging buffer, at least `n` bytes.
+    fn ensure_stage(&mut self, n: usize) -> Result<sys::CUdeviceptr, ExecError> {
+        let lane = &mut self.lanes[self.cur];
+        if n > lane.stage_len {
+            if lane.stage != 0 {
+                // Only this lane's stream uses its staging buffer.
+                lane.stream.synchronize().map_err(dev("synchronize"))?;
                 // SAFETY: allocated by malloc_sync; no work uses it after the sync.
-                unsafe { drv::free_sync(self.stage) }.map_err(dev("free staging"))?;
-                self.stage = 0;
+                unsafe { drv::free_sync(lane.stage) }.map_err(dev("free staging"))?;
+                lane.stage = 0;
+                lane.stage_len = 0;
             }
-            // SAFETY: plain device allocation; freed in Drop.
-            self.stage = unsafe { drv::malloc_sync(n) }.map_err(|_| ExecError::OutOfMemory {
+            // SAFETY: plain device allocation; freed in Lane's Drop.
+            lane.stage = unsafe { drv::malloc_sync(n) }.map_err(|_| ExecError::OutOfMemory {
                 what: "device staging buffer".into(),
                 bytes: n as u64,
             })?;
-            self.stage_len = n;
+            lane.stage_len = n;
         }
-        Ok(())
+        Ok(lane.stage)
+    }
+
+    /// Scratch bytes beyond the plan's regions: staging buffers and checksum slots.
+    fn extra_bytes(&self) -> u64 {
+        self.lanes.iter().map(|l| l.stage_len as u64 + 16).sum()
     }
 
     fn f32_ptr(p: sys::CUdeviceptr, what: &str) -> Result<sys::CUdeviceptr, ExecError> {
@@ -425,7 +479,7 @@ impl GpuBackend {
                 // alpha/beta are host scalars living across the call.
                 unsafe {
                     blas::sgemm_strided_batched(
-                        self.blas,
+                        self.lanes[self.cur].blas,
                         op_b,
                         blas_sys::cublasOperation_t::CUBLAS_OP_N,
                         int(m.n)?,
@@ -470,11 +524,14 @@ impl GpuBackend {
 impl Drop for GpuBackend {
     fn drop(&mut self) {
         // Errors cannot be reported from Drop; the context is torn down right after anyway.
-        let _ = self.compute.synchronize();
+        for l in &self.lanes {
+            let _ = l.stream.synchronize();
+        }
         let _ = self.copy.synchronize();
-        // SAFETY: each pointer was allocated by this backend and is freed once.
+        // SAFETY: each pointer was allocated by this backend and is freed once (the lanes
+        // free their own scratch when dropped).
         unsafe {
-            for p in [self.arena, self.weights, self.sums, self.stage] {
+            for p in [self.arena, self.weights] {
                 if p != 0 {
                     let _ = drv::free_sync(p);
                 }
@@ -482,7 +539,6 @@ impl Drop for GpuBackend {
             if !self.host.is_null() {
                 let _ = drv::free_host(self.host.cast());
             }
-            let _ = blas::destroy_handle(self.blas);
         }
     }
 }
@@ -501,7 +557,7 @@ impl Backend for GpuBackend {
         // `uploads` until `finish` synchronises.
         unsafe { drv::memcpy_htod_async(self.arena + span.0, src, self.compute.cu_stream()) }
             .map_err(dev("input upload"))?;
-        if self.host_work && self.streams.len() > 1 {
+        if self.host_work && self.lanes.len() > 1 {
             // Host work precedes everything issued later on any stream.
             self.compute.synchronize().map_err(dev("synchronize"))?;
         }
@@ -511,16 +567,12 @@ impl Backend for GpuBackend {
     fn set_stream(&mut self, stream: Option<u32>) -> Result<(), ExecError> {
         self.host_work = stream.is_none();
         let s = stream.unwrap_or(0) as usize;
-        while self.streams.len() <= s {
+        while self.lanes.len() <= s {
             let st = self.ctx.new_stream().map_err(dev("stream"))?;
-            self.streams.push(st);
+            self.lanes.push(Lane::new(st)?);
         }
-        if !Arc::ptr_eq(&self.compute, &self.streams[s]) {
-            self.compute = self.streams[s].clone();
-            // SAFETY: the handle and stream are live; cuBLAS now issues on this stream.
-            unsafe { blas::set_stream(self.blas, self.compute.cu_stream() as _) }
-                .map_err(dev("cuBLAS stream"))?;
-        }
+        self.cur = s;
+        self.compute = self.lanes[s].stream.clone();
         Ok(())
     }
 
@@ -575,8 +627,7 @@ impl Backend for GpuBackend {
             .collect();
         if clash {
             let total: u64 = outs.iter().map(|o| o.1.div_ceil(256) * 256).sum();
-            self.ensure_stage(total as usize)?;
-            let mut at = self.stage;
+            let mut at = self.ensure_stage(total as usize)?;
             for o in outs.iter_mut() {
                 o.0 = at;
                 at += o.1.div_ceil(256) * 256;
@@ -592,7 +643,7 @@ impl Backend for GpuBackend {
             for (k, &(p, n)) in outs.iter().enumerate().skip(computed) {
                 let as_f32: i32 = (step.fills.get(k) == Some(&Fill::F32)).into();
                 let kk = k as u64;
-                let seed = self.sums + 8;
+                let seed = self.lanes[self.cur].sums + 8;
                 let units = if as_f32 == 1 { n / 4 } else { n.div_ceil(8) };
                 let mut l = self.compute.launch_builder(&self.f.mix_fill);
                 l.arg(&p).arg(&n).arg(&seed).arg(&kk).arg(&as_f32);
@@ -665,8 +716,8 @@ impl Backend for GpuBackend {
     fn finish(&mut self) -> Result<(), ExecError> {
         self.compute.join(&self.copy).map_err(dev("join"))?;
         self.pending.clear();
-        for s in &self.streams {
-            s.synchronize().map_err(dev("synchronize"))?;
+        for l in &self.lanes {
+            l.stream.synchronize().map_err(dev("synchronize"))?;
         }
         self.compute.synchronize().map_err(dev("synchronize"))?;
         self.copy.synchronize().map_err(dev("synchronize"))?;
@@ -757,7 +808,7 @@ fn run_once(
         counts,
         step_ms,
         taken: free_before.saturating_sub(free_after) as u64,
-        extra: (b.stage_len + 16) as u64,
+        extra: b.extra_bytes(),
     })
 }
 
