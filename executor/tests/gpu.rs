@@ -138,3 +138,52 @@ fn a_two_stream_plan_runs_on_two_cuda_streams_equal_to_the_reference() {
         }
     }
 }
+
+#[test]
+fn real_gpu_kernels_compute_zoo_cnns_within_the_tolerance_of_the_cpu() {
+    if !gpu_or_skip("real_gpu_kernels_compute_zoo_cnns") {
+        return;
+    }
+    // resnet18: conv2d, batch_norm, max pool, mean, addmm; inception_v3: average pools and
+    // concat too. Every op but the `empty` placeholders runs a real kernel on the GPU.
+    for name in ["resnet18.1.inference", "inception_v3.1.inference"] {
+        let Some(path) = shared::zoo_path(name) else {
+            shared::optional("real_gpu_kernels: the zoo is not here");
+            return;
+        };
+        let g = Graph::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let p = plan(&g, &heuristic()).unwrap();
+        let r = execute(
+            &g,
+            &p,
+            &ExecOptions {
+                device: Device::Cuda,
+                seed: 5,
+                kernels: KernelMode::Real,
+                ..ExecOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            r.outputs_equal,
+            "{name}: {:?} {:?}",
+            r.first_mismatch, r.notes
+        );
+        assert!(
+            r.notes[0].starts_with("equal to the CPU reference"),
+            "{name}: {:?}",
+            r.notes
+        );
+        assert!(
+            r.kernels.get("conv2d").copied().unwrap_or(0) > 0,
+            "{name}: {:?}",
+            r.kernels
+        );
+        assert!(
+            r.mixed_ops.iter().all(|o| o.ends_with("(empty)")),
+            "{name}: {:?}",
+            r.mixed_ops
+        );
+        println!("{name}: {:?} {:.2} ms", r.kernels, r.step_ms);
+    }
+}

@@ -4,12 +4,16 @@
 //!   `weights_bytes`; the spill pool is one pinned (page-locked, device-mapped) host
 //!   allocation of `host_bytes`.
 //! - Kernels are compiled with NVRTC from `kernels.cu` (poison, checksum + fold + fill =
-//!   the mixing kernel, unary and broadcasting binary element-wise ops); matrix products use
-//!   cuBLAS (`sgemm_strided_batched`, row-major through the transposed column-major view).
-//!   The other real kernels of the registry (conv2d, batch_norm, pooling, softmax,
-//!   reductions, concat) are not ported yet: on the GPU those ops use the mixing kernel —
-//!   in the GPU run, its self-reference and the CPU reference alike, so comparisons stay
-//!   meaningful.
+//!   the mixing kernel; unary and broadcasting binary element-wise ops; direct conv2d, one
+//!   output element per thread; batch norm with running or batch statistics; max / average
+//!   and adaptive average pooling; softmax; sum / mean; concat, slice_rows, pad); matrix
+//!   products use cuBLAS (`sgemm_strided_batched`, row-major through the transposed
+//!   column-major view). Every kernel is deterministic (no atomics in float sums; sums run
+//!   in the CPU's order where it has one), so a run equals its isolated run bit for bit.
+//!   Fused ops are not ported: on the GPU they use the mixing kernel — in the GPU run, its
+//!   self-reference and the CPU reference alike, so comparisons stay meaningful. A conv2d
+//!   ignores the algorithm the graph chose (its workspace is poisoned around it, as on the
+//!   CPU).
 //! - Parallel plans: each plan stream is a CUDA stream, `record_event` / `wait_event` are
 //!   CUDA events on them (`set_stream` switches the stream work is issued on); graph
 //!   inputs are uploaded and synchronised before the streams start. Everything an op uses
@@ -88,14 +92,7 @@ pub fn probe() -> Result<(), ExecError> {
 
 /// Whether the GPU backend implements a kernel (others run the mixing kernel there).
 pub fn supported(k: &Kernel) -> bool {
-    matches!(
-        k,
-        Kernel::Mix
-            | Kernel::Copy { .. }
-            | Kernel::Unary(_)
-            | Kernel::Binary { .. }
-            | Kernel::Matmul(_)
-    )
+    !matches!(k, Kernel::Fused(_))
 }
 
 #[repr(C)]
@@ -111,6 +108,60 @@ struct BcastArg {
 // SAFETY: plain repr(C) data matching `struct Bcast` in kernels.cu, passed by value.
 unsafe impl DeviceRepr for BcastArg {}
 
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ConvArg {
+    n: u64,
+    c: u64,
+    h: u64,
+    w: u64,
+    o: u64,
+    kh: u64,
+    kw: u64,
+    oh: u64,
+    ow: u64,
+    sh: u64,
+    sw: u64,
+    ph: u64,
+    pw: u64,
+    dh: u64,
+    dw: u64,
+    groups: u64,
+}
+// SAFETY: plain repr(C) data matching `struct ConvArg` in kernels.cu, passed by value.
+unsafe impl DeviceRepr for ConvArg {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PoolArg {
+    planes: u64,
+    h: u64,
+    w: u64,
+    oh: u64,
+    ow: u64,
+    kh: u64,
+    kw: u64,
+    sh: u64,
+    sw: u64,
+    ph: u64,
+    pw: u64,
+    max: i32,
+    count_include_pad: i32,
+    indices: i32,
+}
+// SAFETY: plain repr(C) data matching `struct PoolArg` in kernels.cu, passed by value.
+unsafe impl DeviceRepr for PoolArg {}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ReduceArg {
+    rank: u64,
+    dims: [u64; 8],
+    red: [i32; 8],
+}
+// SAFETY: plain repr(C) data matching `struct ReduceArg` in kernels.cu, passed by value.
+unsafe impl DeviceRepr for ReduceArg {}
+
 struct Funcs {
     poison: CudaFunction,
     checksum: CudaFunction,
@@ -120,6 +171,17 @@ struct Funcs {
     unary: CudaFunction,
     binary: CudaFunction,
     add_bias_rows: CudaFunction,
+    pad2d: CudaFunction,
+    slice_rows: CudaFunction,
+    concat_part: CudaFunction,
+    conv2d: CudaFunction,
+    bn_stats: CudaFunction,
+    bn_running: CudaFunction,
+    bn_apply: CudaFunction,
+    pool2d: CudaFunction,
+    adaptive_avg: CudaFunction,
+    softmax_rows: CudaFunction,
+    reduce_dims: CudaFunction,
 }
 
 /// One CUDA stream and the scratch only work on it uses.
@@ -133,6 +195,11 @@ struct Lane {
     stage: sys::CUdeviceptr,
     /// Bytes of `stage`.
     stage_len: usize,
+    /// Kernel temporaries (batch-norm statistics without statistics outputs; grown on
+    /// demand; counted as extra).
+    tmp: sys::CUdeviceptr,
+    /// Bytes of `tmp`.
+    tmp_len: usize,
 }
 
 impl Lane {
@@ -144,6 +211,8 @@ impl Lane {
             sums: 0,
             stage: 0,
             stage_len: 0,
+            tmp: 0,
+            tmp_len: 0,
         };
         // SAFETY: the handle and stream are live; cuBLAS then issues on this stream.
         unsafe { blas::set_stream(lane.blas, lane.stream.cu_stream() as _) }
@@ -164,7 +233,7 @@ impl Drop for Lane {
         // SAFETY: each pointer was allocated for this lane and is freed once, after its
         // stream's work completed.
         unsafe {
-            for p in [self.sums, self.stage] {
+            for p in [self.sums, self.stage, self.tmp] {
                 if p != 0 {
                     let _ = drv::free_sync(p);
                 }
@@ -358,9 +427,34 @@ impl GpuBackend {
         Ok(lane.stage)
     }
 
-    /// Scratch bytes beyond the plan's regions: staging buffers and checksum slots.
+    /// The current lane's temporaries, at least `n` bytes.
+    fn ensure_tmp(&mut self, n: usize) -> Result<sys::CUdeviceptr, ExecError> {
+        let lane = &mut self.lanes[self.cur];
+        if n > lane.tmp_len {
+            if lane.tmp != 0 {
+                lane.stream.synchronize().map_err(dev("synchronize"))?;
+                // SAFETY: allocated by malloc_sync; no work uses it after the sync.
+                unsafe { drv::free_sync(lane.tmp) }.map_err(dev("free temporaries"))?;
+                lane.tmp = 0;
+                lane.tmp_len = 0;
+            }
+            // SAFETY: plain device allocation; freed in Lane's Drop.
+            lane.tmp = unsafe { drv::malloc_sync(n) }.map_err(|_| ExecError::OutOfMemory {
+                what: "device kernel temporaries".into(),
+                bytes: n as u64,
+            })?;
+            lane.tmp_len = n;
+        }
+        Ok(lane.tmp)
+    }
+
+    /// Scratch bytes beyond the plan's regions: staging buffers, temporaries and checksum
+    /// slots.
     fn extra_bytes(&self) -> u64 {
-        self.lanes.iter().map(|l| l.stage_len as u64 + 16).sum()
+        self.lanes
+            .iter()
+            .map(|l| (l.stage_len + l.tmp_len) as u64 + 16)
+            .sum()
     }
 
     fn f32_ptr(p: sys::CUdeviceptr, what: &str) -> Result<sys::CUdeviceptr, ExecError> {
@@ -373,13 +467,29 @@ impl GpuBackend {
     }
 
     fn run_real(
-        &self,
+        &mut self,
         kernel: &Kernel,
         ins: &[(sys::CUdeviceptr, u64)],
-        out: (sys::CUdeviceptr, u64),
+        outs: &[(sys::CUdeviceptr, u64)],
         name: &str,
     ) -> Result<(), ExecError> {
-        let s = &self.compute;
+        let out = *outs.first().ok_or_else(|| ExecError::Kernel {
+            op: name.into(),
+            message: "no output".into(),
+        })?;
+        let stream = self.compute.clone();
+        let s = &stream;
+        let sizes = |ok: bool, what: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ExecError::Kernel {
+                    op: name.into(),
+                    message: format!("{what} do not match the kernel"),
+                })
+            }
+        };
+        let u = |v: usize| v as u64;
         let input = |i: usize| {
             ins.get(i).copied().ok_or_else(|| ExecError::Kernel {
                 op: name.into(),
@@ -509,6 +619,306 @@ impl GpuBackend {
                     // SAFETY: y has rows·n elements, bias n.
                     unsafe { l.launch(grid(rows * n)) }.map_err(dev("bias"))?;
                 }
+            }
+            Kernel::Pad(p) => {
+                let (x, n) = input(0)?;
+                let (oh, ow) = (p.h + p.top + p.bottom, p.w + p.left + p.right);
+                sizes(
+                    n == u(p.planes * p.h * p.w * 4) && out.1 == u(p.planes * oh * ow * 4),
+                    "pad sizes",
+                )?;
+                let (x, y) = (Self::f32_ptr(x, name)?, Self::f32_ptr(out.0, name)?);
+                let mut l = s.launch_builder(&self.f.pad2d);
+                let (planes, h, w, top, left, oh, ow) = (
+                    u(p.planes),
+                    u(p.h),
+                    u(p.w),
+                    u(p.top),
+                    u(p.left),
+                    u(oh),
+                    u(ow),
+                );
+                l.arg(&x)
+                    .arg(&y)
+                    .arg(&planes)
+                    .arg(&h)
+                    .arg(&w)
+                    .arg(&top)
+                    .arg(&left);
+                l.arg(&oh).arg(&ow).arg(&p.value);
+                // SAFETY: sizes checked above: reads x[0..planes·h·w), writes y[0..planes·oh·ow).
+                unsafe { l.launch(grid(planes * oh * ow)) }.map_err(dev("pad"))?;
+            }
+            Kernel::SliceRows {
+                outer,
+                rows_in,
+                start,
+                rows,
+                row_bytes,
+            } => {
+                let (x, n) = input(0)?;
+                let (inb, outb) = (u(rows_in * row_bytes), u(rows * row_bytes));
+                let (outer, from) = (u(*outer), u(start * row_bytes));
+                sizes(
+                    n == outer * inb && out.1 == outer * outb,
+                    "slice_rows sizes",
+                )?;
+                let mut l = s.launch_builder(&self.f.slice_rows);
+                l.arg(&x)
+                    .arg(&out.0)
+                    .arg(&outer)
+                    .arg(&inb)
+                    .arg(&outb)
+                    .arg(&from);
+                // SAFETY: sizes checked above (from + outb <= inb by selection).
+                unsafe { l.launch(grid(outer * outb)) }.map_err(dev("slice_rows"))?;
+            }
+            Kernel::Concat { outer, inner } => {
+                let total: u64 = inner.iter().map(|&v| u(v)).sum();
+                let outer = u(*outer);
+                sizes(out.1 == outer * total * 4, "concat output size")?;
+                let y = Self::f32_ptr(out.0, name)?;
+                let mut off = 0u64;
+                for (j, &nj) in inner.iter().enumerate() {
+                    let (p, len) = input(j)?;
+                    let nj = u(nj);
+                    sizes(len == outer * nj * 4, "concat input sizes")?;
+                    let p = Self::f32_ptr(p, name)?;
+                    let mut l = s.launch_builder(&self.f.concat_part);
+                    l.arg(&p).arg(&y).arg(&outer).arg(&nj).arg(&total).arg(&off);
+                    // SAFETY: input j has outer·nj elements, y outer·total, off + nj <= total.
+                    unsafe { l.launch(grid(outer * nj)) }.map_err(dev("concat"))?;
+                    off += nj;
+                }
+            }
+            Kernel::Conv2d(c) => {
+                let ((x, nx), (w, nw)) = (input(0)?, input(1)?);
+                let kc = c.col_rows();
+                sizes(
+                    nx == u(c.n * c.c * c.h * c.w * 4)
+                        && nw == u(c.o * kc * 4)
+                        && out.1 == u(c.n * c.o * c.oh * c.ow * 4)
+                        && c.groups > 0
+                        && c.c % c.groups == 0
+                        && c.o % c.groups == 0,
+                    "conv2d sizes",
+                )?;
+                let bias: sys::CUdeviceptr = match c.bias {
+                    Some(bi) => {
+                        let (b, nb) = input(bi)?;
+                        sizes(nb == u(c.o * 4), "conv2d bias size")?;
+                        Self::f32_ptr(b, name)?
+                    }
+                    None => 0,
+                };
+                let (x, w, y) = (
+                    Self::f32_ptr(x, name)?,
+                    Self::f32_ptr(w, name)?,
+                    Self::f32_ptr(out.0, name)?,
+                );
+                let arg = ConvArg {
+                    n: u(c.n),
+                    c: u(c.c),
+                    h: u(c.h),
+                    w: u(c.w),
+                    o: u(c.o),
+                    kh: u(c.kh),
+                    kw: u(c.kw),
+                    oh: u(c.oh),
+                    ow: u(c.ow),
+                    sh: u(c.stride.0),
+                    sw: u(c.stride.1),
+                    ph: u(c.pad.0),
+                    pw: u(c.pad.1),
+                    dh: u(c.dilation.0),
+                    dw: u(c.dilation.1),
+                    groups: u(c.groups),
+                };
+                let mut l = s.launch_builder(&self.f.conv2d);
+                l.arg(&x).arg(&w).arg(&bias).arg(&y).arg(&arg);
+                // SAFETY: sizes checked above; every read index stays inside x, w and bias,
+                // every write inside y.
+                unsafe { l.launch(grid(out.1 / 4)) }.map_err(dev("conv2d"))?;
+            }
+            Kernel::BatchNorm {
+                n,
+                c,
+                spatial,
+                eps,
+                batch_stats,
+                stats_outputs,
+            } => {
+                let (x, nx) = input(0)?;
+                let params = if *batch_stats { 3 } else { 5 };
+                let mut p = Vec::with_capacity(params);
+                for i in 0..params {
+                    let (ptr, len) = input(i)?;
+                    if i > 0 {
+                        sizes(len == u(c * 4), "batch_norm sizes")?;
+                    }
+                    p.push(Self::f32_ptr(ptr, name)?);
+                }
+                sizes(
+                    nx == u(n * c * spatial * 4) && out.1 == nx,
+                    "batch_norm sizes",
+                )?;
+                let (mean, inv) = match (*stats_outputs, outs) {
+                    (true, [_, m, v, ..]) => {
+                        sizes(
+                            m.1 == u(c * 4) && v.1 == u(c * 4),
+                            "batch_norm statistics outputs",
+                        )?;
+                        (Self::f32_ptr(m.0, name)?, Self::f32_ptr(v.0, name)?)
+                    }
+                    (true, _) => {
+                        sizes(false, "batch_norm statistics outputs")?;
+                        (0, 0)
+                    }
+                    (false, _) => {
+                        let t = self.ensure_tmp(c * 8)?;
+                        (t, t + u(c * 4))
+                    }
+                };
+                let (n, c, spatial) = (u(*n), u(*c), u(*spatial));
+                let x = Self::f32_ptr(x, name)?;
+                if *batch_stats {
+                    let mut l = s.launch_builder(&self.f.bn_stats);
+                    l.arg(&x)
+                        .arg(&mean)
+                        .arg(&inv)
+                        .arg(&n)
+                        .arg(&c)
+                        .arg(&spatial)
+                        .arg(eps);
+                    // SAFETY: x has n·c·spatial elements; mean and inv c each.
+                    unsafe { l.launch(grid(c)) }.map_err(dev("batch_norm stats"))?;
+                } else {
+                    let mut l = s.launch_builder(&self.f.bn_running);
+                    l.arg(&p[3])
+                        .arg(&p[4])
+                        .arg(&mean)
+                        .arg(&inv)
+                        .arg(&c)
+                        .arg(eps);
+                    // SAFETY: the running statistics and mean / inv have c elements.
+                    unsafe { l.launch(grid(c)) }.map_err(dev("batch_norm stats"))?;
+                }
+                let y = Self::f32_ptr(out.0, name)?;
+                let mut l = s.launch_builder(&self.f.bn_apply);
+                l.arg(&x).arg(&mean).arg(&inv).arg(&p[1]).arg(&p[2]).arg(&y);
+                l.arg(&n).arg(&c).arg(&spatial);
+                // SAFETY: x and y have n·c·spatial elements, the others c.
+                unsafe { l.launch(grid(n * c * spatial)) }.map_err(dev("batch_norm"))?;
+            }
+            Kernel::Pool(p) => {
+                let (x, nx) = input(0)?;
+                let outn = u(p.planes * p.oh * p.ow);
+                sizes(
+                    nx == u(p.planes * p.h * p.w * 4) && out.1 == outn * 4,
+                    "pool sizes",
+                )?;
+                let idx: sys::CUdeviceptr = match outs {
+                    [_, i, ..] if p.max && p.indices => {
+                        sizes(i.1 == outn * 8, "pool indices size")?;
+                        i.0
+                    }
+                    _ => 0,
+                };
+                let arg = PoolArg {
+                    planes: u(p.planes),
+                    h: u(p.h),
+                    w: u(p.w),
+                    oh: u(p.oh),
+                    ow: u(p.ow),
+                    kh: u(p.kernel.0),
+                    kw: u(p.kernel.1),
+                    sh: u(p.stride.0),
+                    sw: u(p.stride.1),
+                    ph: u(p.pad.0),
+                    pw: u(p.pad.1),
+                    max: p.max.into(),
+                    count_include_pad: p.count_include_pad.into(),
+                    indices: i32::from(idx != 0),
+                };
+                let (x, y) = (Self::f32_ptr(x, name)?, Self::f32_ptr(out.0, name)?);
+                let mut l = s.launch_builder(&self.f.pool2d);
+                l.arg(&x).arg(&y).arg(&idx).arg(&arg);
+                // SAFETY: sizes checked above; windows are clipped to the plane.
+                unsafe { l.launch(grid(outn)) }.map_err(dev("pool"))?;
+            }
+            Kernel::AdaptiveAvgPool {
+                planes,
+                h,
+                w,
+                oh,
+                ow,
+            } => {
+                let (x, nx) = input(0)?;
+                sizes(
+                    nx == u(planes * h * w * 4)
+                        && out.1 == u(planes * oh * ow * 4)
+                        && *oh > 0
+                        && *ow > 0,
+                    "adaptive pool sizes",
+                )?;
+                let (x, y) = (Self::f32_ptr(x, name)?, Self::f32_ptr(out.0, name)?);
+                let (planes, h, w, oh, ow) = (u(*planes), u(*h), u(*w), u(*oh), u(*ow));
+                let mut l = s.launch_builder(&self.f.adaptive_avg);
+                l.arg(&x)
+                    .arg(&y)
+                    .arg(&planes)
+                    .arg(&h)
+                    .arg(&w)
+                    .arg(&oh)
+                    .arg(&ow);
+                // SAFETY: sizes checked above; bins lie inside the plane.
+                unsafe { l.launch(grid(planes * oh * ow)) }.map_err(dev("adaptive pool"))?;
+            }
+            Kernel::Softmax { rows, cols } => {
+                let (x, nx) = input(0)?;
+                sizes(nx == u(rows * cols * 4) && out.1 == nx, "softmax sizes")?;
+                let (x, y) = (Self::f32_ptr(x, name)?, Self::f32_ptr(out.0, name)?);
+                let (rows, cols) = (u(*rows), u(*cols));
+                let mut l = s.launch_builder(&self.f.softmax_rows);
+                l.arg(&x).arg(&y).arg(&rows).arg(&cols);
+                // SAFETY: x and y have rows·cols elements.
+                unsafe { l.launch(grid(rows)) }.map_err(dev("softmax"))?;
+            }
+            Kernel::Reduce { mean, dims, reduce } => {
+                let (x, nx) = input(0)?;
+                if dims.len() > 8 || reduce.len() != dims.len() {
+                    return Err(ExecError::Device(format!(
+                        "{name}: rank above 8 on the GPU"
+                    )));
+                }
+                let n: u64 = dims.iter().map(|&d| u(d)).product();
+                let out_n: u64 = dims
+                    .iter()
+                    .zip(reduce)
+                    .map(|(&d, &r)| if r { 1 } else { u(d) })
+                    .product();
+                sizes(nx == n * 4 && out.1 == out_n * 4, "reduce sizes")?;
+                let mut arg = ReduceArg {
+                    rank: u(dims.len()),
+                    ..ReduceArg::default()
+                };
+                for (i, (&d, &r)) in dims.iter().zip(reduce).enumerate() {
+                    arg.dims[i] = u(d);
+                    arg.red[i] = r.into();
+                }
+                let count = n / out_n.max(1);
+                let mean = i32::from(*mean);
+                let (x, y) = (Self::f32_ptr(x, name)?, Self::f32_ptr(out.0, name)?);
+                let mut l = s.launch_builder(&self.f.reduce_dims);
+                l.arg(&x)
+                    .arg(&y)
+                    .arg(&out_n)
+                    .arg(&count)
+                    .arg(&mean)
+                    .arg(&arg);
+                // SAFETY: every input offset is a valid multi-index of dims; y has out_n
+                // elements.
+                unsafe { l.launch(grid(out_n)) }.map_err(dev("reduce"))?;
             }
             other => {
                 return Err(ExecError::Device(format!(
@@ -652,7 +1062,7 @@ impl Backend for GpuBackend {
             }
         }
         if computed > 0 {
-            self.run_real(step.kernel, &ins, outs[0], step.name)?;
+            self.run_real(step.kernel, &ins, &outs, step.name)?;
         }
         if clash {
             for (o, &(lo, hi)) in outs.iter().zip(&step.outputs) {
@@ -757,6 +1167,17 @@ fn funcs(ctx: &Arc<CudaContext>) -> Result<Funcs, ExecError> {
         unary: f("unary")?,
         binary: f("binary")?,
         add_bias_rows: f("add_bias_rows")?,
+        pad2d: f("pad2d")?,
+        slice_rows: f("slice_rows")?,
+        concat_part: f("concat_part")?,
+        conv2d: f("conv2d")?,
+        bn_stats: f("bn_stats")?,
+        bn_running: f("bn_running")?,
+        bn_apply: f("bn_apply")?,
+        pool2d: f("pool2d")?,
+        adaptive_avg: f("adaptive_avg")?,
+        softmax_rows: f("softmax_rows")?,
+        reduce_dims: f("reduce_dims")?,
     })
 }
 
@@ -870,7 +1291,7 @@ pub fn execute(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
     }];
     let gpu_real = kernels.iter().filter(|k| k.is_float_math()).count();
     notes.push(format!(
-        "{gpu_real} ops ran real kernels on the GPU; conv2d, batch_norm, pooling, softmax, reductions and concat run the mixing kernel there"
+        "{gpu_real} ops ran real kernels on the GPU (fused ops run the mixing kernel there)"
     ));
     let device_memory = DeviceMemory {
         free_before_context: free_ctx as u64,
