@@ -21,6 +21,23 @@ fn gpu_or_skip(test: &str) -> bool {
     }
 }
 
+#[test]
+fn the_gpu_kernels_compile_with_nvrtc_without_a_gpu() {
+    // CI installs NVRTC alone (pip `nvidia-cuda-nvrtc`) and sets MEMPLAN_REQUIRE_NVRTC=1:
+    // a CUDA error in kernels.cu then fails there, not first on a GPU machine.
+    match cuda::compile_kernels() {
+        Ok(ptx) => assert!(ptx.to_src().contains(".entry conv2d"), "no conv2d entry"),
+        Err(e) if e.to_string().contains("libnvrtc not found") => {
+            assert!(
+                std::env::var_os("MEMPLAN_REQUIRE_NVRTC").is_none(),
+                "MEMPLAN_REQUIRE_NVRTC is set but {e}"
+            );
+            shared::optional(&format!("the_gpu_kernels_compile_with_nvrtc: {e}"));
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
 fn sample() -> Graph {
     Graph::parse(memplan::graph::SAMPLE_JSON).unwrap()
 }

@@ -1146,8 +1146,16 @@ impl Backend for GpuBackend {
     }
 }
 
-fn funcs(ctx: &Arc<CudaContext>) -> Result<Funcs, ExecError> {
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+/// Compiles `kernels.cu` with NVRTC as a run does (needs only the NVRTC library, no GPU:
+/// a CI machine checks the CUDA source this way). The error carries NVRTC's log.
+pub fn compile_kernels() -> Result<cudarc::nvrtc::Ptx, ExecError> {
+    // SAFETY: this only tries to dlopen the library; nothing is called through it.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(ExecError::Device(
+            "libnvrtc not found (the CUDA 13 NVRTC library)".into(),
+        ));
+    }
+    cudarc::nvrtc::compile_ptx_with_opts(
         SOURCE,
         cudarc::nvrtc::CompileOptions {
             // no FMA contraction: keeps the element-wise kernels closest to the CPU's
@@ -1155,7 +1163,11 @@ fn funcs(ctx: &Arc<CudaContext>) -> Result<Funcs, ExecError> {
             ..Default::default()
         },
     )
-    .map_err(dev("NVRTC compile"))?;
+    .map_err(dev("NVRTC compile"))
+}
+
+fn funcs(ctx: &Arc<CudaContext>) -> Result<Funcs, ExecError> {
+    let ptx = compile_kernels()?;
     let m = ctx.load_module(ptx).map_err(dev("load module"))?;
     let f = |n: &str| m.load_function(n).map_err(dev("load function"));
     Ok(Funcs {
