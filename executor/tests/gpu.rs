@@ -7,9 +7,10 @@
 mod shared;
 
 use memplan::graph::Graph;
+use memplan::plan::Plan;
 use memplan::{plan, OrderMode, PlanOptions, Strategy};
 use memplan_executor::rewrite::{rewrite, RewriteOptions};
-use memplan_executor::{cuda, execute, Device, ExecOptions, KernelMode};
+use memplan_executor::{cuda, execute, Device, ExecOptions, ExecReport, KernelMode};
 
 fn gpu_or_skip(test: &str) -> bool {
     match cuda::probe() {
@@ -51,6 +52,45 @@ fn heuristic() -> PlanOptions {
     }
 }
 
+/// Runs `p` on the GPU and asserts that its outputs equal its isolated GPU run bit for bit.
+fn run_on_gpu(g: &Graph, p: &Plan, kernels: KernelMode, seed: u64, what: &str) -> ExecReport {
+    let r = execute(
+        g,
+        p,
+        &ExecOptions {
+            device: Device::Cuda,
+            seed,
+            kernels,
+            ..ExecOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        r.outputs_equal,
+        "{what} ({kernels:?}): {:?} {:?}",
+        r.first_mismatch, r.notes
+    );
+    r
+}
+
+/// Asserts that the report says the run equals the CPU reference (bitwise or within the
+/// tolerance of real kernels).
+fn assert_equals_the_cpu(r: &ExecReport, what: &str) {
+    assert!(
+        r.notes[0].starts_with("equal to the CPU reference"),
+        "{what}: {:?}",
+        r.notes
+    );
+}
+
+fn zoo_graph(name: &str, test: &str) -> Option<Graph> {
+    let Some(path) = shared::zoo_path(name) else {
+        shared::optional(&format!("{test}: the zoo is not here"));
+        return None;
+    };
+    Some(Graph::parse(&std::fs::read_to_string(path).unwrap()).unwrap())
+}
+
 #[test]
 fn gpu_runs_of_plain_and_spilled_plans_equal_the_isolated_run_and_the_cpu_in_mix_mode() {
     if !gpu_or_skip("gpu_runs_of_plain_and_spilled_plans") {
@@ -60,24 +100,9 @@ fn gpu_runs_of_plain_and_spilled_plans_equal_the_isolated_run_and_the_cpu_in_mix
     let p = plan(&g, &heuristic()).unwrap();
     let (q, s) = rewrite(&g, &p, RewriteOptions::default());
     assert!(s.spills > 0);
-    for pl in [&p, &q] {
-        let r = execute(
-            &g,
-            pl,
-            &ExecOptions {
-                device: Device::Cuda,
-                seed: 3,
-                kernels: KernelMode::Mix,
-                ..ExecOptions::default()
-            },
-        )
-        .unwrap();
-        assert!(r.outputs_equal, "{:?} {:?}", r.first_mismatch, r.notes);
-        assert!(
-            r.notes[0].starts_with("equal to the CPU reference"),
-            "{:?}",
-            r.notes
-        );
+    for (pl, what) in [(&p, "plain"), (&q, "spilled")] {
+        let r = run_on_gpu(&g, pl, KernelMode::Mix, 3, what);
+        assert_equals_the_cpu(&r, what);
         let m = r.device_memory.unwrap();
         assert!(
             m.taken_by_buffers >= pl.arena_bytes + pl.weights_bytes,
@@ -93,18 +118,7 @@ fn gpu_real_kernels_reproduce_the_isolated_run_bitwise() {
     }
     let g = sample();
     let p = plan(&g, &heuristic()).unwrap();
-    let r = execute(
-        &g,
-        &p,
-        &ExecOptions {
-            device: Device::Cuda,
-            seed: 3,
-            kernels: KernelMode::Real,
-            ..ExecOptions::default()
-        },
-    )
-    .unwrap();
-    assert!(r.outputs_equal, "{:?} {:?}", r.first_mismatch, r.notes);
+    let r = run_on_gpu(&g, &p, KernelMode::Real, 3, "sample");
     println!("{:?}", r.notes);
 }
 
@@ -113,11 +127,9 @@ fn a_two_stream_plan_runs_on_two_cuda_streams_equal_to_the_reference() {
     if !gpu_or_skip("a_two_stream_plan_runs_on_two_cuda_streams") {
         return;
     }
-    let Some(path) = shared::zoo_path("inception_v3.1.inference") else {
-        shared::optional("a_two_stream_plan: the zoo is not here");
+    let Some(g) = zoo_graph("inception_v3.1.inference", "a_two_stream_plan") else {
         return;
     };
-    let g = Graph::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
     let o = memplan::PipelineOptions {
         streams: 2,
         strategy: Strategy::Heuristic,
@@ -128,32 +140,11 @@ fn a_two_stream_plan_runs_on_two_cuda_streams_equal_to_the_reference() {
         .plan;
     assert!(p.is_parallel());
     memplan::validate(&g, &p, None).unwrap();
-    // Mix: bitwise equal to the isolated GPU run and to the CPU; real kernels (cuBLAS on
-    // both streams): bitwise equal to the isolated GPU run.
-    for kernels in [KernelMode::Mix, KernelMode::Real] {
-        let r = execute(
-            &g,
-            &p,
-            &ExecOptions {
-                device: Device::Cuda,
-                kernels,
-                ..ExecOptions::default()
-            },
-        )
-        .unwrap();
-        assert!(
-            r.outputs_equal,
-            "{kernels:?}: {:?} {:?}",
-            r.first_mismatch, r.notes
-        );
-        if kernels == KernelMode::Mix {
-            assert!(
-                r.notes[0].starts_with("equal to the CPU reference"),
-                "{:?}",
-                r.notes
-            );
-        }
-    }
+    // Mix: bitwise equal to the isolated GPU run and to the CPU; real kernels (cuBLAS and
+    // the other GPU kernels on both streams): bitwise equal to the isolated GPU run.
+    run_on_gpu(&g, &p, KernelMode::Real, 0, "2 streams");
+    let r = run_on_gpu(&g, &p, KernelMode::Mix, 0, "2 streams");
+    assert_equals_the_cpu(&r, "2 streams, mix");
 }
 
 #[test]
@@ -164,33 +155,12 @@ fn real_gpu_kernels_compute_zoo_cnns_within_the_tolerance_of_the_cpu() {
     // resnet18: conv2d, batch_norm, max pool, mean, addmm; inception_v3: average pools and
     // concat too. Every op but the `empty` placeholders runs a real kernel on the GPU.
     for name in ["resnet18.1.inference", "inception_v3.1.inference"] {
-        let Some(path) = shared::zoo_path(name) else {
-            shared::optional("real_gpu_kernels: the zoo is not here");
+        let Some(g) = zoo_graph(name, "real_gpu_kernels") else {
             return;
         };
-        let g = Graph::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
         let p = plan(&g, &heuristic()).unwrap();
-        let r = execute(
-            &g,
-            &p,
-            &ExecOptions {
-                device: Device::Cuda,
-                seed: 5,
-                kernels: KernelMode::Real,
-                ..ExecOptions::default()
-            },
-        )
-        .unwrap();
-        assert!(
-            r.outputs_equal,
-            "{name}: {:?} {:?}",
-            r.first_mismatch, r.notes
-        );
-        assert!(
-            r.notes[0].starts_with("equal to the CPU reference"),
-            "{name}: {:?}",
-            r.notes
-        );
+        let r = run_on_gpu(&g, &p, KernelMode::Real, 5, name);
+        assert_equals_the_cpu(&r, name);
         assert!(
             r.kernels.get("conv2d").copied().unwrap_or(0) > 0,
             "{name}: {:?}",

@@ -184,6 +184,42 @@ struct Funcs {
     reduce_dims: CudaFunction,
 }
 
+/// A device buffer grown on demand (its bytes count as extra); freed by its [`Lane`].
+#[derive(Default)]
+struct Grown {
+    ptr: sys::CUdeviceptr,
+    /// Bytes at `ptr`.
+    len: usize,
+}
+
+impl Grown {
+    /// The buffer, at least `n` bytes: a smaller one is freed once `stream` (the only one
+    /// that uses it) is done with it, and a new one allocated.
+    fn ensure(
+        &mut self,
+        stream: &CudaStream,
+        n: usize,
+        what: &str,
+    ) -> Result<sys::CUdeviceptr, ExecError> {
+        if n > self.len {
+            if self.ptr != 0 {
+                stream.synchronize().map_err(dev("synchronize"))?;
+                // SAFETY: allocated by malloc_sync; no work uses it after the sync.
+                unsafe { drv::free_sync(self.ptr) }.map_err(dev("free scratch"))?;
+                self.ptr = 0;
+                self.len = 0;
+            }
+            // SAFETY: plain device allocation; freed in Lane's Drop.
+            self.ptr = unsafe { drv::malloc_sync(n) }.map_err(|_| ExecError::OutOfMemory {
+                what: format!("device {what}"),
+                bytes: n as u64,
+            })?;
+            self.len = n;
+        }
+        Ok(self.ptr)
+    }
+}
+
 /// One CUDA stream and the scratch only work on it uses.
 struct Lane {
     stream: Arc<CudaStream>,
@@ -191,15 +227,10 @@ struct Lane {
     blas: blas_sys::cublasHandle_t,
     /// Two u64 on the device: [checksum, seed] of the op being mixed.
     sums: sys::CUdeviceptr,
-    /// Staging for outputs that overlap inputs (grown on demand; counted as extra).
-    stage: sys::CUdeviceptr,
-    /// Bytes of `stage`.
-    stage_len: usize,
-    /// Kernel temporaries (batch-norm statistics without statistics outputs; grown on
-    /// demand; counted as extra).
-    tmp: sys::CUdeviceptr,
-    /// Bytes of `tmp`.
-    tmp_len: usize,
+    /// Staging for outputs that overlap inputs.
+    stage: Grown,
+    /// Kernel temporaries (batch-norm statistics without statistics outputs).
+    tmp: Grown,
 }
 
 impl Lane {
@@ -209,10 +240,8 @@ impl Lane {
             stream,
             blas,
             sums: 0,
-            stage: 0,
-            stage_len: 0,
-            tmp: 0,
-            tmp_len: 0,
+            stage: Grown::default(),
+            tmp: Grown::default(),
         };
         // SAFETY: the handle and stream are live; cuBLAS then issues on this stream.
         unsafe { blas::set_stream(lane.blas, lane.stream.cu_stream() as _) }
@@ -233,7 +262,7 @@ impl Drop for Lane {
         // SAFETY: each pointer was allocated for this lane and is freed once, after its
         // stream's work completed.
         unsafe {
-            for p in [self.sums, self.stage, self.tmp] {
+            for p in [self.sums, self.stage.ptr, self.tmp.ptr] {
                 if p != 0 {
                     let _ = drv::free_sync(p);
                 }
@@ -408,44 +437,13 @@ impl GpuBackend {
     /// The current lane's staging buffer, at least `n` bytes.
     fn ensure_stage(&mut self, n: usize) -> Result<sys::CUdeviceptr, ExecError> {
         let lane = &mut self.lanes[self.cur];
-        if n > lane.stage_len {
-            if lane.stage != 0 {
-                // Only this lane's stream uses its staging buffer.
-                lane.stream.synchronize().map_err(dev("synchronize"))?;
-                // SAFETY: allocated by malloc_sync; no work uses it after the sync.
-                unsafe { drv::free_sync(lane.stage) }.map_err(dev("free staging"))?;
-                lane.stage = 0;
-                lane.stage_len = 0;
-            }
-            // SAFETY: plain device allocation; freed in Lane's Drop.
-            lane.stage = unsafe { drv::malloc_sync(n) }.map_err(|_| ExecError::OutOfMemory {
-                what: "device staging buffer".into(),
-                bytes: n as u64,
-            })?;
-            lane.stage_len = n;
-        }
-        Ok(lane.stage)
+        lane.stage.ensure(&lane.stream, n, "staging buffer")
     }
 
     /// The current lane's temporaries, at least `n` bytes.
     fn ensure_tmp(&mut self, n: usize) -> Result<sys::CUdeviceptr, ExecError> {
         let lane = &mut self.lanes[self.cur];
-        if n > lane.tmp_len {
-            if lane.tmp != 0 {
-                lane.stream.synchronize().map_err(dev("synchronize"))?;
-                // SAFETY: allocated by malloc_sync; no work uses it after the sync.
-                unsafe { drv::free_sync(lane.tmp) }.map_err(dev("free temporaries"))?;
-                lane.tmp = 0;
-                lane.tmp_len = 0;
-            }
-            // SAFETY: plain device allocation; freed in Lane's Drop.
-            lane.tmp = unsafe { drv::malloc_sync(n) }.map_err(|_| ExecError::OutOfMemory {
-                what: "device kernel temporaries".into(),
-                bytes: n as u64,
-            })?;
-            lane.tmp_len = n;
-        }
-        Ok(lane.tmp)
+        lane.tmp.ensure(&lane.stream, n, "kernel temporaries")
     }
 
     /// Scratch bytes beyond the plan's regions: staging buffers, temporaries and checksum
@@ -453,7 +451,7 @@ impl GpuBackend {
     fn extra_bytes(&self) -> u64 {
         self.lanes
             .iter()
-            .map(|l| (l.stage_len + l.tmp_len) as u64 + 16)
+            .map(|l| (l.stage.len + l.tmp.len) as u64 + 16)
             .sum()
     }
 
