@@ -3,7 +3,7 @@
 # run `memplan run --device cuda` on four zoo plans (and a 2-stream plan of each); the two training
 # graphs are planned at a 60 % budget (spill and recompute round trips) when that budget can be met
 # (squeezenet1_0.32.train: yes; alexnet.64.train: no, its outputs alone need 97 %, and the log says
-# so), and write a JSON summary to $OUT/gpu_check.json. Usage: OUT=dir [ZOO=dir] scripts/gpu_check.sh
+# so), and a fused plan of resnet18, and write a JSON summary to $OUT/gpu_check.json. Usage: OUT=dir [ZOO=dir] scripts/gpu_check.sh
 set -u
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
@@ -57,6 +57,18 @@ for g in resnet18.1.inference mobilenet_v2.1.inference alexnet.64.train squeezen
     runs+=("$g.$k")
   done
 done
+# A fused plan (conv → bn → relu groups): every member on GPU kernels, the run compared with
+# the original graph's reference too.
+g=resnet18.1.inference
+if [ -f "$ZOO/$g.json" ] && "$BIN" plan "$ZOO/$g.json" --rewrite fuse --strategy heuristic -o "$OUT/$g.fused.plan.json" 2>> "$OUT/log.txt"; then
+  for k in mix real; do
+    log "run $g (fused, $k)"
+    "$BIN" run "$ZOO/$g.json" "$OUT/$g.fused.plan.json" --device cuda --kernels $k --json > "$OUT/$g.fused.$k.cuda.json" 2> "$OUT/$g.fused.$k.cuda.err"
+    echo "$g fused $k rc=$?" >> "$OUT/log.txt"
+    "$BIN" run "$ZOO/$g.json" "$OUT/$g.fused.plan.json" --device cpu --kernels $k --json > "$OUT/$g.fused.$k.cpu.json" 2>> "$OUT/log.txt"
+    runs+=("$g.fused.$k")
+  done
+fi
 python3 - "$OUT" "$TESTS_RC" "${runs[@]}" <<'PY'
 import json, sys, os
 out, rc, runs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
@@ -68,7 +80,7 @@ for r in runs:
         try:
             j = json.load(open(p))
             entry[dev] = {k: j.get(k) for k in ("outputs_equal", "step_ms", "total_ms", "plan_arena_bytes",
-                          "plan_weights_bytes", "spill_out_bytes", "recomputes", "device_memory", "notes", "first_mismatch")}
+                          "plan_weights_bytes", "spill_out_bytes", "recomputes", "device_memory", "notes", "first_mismatch", "kernels", "original")}
         except Exception as e:
             entry[dev] = {"error": str(e)}
     summary["runs"][r] = entry

@@ -174,3 +174,33 @@ fn real_gpu_kernels_compute_zoo_cnns_within_the_tolerance_of_the_cpu() {
         println!("{name}: {:?} {:.2} ms", r.kernels, r.step_ms);
     }
 }
+
+#[test]
+fn a_fused_graph_runs_its_members_on_gpu_kernels_as_the_cpu_does() {
+    if !gpu_or_skip("a_fused_graph_runs_its_members_on_gpu_kernels") {
+        return;
+    }
+    // resnet18 fused: conv → bn → relu (in place in the output buffer) and conv → bn → add
+    // → relu; one op per fused group on the GPU, every member a real GPU kernel.
+    let Some(g) = zoo_graph("resnet18.1.inference", "a_fused_graph_runs") else {
+        return;
+    };
+    let o = memplan::PipelineOptions {
+        rewrite: vec![memplan::pipeline::Rewrite::Fuse],
+        strategy: Strategy::Heuristic,
+        ..memplan::PipelineOptions::default()
+    };
+    let out = memplan::pipeline::run(&g, &o, &memplan::Control::default()).unwrap();
+    assert!(out.rewritten);
+    let fg = out.graph;
+    assert!(out.plan.rewritten_graph.is_some());
+    for kernels in [KernelMode::Mix, KernelMode::Real] {
+        let r = run_on_gpu(&fg, &out.plan, kernels, 7, "fused resnet18");
+        assert_equals_the_cpu(&r, "fused resnet18");
+        assert!(
+            r.kernels.get("fused").copied().unwrap_or(0) > 0 || kernels == KernelMode::Mix,
+            "{:?}",
+            r.kernels
+        );
+    }
+}

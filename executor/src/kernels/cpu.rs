@@ -929,7 +929,7 @@ fn run_members(
 
 /// Whether `kernel` can compute output 0 in the bytes of its input `i` (element-wise, each
 /// element read before it is written, no broadcasting of that input).
-fn in_place_ok(kernel: &Kernel, i: usize) -> bool {
+pub(crate) fn in_place_ok(kernel: &Kernel, i: usize) -> bool {
     match kernel {
         Kernel::Unary(_) => i == 0,
         Kernel::Copy { src } => i == *src,
