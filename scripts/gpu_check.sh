@@ -27,6 +27,14 @@ else
 fi
 TESTS_RC=$?
 runs=()
+# run_both NAME PLAN KERNELS: runs graph $g's PLAN on the GPU and on the CPU, as run NAME.
+run_both() {
+  log "run $g ($1, $3)"
+  "$BIN" run "$ZOO/$g.json" "$2" --device cuda --kernels "$3" --json > "$OUT/$1.cuda.json" 2> "$OUT/$1.cuda.err"
+  echo "$1 rc=$?" >> "$OUT/log.txt"
+  "$BIN" run "$ZOO/$g.json" "$2" --device cpu --kernels "$3" --json > "$OUT/$1.cpu.json" 2>> "$OUT/log.txt"
+  runs+=("$1")
+}
 for g in resnet18.1.inference mobilenet_v2.1.inference alexnet.64.train squeezenet1_0.32.train; do
   [ -f "$ZOO/$g.json" ] || { log "missing $g"; continue; }
   "$BIN" plan "$ZOO/$g.json" --strategy heuristic -o "$OUT/$g.plan.json" 2>> "$OUT/log.txt"
@@ -43,18 +51,10 @@ for g in resnet18.1.inference mobilenet_v2.1.inference alexnet.64.train squeezen
   # A 2-stream plan of every graph too: CUDA streams and events.
   if "$BIN" plan --help | grep -q -- --streams; then
     "$BIN" plan "$ZOO/$g.json" --strategy heuristic --streams 2 -o "$OUT/$g.streams.plan.json" 2>> "$OUT/log.txt"
-    log "run $g (mix, 2 streams)"
-    "$BIN" run "$ZOO/$g.json" "$OUT/$g.streams.plan.json" --device cuda --kernels mix --json > "$OUT/$g.streams.cuda.json" 2> "$OUT/$g.streams.cuda.err"
-    echo "$g streams rc=$?" >> "$OUT/log.txt"
-    "$BIN" run "$ZOO/$g.json" "$OUT/$g.streams.plan.json" --device cpu --kernels mix --json > "$OUT/$g.streams.cpu.json" 2>> "$OUT/log.txt"
-    runs+=("$g.streams")
+    run_both "$g.streams" "$OUT/$g.streams.plan.json" mix
   fi
   for k in mix real; do
-    log "run $g ($k) $plan"
-    "$BIN" run "$ZOO/$g.json" "$plan" --device cuda --kernels $k --json > "$OUT/$g.$k.cuda.json" 2> "$OUT/$g.$k.cuda.err"
-    echo "$g $k rc=$?" >> "$OUT/log.txt"
-    "$BIN" run "$ZOO/$g.json" "$plan" --device cpu --kernels $k --json > "$OUT/$g.$k.cpu.json" 2>> "$OUT/log.txt"
-    runs+=("$g.$k")
+    run_both "$g.$k" "$plan" $k
   done
 done
 # A fused plan (conv → bn → relu groups): every member on GPU kernels, the run compared with
@@ -62,11 +62,7 @@ done
 g=resnet18.1.inference
 if [ -f "$ZOO/$g.json" ] && "$BIN" plan "$ZOO/$g.json" --rewrite fuse --strategy heuristic -o "$OUT/$g.fused.plan.json" 2>> "$OUT/log.txt"; then
   for k in mix real; do
-    log "run $g (fused, $k)"
-    "$BIN" run "$ZOO/$g.json" "$OUT/$g.fused.plan.json" --device cuda --kernels $k --json > "$OUT/$g.fused.$k.cuda.json" 2> "$OUT/$g.fused.$k.cuda.err"
-    echo "$g fused $k rc=$?" >> "$OUT/log.txt"
-    "$BIN" run "$ZOO/$g.json" "$OUT/$g.fused.plan.json" --device cpu --kernels $k --json > "$OUT/$g.fused.$k.cpu.json" 2>> "$OUT/log.txt"
-    runs+=("$g.fused.$k")
+    run_both "$g.fused.$k" "$OUT/$g.fused.plan.json" $k
   done
 fi
 python3 - "$OUT" "$TESTS_RC" "${runs[@]}" <<'PY'
