@@ -825,14 +825,14 @@ impl GpuBackend {
             }
             Kernel::Conv2d(c) => {
                 let ((x, nx), (w, nw)) = (input(0)?, input(1)?);
-                let kc = c.col_rows();
+                sizes(
+                    c.groups > 0 && c.c % c.groups == 0 && c.o % c.groups == 0,
+                    "conv2d groups",
+                )?;
                 sizes(
                     nx == u(c.n * c.c * c.h * c.w * 4)
-                        && nw == u(c.o * kc * 4)
-                        && out.1 == u(c.n * c.o * c.oh * c.ow * 4)
-                        && c.groups > 0
-                        && c.c % c.groups == 0
-                        && c.o % c.groups == 0,
+                        && nw == u(c.o * c.col_rows() * 4)
+                        && out.1 == u(c.n * c.o * c.oh * c.ow * 4),
                     "conv2d sizes",
                 )?;
                 let bias: sys::CUdeviceptr = match c.bias {
