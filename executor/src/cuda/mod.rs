@@ -442,12 +442,6 @@ impl GpuBackend {
         Ok(())
     }
 
-    /// The current lane's staging buffer, at least `n` bytes.
-    fn ensure_stage(&mut self, n: usize) -> Result<sys::CUdeviceptr, ExecError> {
-        let lane = &mut self.lanes[self.cur];
-        lane.stage.ensure(&lane.stream, n, "staging buffer")
-    }
-
     /// Runs `kernel` on device operands: the mixing fill for the outputs it does not
     /// compute, then its real kernel; a fused op runs its members in sequence.
     fn run_kernel(
@@ -543,7 +537,7 @@ impl GpuBackend {
                 && !aliased.is_empty()
                 && aliased
                     .iter()
-                    .all(|&i| super::kernels::cpu::in_place_ok(&step.kernel, i));
+                    .all(|&i| super::kernels::in_place_ok(&step.kernel, i));
             if in_place && matches!(step.kernel, Kernel::Copy { .. }) {
                 continue; // a copy onto itself
             }
@@ -572,12 +566,6 @@ impl GpuBackend {
             self.run_kernel(&step.kernel, &step.name, &sins, &souts, &step.fills)?;
         }
         Ok(())
-    }
-
-    /// The current lane's temporaries, at least `n` bytes.
-    fn ensure_tmp(&mut self, n: usize) -> Result<sys::CUdeviceptr, ExecError> {
-        let lane = &mut self.lanes[self.cur];
-        lane.tmp.ensure(&lane.stream, n, "kernel temporaries")
     }
 
     /// Scratch bytes beyond the plan's regions: staging buffers, temporaries and checksum
@@ -907,7 +895,8 @@ impl GpuBackend {
                         (0, 0)
                     }
                     (false, _) => {
-                        let t = self.ensure_tmp(c * 8)?;
+                        let lane = &mut self.lanes[self.cur];
+                        let t = lane.tmp.ensure(&lane.stream, c * 8, "kernel temporaries")?;
                         (t, t + u(c * 4))
                     }
                 };
@@ -1169,7 +1158,10 @@ impl Backend for GpuBackend {
             .collect();
         if clash {
             let total: u64 = outs.iter().map(|o| o.1.div_ceil(256) * 256).sum();
-            let mut at = self.ensure_stage(total as usize)?;
+            let lane = &mut self.lanes[self.cur];
+            let mut at = lane
+                .stage
+                .ensure(&lane.stream, total as usize, "staging buffer")?;
             for o in outs.iter_mut() {
                 o.0 = at;
                 at += o.1.div_ceil(256) * 256;

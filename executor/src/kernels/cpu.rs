@@ -859,7 +859,7 @@ fn run_members(
         // In place: one output, sharing its buffer with element-wise input(s) of the kernel.
         if outs.len() == 1
             && !aliased.is_empty()
-            && aliased.iter().all(|&i| in_place_ok(&step.kernel, i))
+            && aliased.iter().all(|&i| super::in_place_ok(&step.kernel, i))
         {
             let (lo, hi) = pool.split_at_mut(outs[0]);
             let (buf, hi) = hi.split_first_mut().ok_or("member output buffer missing")?;
@@ -927,20 +927,8 @@ fn run_members(
     Ok(())
 }
 
-/// Whether `kernel` can compute output 0 in the bytes of its input `i` (element-wise, each
-/// element read before it is written, no broadcasting of that input).
-pub(crate) fn in_place_ok(kernel: &Kernel, i: usize) -> bool {
-    match kernel {
-        Kernel::Unary(_) => i == 0,
-        Kernel::Copy { src } => i == *src,
-        Kernel::BatchNorm { stats_outputs, .. } => i == 0 && !stats_outputs,
-        Kernel::Binary { a, b, .. } => *a == Bcast::Flat && *b == Bcast::Flat && i < 2,
-        _ => false,
-    }
-}
-
 /// Runs an element-wise kernel whose output 0 is `buf`, which also holds every input that
-/// is `None` in `inputs` (see [`in_place_ok`]); the arithmetic is the same as [`exec`]'s.
+/// is `None` in `inputs` (see `super::in_place_ok`); the arithmetic is the same as [`exec`]'s.
 fn exec_in_place(kernel: &Kernel, buf: &mut [u8], inputs: &[Option<&[u8]>]) -> Result<(), String> {
     let other = |i: usize| -> Result<Cow<'_, [f32]>, String> {
         inputs
