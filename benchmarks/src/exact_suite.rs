@@ -47,7 +47,7 @@ pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
 /// The configurations, by name: the exact search with all switches (`default`, the restart
 /// portfolio), with one switch off each, each member of the rotation alone (`strategy-4` and
 /// `strategy-5` are the learning members), the minimiser and the HiGHS placement program.
-pub const CONFIGS: [&str; 20] = [
+pub const CONFIGS: [&str; 21] = [
     "default",
     "no-sections",
     "no-dominance",
@@ -59,6 +59,7 @@ pub const CONFIGS: [&str; 20] = [
     "no-discrepancy",
     "no-learning",
     "no-blocks",
+    "no-backjumping",
     "one-thread",
     "strategy-0",
     "strategy-1",
@@ -140,6 +141,7 @@ fn exact_options(config: &str, limits: Limits) -> Result<ExactOptions> {
         "no-discrepancy" => o.discrepancy_passes = false,
         "no-learning" => o.learning = false,
         "no-blocks" => o.blocks = false,
+        "no-backjumping" => o.backjumping = false,
         "one-thread" => o.threads = 1,
         s if s.starts_with("strategy-") => {
             let k: usize = s["strategy-".len()..]

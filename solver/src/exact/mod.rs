@@ -126,6 +126,14 @@ pub struct ExactOptions {
     /// the buffers; a failure proves nothing, and the search then returns to the buffers with
     /// the rest of the budget.
     pub blocks: bool,
+    /// Backjumping: in the restart rotation, the search members' runs of every second round
+    /// (rounds 1, 3, 5, … after the discrepancy passes) jump back over the nodes whose choice
+    /// has nothing to do with a failure, as conflict-directed backjumping does (see the
+    /// `search` module): a failure is located in the sections it involves, and a node whose
+    /// placed or blocked candidates live in none of them is skipped. The location is an
+    /// approximation, so a run that skipped a node proves nothing; the runs of the other
+    /// rounds stay complete and give the proofs.
+    pub backjumping: bool,
     /// Threads for the restart rotation: 1, or 2 to share its runs after the first round
     /// between two threads (each side's search runs and each learning member's runs form
     /// four lanes; a free thread takes the lane whose next run comes first). The answer and
@@ -170,6 +178,7 @@ impl Default for ExactOptions {
             discrepancy_passes: true,
             learning: true,
             blocks: true,
+            backjumping: true,
             threads: default_threads(),
         }
     }
@@ -197,6 +206,7 @@ impl ExactOptions {
             decomposition: self.decomposition,
             memo: self.memo,
             discrepancies: u32::MAX,
+            backjump: false,
         }
     }
 }
@@ -456,6 +466,8 @@ struct Member {
     side: usize,
     /// The learning member `LEARNERS[j]` (then `keys`, `pivot`, `rank` and `side` are unused).
     learning: Option<usize>,
+    /// Its runs of odd rounds backjump ([`ExactOptions::backjumping`]).
+    backjump: bool,
 }
 
 /// Lane of the first learning member's runs (lanes 0 and 1: the search runs of each side;
@@ -668,6 +680,7 @@ pub(crate) fn fit(
             rank: ranks(inst, &[]),
             side: 0,
             learning: None,
+            backjump: false,
         }]
     } else {
         chosen
@@ -680,6 +693,7 @@ pub(crate) fn fit(
                     rank: ranks(sides[side], &s.keys),
                     side,
                     learning: None,
+                    backjump: opts.backjumping && chosen.len() > 1,
                 }
             })
             .collect()
@@ -709,6 +723,7 @@ pub(crate) fn fit(
                 rank: Vec::new(),
                 side: 0,
                 learning: Some(j),
+                backjump: false,
             });
         }
     }
@@ -784,6 +799,7 @@ pub(crate) fn fit(
                 capacity,
                 Config {
                     discrepancies,
+                    backjump: m.backjump && r >= lds && ((r - lds) / k) % 2 == 1,
                     ..cfg
                 },
                 (m.pivot, m.rank.clone()),

@@ -35,6 +35,18 @@
 //!   child tried after a sibling that got past its checks is a discrepancy; a path may hold
 //!   at most [`Config::discrepancies`] of them. A run that skipped a child for this limit
 //!   proves nothing (it ends as at its node limit and stops filling the memo).
+//! - *backjumping* (after Prosser's conflict-directed backjumping, Computational
+//!   Intelligence 9, 1993, located by sections instead of variables): every failure records
+//!   the sections it lies in: the failing section of a section check, the lifetime of a
+//!   buffer that no longer fits or of a blocked buffer under the level, or every section (a
+//!   memo hit, nothing left to place); a node fails where its children failed. A failure
+//!   coming back to a node whose last child placed and blocked only buffers living outside
+//!   those sections jumps over it (its other children are not tried): on the canonical
+//!   search's thrashing, where one section fails again and again under choices made
+//!   elsewhere in time, the search returns at once to the choices around that section. The
+//!   location ignores the level and the supports of an offset, so a jump can skip a child
+//!   that would have succeeded: a run that skipped one proves nothing (it ends as at its
+//!   node limit), while a subtree searched in full still goes into the memo.
 //!
 //! Every change is recorded on a trail and undone on backtrack. The stack holds `Node` frames
 //! (a piece, its candidates, the next child, the trail mark) and `Split` frames (the pieces of
@@ -83,6 +95,11 @@ pub(crate) struct Config {
     /// skipped a child for this limit proves nothing: it ends as at its node limit, and no
     /// state it fails after the first skip goes into the memo.
     pub discrepancies: u32,
+    /// Backjumping: a failure jumps over the nodes whose choice touches none of the
+    /// sections the failure lies in (see the module documentation). A run that skipped a
+    /// child this way proves nothing (it ends as at its node limit); a subtree searched in
+    /// full still goes into the memo.
+    pub backjump: bool,
 }
 
 /// How a run ended.
@@ -160,6 +177,10 @@ enum Frame {
         /// Trail length once the candidates before the last child tried are blocked: each
         /// child blocks one more candidate on top of it.
         bmark: usize,
+        /// Sections the failures of the children tried so far involve (backjumping).
+        win: (u32, u32),
+        /// Nodes skipped by backjumps when this node was entered.
+        skips: u64,
     },
     Split {
         gstart: usize,
@@ -250,6 +271,26 @@ pub(crate) struct Search<'a> {
     deepest: usize,
     /// Per section, section-check failures there (for [`Search::trace`]).
     fails: Vec<u64>,
+    /// Sections the last failure involves (backjumping; `EMPTY` when none).
+    pending: (u32, u32),
+    /// Nodes left with children untried by a backjump.
+    skips: u64,
+    /// Lifetime of the blocked buffer of lowest top seen by the last [`Search::choose`].
+    bh_win: (u32, u32),
+}
+
+/// No sections (a window of sections `[lo, hi)`; backjumping).
+const EMPTY: (u32, u32) = (u32::MAX, 0);
+
+/// Every section: a failure whose cause is not located.
+const WHOLE: (u32, u32) = (0, u32::MAX);
+
+fn widen(a: (u32, u32), b: (u32, u32)) -> (u32, u32) {
+    (a.0.min(b.0), a.1.max(b.1))
+}
+
+fn meets(a: (u32, u32), b: (u32, u32)) -> bool {
+    a.0 < b.1 && b.0 < a.1
 }
 
 impl<'a> Search<'a> {
@@ -294,7 +335,14 @@ impl<'a> Search<'a> {
             depth: 0,
             deepest: 0,
             fails: vec![0; inst.n_sec],
+            pending: EMPTY,
+            skips: 0,
+            bh_win: EMPTY,
         }
+    }
+
+    fn span(&self, b: u32) -> (u32, u32) {
+        (self.inst.lo[b as usize], self.inst.hi[b as usize])
     }
 
     /// How far this run got and where its section checks failed.
@@ -453,6 +501,8 @@ impl<'a> Search<'a> {
                                 disc: self.disc,
                                 tried: false,
                                 bmark: self.trail.len(),
+                                win: EMPTY,
+                                skips: self.skips,
                             });
                             Sig::TryNext
                         }
@@ -471,19 +521,35 @@ impl<'a> Search<'a> {
                         disc,
                         tried,
                         bmark,
+                        win,
+                        skips,
                     }) = self.stack.last().copied()
                     else {
                         return RunEnd::Infeasible;
                     };
                     let k = cend - cstart;
+                    // The last child's failure joins the node's window.
+                    let mut win = win;
+                    if self.cfg.backjump && self.pending != EMPTY {
+                        win = widen(win, self.pending);
+                        self.pending = EMPTY;
+                        if let Some(Frame::Node { win: w, .. }) = self.stack.last_mut() {
+                            *w = win;
+                        }
+                    }
                     let exhausted = next > k || (free && next == k);
                     if !exhausted && tried && disc >= self.cfg.discrepancies {
                         self.pruned = true;
                     }
                     if exhausted || (tried && disc >= self.cfg.discrepancies) {
                         self.undo_to(mark);
-                        if self.cfg.memo && !self.pruned {
+                        // Only a subtree searched in full proves its state fails.
+                        if self.cfg.memo && !self.pruned && self.skips == skips {
                             self.memo.insert(key);
+                        }
+                        if self.cfg.backjump {
+                            // The node fails where its children failed.
+                            self.pending = if win == EMPTY { WHOLE } else { win };
                         }
                         self.stack.pop();
                         self.cands.truncate(cstart);
@@ -575,9 +641,44 @@ impl<'a> Search<'a> {
                     Some(Frame::Split { .. }) => sig = Sig::StartGroup,
                 },
                 Sig::Fail => match self.stack.last().copied() {
-                    None if self.pruned => return RunEnd::NodeLimit,
+                    None if self.pruned || self.skips > 0 => return RunEnd::NodeLimit,
                     None => return RunEnd::Infeasible,
-                    Some(Frame::Node { .. }) => sig = Sig::TryNext,
+                    Some(Frame::Node {
+                        cstart,
+                        cend,
+                        next,
+                        mark,
+                        free,
+                        ..
+                    }) => {
+                        if self.cfg.backjump {
+                            // The child tried last placed candidate `next − 1` (unless it
+                            // blocked them all) and blocked the ones before it.
+                            let w = if self.pending == EMPTY {
+                                WHOLE
+                            } else {
+                                self.pending
+                            };
+                            let k = cend - cstart;
+                            let touched = self.cands[cstart..cstart + next.min(k)]
+                                .iter()
+                                .any(|&c| meets(self.span(c), w));
+                            if !touched {
+                                // Its choice has nothing to do with the failure: jump over it.
+                                let exhausted = next > k || (free && next == k);
+                                if !exhausted {
+                                    self.skips += 1;
+                                }
+                                self.undo_to(mark);
+                                self.stack.pop();
+                                self.cands.truncate(cstart);
+                                self.pending = w;
+                                continue; // sig stays Fail
+                            }
+                            self.pending = w;
+                        }
+                        sig = Sig::TryNext
+                    }
                     Some(Frame::Split {
                         gstart,
                         mark,
@@ -626,9 +727,13 @@ impl<'a> Search<'a> {
             }
             if self.is_blocked(bi) {
                 if dominance && self.open[bi] == 0 {
+                    self.pending = WHOLE;
                     return Choice::Fail; // nothing can ever lift it
                 }
                 let h = self.min_off[bi].saturating_add(self.inst.bufs[bi].size);
+                if h < blocked_height {
+                    self.bh_win = (self.inst.lo[bi], self.inst.hi[bi]);
+                }
                 blocked_height = blocked_height.min(h);
                 continue;
             }
@@ -641,16 +746,22 @@ impl<'a> Search<'a> {
             return Choice::Done;
         }
         if self.cfg.memo && self.memo.contains(key) {
+            self.pending = WHOLE;
             return Choice::Fail;
         }
         // The state fails outright: nothing to place, a blocked buffer below the level, or
         // the section check at a level above the one the state passed at.
+        // Where the failure lies, for backjumping: the blocked buffer under the level, the
+        // failing section (the check sets it), or anywhere.
+        let under = level != NONE && dominance && blocked_height <= level;
+        self.pending = if under { self.bh_win } else { WHOLE };
         if level == NONE || (dominance && blocked_height <= level) || !self.check_level(g, level) {
             if self.cfg.memo {
                 self.memo.insert(key);
             }
             return Choice::Fail;
         }
+        self.pending = EMPTY;
         let cstart = self.cands.len();
         if isolated != NONE32 {
             self.cands.push(isolated);
@@ -818,6 +929,9 @@ impl<'a> Search<'a> {
             self.min_off[oi] = nx;
             if nx.saturating_add(self.inst.bufs[oi].size) > self.cap {
                 ok = false;
+                if self.cfg.backjump {
+                    self.pending = widen(self.span(o), (lo, hi));
+                }
             }
             a0 = a0.min(self.inst.lo[oi]);
             a1 = a1.max(self.inst.hi[oi]);
@@ -906,6 +1020,9 @@ impl<'a> Search<'a> {
                 let need = base.saturating_add(t).saturating_add(fixed);
                 if need > self.cap {
                     self.fails[si] = self.fails[si].saturating_add(1);
+                    if self.cfg.backjump {
+                        self.pending = (s, s + 1);
+                    }
                     return false;
                 }
             }
