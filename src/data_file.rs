@@ -2,7 +2,7 @@
 //! the weights `memplan import onnx --weights-out` writes, the inputs and weights `memplan run
 //! --data` reads, and the outputs `memplan run --outputs-out` writes.
 //!
-//! Layout (what [`read`] accepts and [`write`] produces):
+//! Layout (what [`read`] accepts and [`write`](fn@write) produces):
 //! - 8 bytes: `N`, the header's length, an unsigned little-endian 64-bit integer;
 //! - `N` bytes: a UTF-8 JSON object `{NAME: {"dtype": D, "shape": [d0, ...], "data_offsets":
 //!   [BEGIN, END]}, ...}`, optionally with a `"__metadata__"` object of string values (kept

@@ -1,7 +1,7 @@
 //! memplan: memory plans for deep-learning computation graphs.
 //!
 //! [`graph`] reads and checks memplan-graph/1; [`planner`] picks an op order and arena offsets
-//! with the solver crate's heuristics and emits a memplan-plan/1 [`plan`]; [`validate`]
+//! with the solver crate's heuristics and emits a memplan-plan/1 [`plan`](mod@plan); [`validate`](mod@validate)
 //! replays a plan independently of any solver; [`budget`] fits a memory budget with spills
 //! and recomputes, timed by the [`cost`] model; [`tiers`] splits memory into persistent,
 //! activation and temporary regions.

@@ -439,7 +439,7 @@ impl Plan {
         }
     }
 
-    /// Parses a plan document (syntax and structure only; [`crate::validate`] checks meaning).
+    /// Parses a plan document (syntax and structure only; [`crate::validate`](fn@crate::validate) checks meaning).
     pub fn parse(text: &str) -> Result<Plan, PlanParseError> {
         serde_json::from_str(text).map_err(|e| PlanParseError {
             line: e.line(),

@@ -10,7 +10,7 @@
 //! and `T` is the largest workspace rounded up to the temporaries alignment; `A` is the
 //! activations' peak rounded up to the temporaries alignment (and the graph's alignment, which
 //! the format requires of workspace offsets). The result is an ordinary memplan-plan/1 plan
-//! (`arena_bytes = A + T`) that [`crate::validate`] and `tools/check_plan.py` accept against
+//! (`arena_bytes = A + T`) that [`crate::validate`](fn@crate::validate) and `tools/check_plan.py` accept against
 //! the unchanged graph; the layout is recorded in the optional `stats.tiers`. The planner's
 //! other figures (method, members, LOAD) describe the activations placement; the lower bound
 //! is the activations' bound rounded to the temporaries alignment plus the largest workspace.

@@ -8,7 +8,7 @@
 //!
 //! [`app`] builds the axum [`Router`] over a [`Service`] (the state: settings, the SQLite
 //! [`store`], admission and solver slots, live jobs, metrics); [`serve`] runs it on a listener
-//! with graceful shutdown. The handlers ([`routes`]) and the schemas ([`model`]) are collected
+//! with graceful shutdown. The handlers ([`routes`](mod@routes)) and the schemas ([`model`]) are collected
 //! into the OpenAPI document by `utoipa-axum` as the routes are registered, so the document
 //! cannot miss a route. Errors are RFC 9457 problem documents ([`error`]).
 //!

@@ -11,7 +11,7 @@
 //! - [`cpu`]: the CPU backend (one arena allocation, one weights allocation, one host pool);
 //! - [`threads`]: the CPU backend of parallel plans (a thread per stream, real events,
 //!   seeded schedule perturbation);
-//! - [`reference`]: the reference run;
+//! - [`reference`](mod@reference): the reference run;
 //! - [`rewrite`]: inserts spill and recompute round trips into a valid plan (to exercise
 //!   executors before a budgeted planner exists);
 //! - `cuda` (feature `cuda`): the GPU backend (cudarc, NVRTC, cuBLAS).

@@ -505,7 +505,7 @@ fn timing(ctx: &Ctx, built: &Built) -> Timing {
 }
 
 /// Plans `graph` on `order` (op indices, topological) under `opts.budget` (see the module
-/// doc). The plan passes [`crate::validate`] with the budget. Once [`BudgetOptions::cancel`]
+/// doc). The plan passes [`crate::validate`](fn@crate::validate) with the budget. Once [`BudgetOptions::cancel`]
 /// is raised, no further strategy or attempt starts and the best fitting plan so far is
 /// returned ([`BudgetError::Cancelled`] when none fitted).
 pub fn plan_with_budget(

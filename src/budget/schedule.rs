@@ -84,7 +84,7 @@ pub struct Ctx<'g> {
     /// schedule so far at its next check and the integer program is interrupted.
     pub cancel: Option<CancelToken>,
     /// Deterministic effort ([`super::BudgetOptions::effort`]): with `Some(k)` the integer
-    /// program gets `k ×` [`super::ilp::DEFAULT_NODES`] branch-and-bound nodes per model and
+    /// program gets `k ×` [`super::program::DEFAULT_NODES`] branch-and-bound nodes per model and
     /// no time limit; `None`: its time limit per model.
     pub effort: Option<u64>,
 }

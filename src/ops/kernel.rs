@@ -146,7 +146,7 @@ pub enum Kernel {
         /// Input index copied.
         src: usize,
     },
-    /// out[i] = f(in[i]).
+    /// `out[i] = f(in[i])`.
     Unary(Unary),
     /// out = f(a, b) with broadcasting over `dims`.
     Binary {
@@ -165,7 +165,7 @@ pub enum Kernel {
     Conv2d(Conv2d),
     /// Batch norm `(x − mean) / √(var + eps) · weight + bias`: with inputs x, weight, bias,
     /// running mean, running var (inference), or x, weight, bias and the batch's own
-    /// statistics (training forward; then outputs 1 and 2, when [C], get mean and invstd).
+    /// statistics (training forward; then outputs 1 and 2, when `[C]`, get mean and invstd).
     BatchNorm {
         /// Batch.
         n: usize,
@@ -177,7 +177,7 @@ pub enum Kernel {
         eps: f32,
         /// Statistics from the batch (3 inputs) instead of running statistics (5 inputs).
         batch_stats: bool,
-        /// Outputs 1 and 2 are [C] f32 and receive mean and 1/√(var + eps).
+        /// Outputs 1 and 2 are `[C]` f32 and receive mean and 1/√(var + eps).
         stats_outputs: bool,
     },
     /// Pooling.

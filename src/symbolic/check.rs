@@ -1,7 +1,7 @@
 //! Checking a symbolic plan over its whole range: every corner of the symbols' box, the
 //! plan's profile points (quartiles), both ends of every piece of a split plan, and seeded
 //! pseudo-random bindings. Each binding's plan and graph are instantiated and replayed by the
-//! independent validator ([`crate::validate`]); the first invalid binding is reported with the
+//! independent validator ([`crate::validate`](mod@crate::validate)); the first invalid binding is reported with the
 //! validator's message.
 //!
 //! The layout rule is valid for every binding by construction (the proof is in

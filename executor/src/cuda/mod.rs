@@ -16,7 +16,7 @@
 //! - Parallel plans: each plan stream is a CUDA stream, `record_event` / `wait_event` are
 //!   CUDA events on them (`set_stream` switches the stream work is issued on); graph
 //!   inputs are uploaded and synchronised before the streams start. Everything an op uses
-//!   besides its plan ranges is per stream (a [`Lane`]): the checksum / seed slots of the
+//!   besides its plan ranges is per stream (a `Lane`): the checksum / seed slots of the
 //!   mixing kernel, the staging buffer and the cuBLAS handle, so ops running at once on two
 //!   streams share no scratch memory (one shared set raced on an H200: outputs differed).
 //! - Two streams: compute, and copy for spills. `spill_out` waits (event) for the compute

@@ -4,18 +4,18 @@
 //! exact-cover search, Knuth's Dancing Links): every node works at the current *level* (the
 //! lowest free offset of the partial placement), so the branching point follows the placement
 //! adaptively. Among the sections of the level, the node branches on the candidates covering
-//! the *pivot* section: the one with the fewest candidates ([`Pivot::Fewest`]) or the least
-//! slack ([`Pivot::Tightest`]); a section with one candidate is a forced move. Candidates are
+//! the *pivot* section: the one with the fewest candidates (`Pivot::Fewest`) or the least
+//! slack (`Pivot::Tightest`); a section with one candidate is a forced move. Candidates are
 //! tried first by *flushness* (how many of its two time neighbours end exactly at the
 //! candidate's top once placed: flat profiles leave no slivers), then by a static *preorder*
-//! rank that puts the buffers hardest to place first; with [`Pivot::Preorder`] every candidate
+//! rank that puts the buffers hardest to place first; with `Pivot::Preorder` every candidate
 //! of the level is tried, by rank alone. A preorder compares, key by key and all
 //! descending, `Z` (size), `A` (area: lifetime width × size), `W` (lifetime width) and `T` (the
 //! largest section total the buffer lives in), ties by index. A *strategy* is a pivot rule, a
 //! preorder and an orientation: half of them search the *time-reversed* instance (lifetime
 //! `[s, e)` becomes `[T − e, T − s)`; a placement of one is a placement of the other, but the
 //! search meets the buffers in another order and falls into other dead ends). Restarts rotate
-//! [`STRATEGIES`] under a doubling node limit, which tames the heavy tail of any single
+//! `STRATEGIES` under a doubling node limit, which tames the heavy tail of any single
 //! ordering.
 //!
 //! Complexity: a rank is `O(n log n)` to compute; a pivot is `O(Σ spans)` over the candidates;

@@ -30,10 +30,10 @@
 //!   ([`super::decompose`]); a strategy whose preorder uses `T` re-ranks each new piece with
 //!   the section totals of the moment, as MiniMalloc's sub-solves re-sort theirs, so the
 //!   most loaded part of what remains comes first;
-//! - *memo*: a node whose state is known to fail fails at once ([`super::memo`]);
+//! - *memo*: a node whose state is known to fail fails at once (`super::memo`);
 //! - *discrepancy limit* (limited discrepancy search, Harvey and Ginsberg, IJCAI 1995): a
 //!   child tried after a sibling that got past its checks is a discrepancy; a path may hold
-//!   at most [`Config::discrepancies`] of them. A run that skipped a child for this limit
+//!   at most `Config::discrepancies` of them. A run that skipped a child for this limit
 //!   proves nothing (it ends as at its node limit and stops filling the memo).
 //! - *backjumping* (after Prosser's conflict-directed backjumping, Computational
 //!   Intelligence 9, 1993, located by sections instead of variables): every failure records

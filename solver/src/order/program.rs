@@ -1,6 +1,6 @@
 //! Op order by integer programming (OLLA / MODeL style), solved by HiGHS through
 //! [`crate::mip`], whole for small graphs and by windows around the peak for large ones. The
-//! model of one window is built, solved and decoded in [`super::model`]; here the loop over
+//! model of one window is built, solved and decoded in `super::model`; here the loop over
 //! windows.
 //!
 //! **Model** over a window of steps `[a, b)` of the current order (the whole graph when it has

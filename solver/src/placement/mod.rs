@@ -1,6 +1,6 @@
 //! Placement: the whole placement step ([`step`]: the heuristic portfolio, then the exact
 //! search, then the HiGHS address program), the program itself ([`program`], with its
-//! [`layout`] of the movable buffers) and its peak-window refinement ([`refine`]).
+//! `layout` of the movable buffers) and its peak-window refinement ([`refine`]).
 //!
 //! Heuristic placement: each algorithm in its own file behind the [`Placer`] trait, and a
 //! [`portfolio`] that runs every registered placer and keeps the lowest peak (ties go to the

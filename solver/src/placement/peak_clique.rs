@@ -5,13 +5,13 @@
 //! start (earliest first; ties: the longest-lived lower), so that before the peak step the
 //! buffers already alive form one block at the bottom and the free bytes above them are one
 //! range; every other buffer then goes, largest first, into the tightest gap among the placed
-//! buffers alive with it ([`super::fit::place_in_order`]). Skyline and decreasing-size best
+//! buffers alive with it (`super::fit::place_in_order`). Skyline and decreasing-size best
 //! fit place the long-lived buffers of compiler traces last, on top of everything (iopddl_S_1:
 //! 1,081 buffers alive over 60 % of the steps end above 1.001 × LOAD); here they lie at the
 //! bottom, and iopddl_S_1 packs at LOAD exactly.
 //!
 //! Complexity: `O(n log n)` for the LOAD step and the sorts, plus one best-fit pass
-//! (`O(n log T · k)`, see [`super::fit`]).
+//! (`O(n log T · k)`, see `super::fit`).
 //!
 //! Reference: the "maximal clique first" ordering of interval-graph colouring (Golumbic,
 //! "Algorithmic Graph Theory and Perfect Graphs", 1980, §8), applied to dynamic storage

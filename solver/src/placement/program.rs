@@ -37,8 +37,8 @@
 //! Sekiyama et al., "TelaMalloc" (ASPLOS 2023); Moffitt, "MiniMalloc" (ASPLOS 2023); HiGHS.
 
 //!
-//! **Code.** [`layout`](super::layout) finds the model's unit and the movable buffers'
-//! neighbours; here [`build`] writes the model, [`crate::mip::solve`] runs it and [`decode`]
+//! **Code.** `layout` finds the model's unit and the movable buffers'
+//! neighbours; here `build` writes the model, [`crate::mip::solve`] runs it and `decode`
 //! turns its answer back into a placement and a bound.
 
 use super::layout::{model_unit, Layout};

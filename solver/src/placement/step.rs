@@ -1,12 +1,12 @@
-//! The whole placement step: the heuristic [`placement`](crate::placement) portfolio, then the
-//! exact search ([`exact`](crate::exact)) within what is left of the budget.
+//! The whole placement step: the heuristic [`crate::placement`] portfolio, then the
+//! exact search ([`crate::exact`]) within what is left of the budget.
 //!
 //! - With a capacity: if the heuristics fit it, done; otherwise the exact search tries to fit
 //!   it, and either finds a placement, proves none exists, or runs out of budget.
 //! - Without: the exact search lowers the peak from the heuristics' best towards LOAD and
 //!   reports the proven lower bound (LOAD, or higher where infeasibility was proven).
 //!
-//! - Then, when a gap is left, the HiGHS placement model ([`refine`](super::refine))
+//! - Then, when a gap is left, the HiGHS placement model ([`super::refine`])
 //!   gets the rest of the budget: whole for small instances (its dual bound can raise the
 //!   proven bound above LOAD), by windows around the peak otherwise. With a time limit the
 //!   exact search stops at [`EXACT_SHARE`] of it so the model always gets a turn.
@@ -104,7 +104,7 @@ pub struct PlaceOutcome {
     pub fits: bool,
 }
 
-/// Places `problem` (see the module doc): [`heuristics`], then [`refine`] with what is left
+/// Places `problem` (see the module doc): [`heuristics`], then [`refine`](fn@refine) with what is left
 /// of the budget when `opts.exact`. `problem.capacity`, when set, is the target.
 pub fn place(
     problem: &PlacementProblem,
@@ -160,8 +160,8 @@ pub fn refine(
     refine_with(problem, start, limits, None)
 }
 
-/// [`refine`] with explicit work caps for the exact search and the HiGHS model (`None`: the
-/// caps follow `budget` as in [`refine`]).
+/// [`refine`](fn@refine) with explicit work caps for the exact search and the HiGHS model (`None`: the
+/// caps follow `budget` as in [`refine`](fn@refine)).
 pub fn refine_with(
     problem: &PlacementProblem,
     start: &PlaceOutcome,

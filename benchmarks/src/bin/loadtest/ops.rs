@@ -54,7 +54,7 @@ impl Kind {
 pub struct Op {
     /// What.
     pub kind: Kind,
-    /// On which graph (index into [`Ctx::graphs`]).
+    /// On which graph (index into `Ctx::graphs`).
     pub graph: usize,
     /// Jobs: follow the event stream (else poll).
     pub events: bool,
