@@ -65,7 +65,7 @@ fn busy_graph() -> Value {
         seed ^= seed << 17;
         seed
     };
-    let (n, window) = (400u64, 60u64);
+    let (n, window) = (1200u64, 200u64);
     let mut tensors = vec![json!({"name": "t0", "size": 4096, "kind": "input"})];
     let mut ops = Vec::new();
     for i in 1..=n {

@@ -217,7 +217,9 @@ pub const BUSY_EFFORT: u64 = memplan::pipeline::MAX_EFFORT;
 /// The graph that keeps a job busy (see [`busy_graph_with`]); plan it with `order: given` and
 /// `effort: BUSY_EFFORT`.
 pub fn busy_graph() -> Value {
-    busy_graph_with(400, 60, 2)
+    // 400 ops and a window of 60 used to keep the search busy for about 5 s; since the
+    // backjumping rounds it places them at LOAD in about 0.1 s.
+    busy_graph_with(1200, 200, 2)
 }
 
 /// Checks a plan document against its graph with the library's validator.

@@ -707,6 +707,15 @@ fn a_time_reversed_strategy_places_the_instance_itself() {
     }
 }
 
+/// The peak of a run's placement (`local`: offsets of `inst`'s buffers), checked valid.
+fn peak_of(p: &PlacementProblem, inst: &Instance, local: &[u64]) -> u64 {
+    let mut offsets = vec![0; p.buffers.len()];
+    for (k, &g) in inst.global.iter().enumerate() {
+        offsets[g] = local[k];
+    }
+    p.check(&Placement { offsets }).expect("valid")
+}
+
 /// A run with a discrepancy limit skips children, so its failures prove nothing: it may find a
 /// placement or give up, but it never calls a feasible capacity infeasible.
 #[test]
@@ -725,14 +734,7 @@ fn a_discrepancy_limited_run_never_claims_infeasibility_of_a_feasible_capacity()
                 let end = Search::new(&inst, opt, cfg, (s.pivot, ranks(&inst, &s.keys)), &mut memo)
                     .run(u64::MAX, &Limits::UNLIMITED.start(), &mut used);
                 match end {
-                    RunEnd::Found(local) => {
-                        let mut offsets = vec![0; p.buffers.len()];
-                        for (k, &g) in inst.global.iter().enumerate() {
-                            offsets[g] = local[k];
-                        }
-                        let peak = p.check(&Placement { offsets }).expect("valid");
-                        assert!(peak <= opt);
-                    }
+                    RunEnd::Found(local) => assert!(peak_of(&p, &inst, &local) <= opt),
                     RunEnd::NodeLimit => gave_up += 1,
                     other => panic!("{p:?} at {opt}: {other:?}"),
                 }
@@ -763,12 +765,7 @@ fn a_backjumping_run_is_never_wrong_and_proves_nothing_once_it_jumped() {
                 match end {
                     RunEnd::Found(local) => {
                         assert_eq!(cap, opt, "{p:?}: a placement under the optimum");
-                        let mut offsets = vec![0; p.buffers.len()];
-                        for (k, &g) in inst.global.iter().enumerate() {
-                            offsets[g] = local[k];
-                        }
-                        let peak = p.check(&Placement { offsets }).expect("valid");
-                        assert!(peak <= opt);
+                        assert!(peak_of(&p, &inst, &local) <= opt);
                     }
                     RunEnd::Infeasible => {
                         assert!(cap < opt, "{p:?}: the optimum {opt} called infeasible");
