@@ -707,6 +707,17 @@ fn a_time_reversed_strategy_places_the_instance_itself() {
     }
 }
 
+/// One run of strategy `s` alone on `inst` under `cap`, without limits.
+fn run_once(inst: &Instance, cap: u64, cfg: Config, s: super::ordering::Strategy) -> RunEnd {
+    let mut memo = Memo::default();
+    let mut used = 0;
+    Search::new(inst, cap, cfg, (s.pivot, ranks(inst, &s.keys)), &mut memo).run(
+        u64::MAX,
+        &Limits::UNLIMITED.start(),
+        &mut used,
+    )
+}
+
 /// The peak of a run's placement (`local`: offsets of `inst`'s buffers), checked valid.
 fn peak_of(p: &PlacementProblem, inst: &Instance, local: &[u64]) -> u64 {
     let mut offsets = vec![0; p.buffers.len()];
@@ -729,11 +740,7 @@ fn a_discrepancy_limited_run_never_claims_infeasibility_of_a_feasible_capacity()
                     discrepancies: limit,
                     ..ExactOptions::default().config()
                 };
-                let mut memo = Memo::default();
-                let mut used = 0;
-                let end = Search::new(&inst, opt, cfg, (s.pivot, ranks(&inst, &s.keys)), &mut memo)
-                    .run(u64::MAX, &Limits::UNLIMITED.start(), &mut used);
-                match end {
+                match run_once(&inst, opt, cfg, s) {
                     RunEnd::Found(local) => assert!(peak_of(&p, &inst, &local) <= opt),
                     RunEnd::NodeLimit => gave_up += 1,
                     other => panic!("{p:?} at {opt}: {other:?}"),
@@ -758,11 +765,7 @@ fn a_backjumping_run_is_never_wrong_and_proves_nothing_once_it_jumped() {
                     backjump: true,
                     ..ExactOptions::default().config()
                 };
-                let mut memo = Memo::default();
-                let mut used = 0;
-                let end = Search::new(&inst, cap, cfg, (s.pivot, ranks(&inst, &s.keys)), &mut memo)
-                    .run(u64::MAX, &Limits::UNLIMITED.start(), &mut used);
-                match end {
+                match run_once(&inst, cap, cfg, s) {
                     RunEnd::Found(local) => {
                         assert_eq!(cap, opt, "{p:?}: a placement under the optimum");
                         assert!(peak_of(&p, &inst, &local) <= opt);
