@@ -466,8 +466,6 @@ struct Member {
     side: usize,
     /// The learning member `LEARNERS[j]` (then `keys`, `pivot`, `rank` and `side` are unused).
     learning: Option<usize>,
-    /// Its runs of odd rounds backjump ([`ExactOptions::backjumping`]).
-    backjump: bool,
 }
 
 /// Lane of the first learning member's runs (lanes 0 and 1: the search runs of each side;
@@ -670,6 +668,9 @@ pub(crate) fn fit(
         let count = if opts.restarts { STRATEGIES.len() } else { 1 };
         STRATEGIES[..count].to_vec()
     };
+    // Backjumping rounds only in a rotation of several search members (see
+    // `ExactOptions::backjumping`).
+    let backjumping = opts.backjumping && chosen.len() > 1;
     let reversed = (opts.time_reversal && !inst.has_fixed && chosen.iter().any(|s| s.reversed))
         .then(|| inst.reversed());
     let sides: [&Instance; 2] = [inst, reversed.as_ref().unwrap_or(inst)];
@@ -680,7 +681,6 @@ pub(crate) fn fit(
             rank: ranks(inst, &[]),
             side: 0,
             learning: None,
-            backjump: false,
         }]
     } else {
         chosen
@@ -693,7 +693,6 @@ pub(crate) fn fit(
                     rank: ranks(sides[side], &s.keys),
                     side,
                     learning: None,
-                    backjump: opts.backjumping && chosen.len() > 1,
                 }
             })
             .collect()
@@ -723,7 +722,6 @@ pub(crate) fn fit(
                 rank: Vec::new(),
                 side: 0,
                 learning: Some(j),
-                backjump: false,
             });
         }
     }
@@ -799,7 +797,7 @@ pub(crate) fn fit(
                 capacity,
                 Config {
                     discrepancies,
-                    backjump: m.backjump && r >= lds && ((r - lds) / k) % 2 == 1,
+                    backjump: backjumping && r >= lds && ((r - lds) / k) % 2 == 1,
                     ..cfg
                 },
                 (m.pivot, m.rank.clone()),

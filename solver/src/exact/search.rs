@@ -275,8 +275,6 @@ pub(crate) struct Search<'a> {
     pending: (u32, u32),
     /// Nodes left with children untried by a backjump.
     skips: u64,
-    /// Lifetime of the blocked buffer of lowest top seen by the last [`Search::choose`].
-    bh_win: (u32, u32),
 }
 
 /// No sections (a window of sections `[lo, hi)`; backjumping).
@@ -291,6 +289,12 @@ fn widen(a: (u32, u32), b: (u32, u32)) -> (u32, u32) {
 
 fn meets(a: (u32, u32), b: (u32, u32)) -> bool {
     a.0 < b.1 && b.0 < a.1
+}
+
+/// Whether a node with `k` candidates (`free`: an isolated one, no blocking child) has tried
+/// every child once `next` is the next one.
+fn exhausted(next: usize, k: usize, free: bool) -> bool {
+    next > k || (free && next == k)
 }
 
 impl<'a> Search<'a> {
@@ -337,7 +341,6 @@ impl<'a> Search<'a> {
             fails: vec![0; inst.n_sec],
             pending: EMPTY,
             skips: 0,
-            bh_win: EMPTY,
         }
     }
 
@@ -537,7 +540,7 @@ impl<'a> Search<'a> {
                             *w = win;
                         }
                     }
-                    let exhausted = next > k || (free && next == k);
+                    let exhausted = exhausted(next, k, free);
                     if !exhausted && tried && disc >= self.cfg.discrepancies {
                         self.pruned = true;
                     }
@@ -665,8 +668,7 @@ impl<'a> Search<'a> {
                                 .any(|&c| meets(self.span(c), w));
                             if !touched {
                                 // Its choice has nothing to do with the failure: jump over it.
-                                let exhausted = next > k || (free && next == k);
-                                if !exhausted {
+                                if !exhausted(next, k, free) {
                                     self.skips += 1;
                                 }
                                 self.undo_to(mark);
@@ -714,6 +716,9 @@ impl<'a> Search<'a> {
         let mut any = false;
         let mut isolated = NONE32;
         let mut blocked_height = NONE;
+        // The lifetime of the blocked buffer of lowest top (where a failure under the level
+        // lies, for backjumping).
+        let mut lowest_blocked = EMPTY;
         let mut key = 0u128;
         for k in grp.ms..grp.me {
             let b = self.group_members[k];
@@ -732,7 +737,7 @@ impl<'a> Search<'a> {
                 }
                 let h = self.min_off[bi].saturating_add(self.inst.bufs[bi].size);
                 if h < blocked_height {
-                    self.bh_win = (self.inst.lo[bi], self.inst.hi[bi]);
+                    lowest_blocked = self.span(b);
                 }
                 blocked_height = blocked_height.min(h);
                 continue;
@@ -754,8 +759,8 @@ impl<'a> Search<'a> {
         // Where the failure lies, for backjumping: the blocked buffer under the level, the
         // failing section (the check sets it), or anywhere.
         let under = level != NONE && dominance && blocked_height <= level;
-        self.pending = if under { self.bh_win } else { WHOLE };
-        if level == NONE || (dominance && blocked_height <= level) || !self.check_level(g, level) {
+        self.pending = if under { lowest_blocked } else { WHOLE };
+        if level == NONE || under || !self.check_level(g, level) {
             if self.cfg.memo {
                 self.memo.insert(key);
             }
