@@ -283,6 +283,15 @@ const EMPTY: (u32, u32) = (u32::MAX, 0);
 /// Every section: a failure whose cause is not located.
 const WHOLE: (u32, u32) = (0, u32::MAX);
 
+/// Where a failure lies: its window, or every section when nothing located it.
+fn located(w: (u32, u32)) -> (u32, u32) {
+    if w == EMPTY {
+        WHOLE
+    } else {
+        w
+    }
+}
+
 fn widen(a: (u32, u32), b: (u32, u32)) -> (u32, u32) {
     (a.0.min(b.0), a.1.max(b.1))
 }
@@ -552,7 +561,7 @@ impl<'a> Search<'a> {
                         }
                         if self.cfg.backjump {
                             // The node fails where its children failed.
-                            self.pending = if win == EMPTY { WHOLE } else { win };
+                            self.pending = located(win);
                         }
                         self.stack.pop();
                         self.cands.truncate(cstart);
@@ -657,11 +666,7 @@ impl<'a> Search<'a> {
                         if self.cfg.backjump {
                             // The child tried last placed candidate `next − 1` (unless it
                             // blocked them all) and blocked the ones before it.
-                            let w = if self.pending == EMPTY {
-                                WHOLE
-                            } else {
-                                self.pending
-                            };
+                            let w = located(self.pending);
                             let k = cend - cstart;
                             let touched = self.cands[cstart..cstart + next.min(k)]
                                 .iter()
