@@ -453,11 +453,8 @@ fn blocks_of(
 pub const DISCREPANCY_PASSES: u64 = 3;
 
 /// Node limit of a discrepancy pass, per buffer (at least 64 buffers). The passes come before
-/// the rotation, so they must stay cheap: at 1,024 (before 2026-12-04) the twelve runs of
-/// the passes took most of 10 s on 450+ buffers and left the rotation too little
-/// (`--capacity-factor 1.1`, seeds 1–40: 24/40 fits against 28/40 without passes; at 64,
-/// 28/40, and at 1.03 × LOAD 18/40 against 17/40 at 1,024 and 18/40 without, the small fits
-/// found with a third to a half of the nodes of no passes).
+/// the rotation, so they must stay cheap: at 1,024 their twelve runs took most of 10 s on
+/// 450+ buffers (measurements: README, *With slack, and in minimisation*).
 pub const DISCREPANCY_NODES: u64 = 64;
 
 /// One member of the restart rotation, ready to run.
