@@ -47,7 +47,7 @@ pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
 /// The configurations, by name: the exact search with all switches (`default`, the restart
 /// portfolio), with one switch off each, each member of the rotation alone (`strategy-4` and
 /// `strategy-5` are the learning members), the minimiser and the HiGHS placement program.
-pub const CONFIGS: [&str; 21] = [
+pub const CONFIGS: [&str; 22] = [
     "default",
     "no-sections",
     "no-dominance",
@@ -60,6 +60,7 @@ pub const CONFIGS: [&str; 21] = [
     "no-learning",
     "no-blocks",
     "no-backjumping",
+    "no-located",
     "one-thread",
     "strategy-0",
     "strategy-1",
@@ -142,6 +143,7 @@ fn exact_options(config: &str, limits: Limits) -> Result<ExactOptions> {
         "no-learning" => o.learning = false,
         "no-blocks" => o.blocks = false,
         "no-backjumping" => o.backjumping = false,
+        "no-located" => o.located_failures = false,
         "one-thread" => o.threads = 1,
         s if s.starts_with("strategy-") => {
             let k: usize = s["strategy-".len()..]

@@ -9,16 +9,36 @@
 //! (Zobrist, 1970) applied to the nogoods of a DFS; the memo is shared by the restarts of one
 //! capacity, which turns independent restarts into cumulative ones.
 //!
+//! *Located failures.* A backjumping run (see `super::search`) knows where a failure lies: a
+//! window of sections. Its node's subtree failed on what lies in that window, so the memo
+//! also keeps the fingerprint of the state *local* to the window (the window itself, the
+//! unplaced buffers alive in it with their lowest offsets and blocks, and the floors of its
+//! sections), and a later node whose state agrees on that window fails at once, whatever
+//! lies elsewhere in time: different choices elsewhere lead back to the same failing spot,
+//! which the whole-state fingerprint never recognises. Like the location it rests on, this
+//! ignores the level, so only backjumping runs (which prove nothing) use it.
+//!
 //! A state is identified by a 128-bit fingerprint: a sum over its unplaced buffers of two
 //! independently mixed 64-bit words (so the order of buffers does not matter). Two different
 //! states share a fingerprint with probability about `2^-128` per pair; at the memo's size
 //! limit that stays below `2^-80` for a whole run, the price of `O(1)` memory per state.
 //!
-//! Complexity: `O(k)` to fingerprint a state of `k` unplaced buffers, `O(1)` expected per look-up
-//! and insertion; memory 16 bytes per state, at most [`MEMO_STATES`] states.
+//! Complexity: `O(k)` to fingerprint a state of `k` unplaced buffers (a local state: those
+//! alive in the window, plus its sections), `O(1)` expected per look-up and insertion;
+//! memory 16 bytes per state, at most [`MEMO_STATES`] states and [`LOCATED_STATES`] located
+//! failures.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
+
+/// At most this many located failures are remembered per memo (about 25 MB).
+pub(crate) const LOCATED_STATES: usize = 1 << 20;
+
+/// The `blocked` argument of [`term`] for a section floor (no level is this high).
+pub(crate) const FLOOR_TAG: u64 = u64::MAX - 1;
+
+/// The `blocked` argument of [`term`] for a window (no level is this high).
+pub(crate) const WINDOW_TAG: u64 = u64::MAX - 2;
 
 /// At most this many states are remembered per memo (about 50 MB with the table's overhead;
 /// a fit search keeps one memo per orientation, see [`super::fit`]).
@@ -69,6 +89,8 @@ impl Hasher for PassThrough {
 #[derive(Debug, Default)]
 pub(crate) struct Memo {
     set: HashSet<u128, BuildHasherDefault<PassThrough>>,
+    /// Fingerprints of located failures (a window and the state local to it).
+    located: HashSet<u128, BuildHasherDefault<PassThrough>>,
 }
 
 impl Memo {
@@ -88,6 +110,18 @@ impl Memo {
     pub(crate) fn len(&self) -> usize {
         self.set.len()
     }
+
+    /// Records a located failure (ignored once full).
+    pub(crate) fn insert_located(&mut self, key: u128) {
+        if self.located.len() < LOCATED_STATES {
+            self.located.insert(key);
+        }
+    }
+
+    /// Whether a local state is known to fail.
+    pub(crate) fn contains_located(&self, key: u128) -> bool {
+        self.located.contains(&key)
+    }
 }
 
 #[cfg(test)]
@@ -104,6 +138,10 @@ mod tests {
         let mut m = Memo::default();
         m.insert(a);
         assert!(m.contains(b));
+        assert_eq!(m.len(), 1);
+        assert!(!m.contains_located(b), "the two kinds are kept apart");
+        m.insert_located(a);
+        assert!(m.contains_located(b));
         assert_eq!(m.len(), 1);
     }
 }

@@ -134,6 +134,12 @@ pub struct ExactOptions {
     /// approximation, so a run that skipped a node proves nothing; the runs of the other
     /// rounds stay complete and give the proofs.
     pub backjumping: bool,
+    /// Located failures in the backjumping runs: a node whose subtree failed in a window of
+    /// sections records the state local to that window (in the lane's memo, kept from run to
+    /// run), and a later node that agrees with it there fails at once, whatever lies
+    /// elsewhere in time (see the `search` and `memo` modules). Only in runs of at least
+    /// [`LOCATED_FROM_NODES`] nodes; nothing without [`ExactOptions::backjumping`].
+    pub located_failures: bool,
     /// Threads for the restart rotation: 1, or 2 to share its runs after the first round
     /// between two threads (each side's search runs and each learning member's runs form
     /// four lanes; a free thread takes the lane whose next run comes first). The answer and
@@ -157,6 +163,11 @@ const LEARNERS: [Branching; 2] = [Branching::Activity, Branching::BottomLeft];
 /// never build their models).
 pub const LEARNING_FROM_NODES: u64 = 1 << 15;
 
+/// Backjumping runs keep located failures (see [`ExactOptions::located_failures`]) once
+/// their node limit reaches this: fingerprinting windows halves the node rate, which the
+/// short runs that settle easy instances (E of the six after 46,468 nodes) do not win back.
+pub const LOCATED_FROM_NODES: u64 = 1 << 15;
+
 /// Nodes one step of a learning member counts as (see [`ExactOptions::learning`]).
 pub const LEARNING_STEP_NODES: u64 = learning::STEP_NODES;
 
@@ -179,6 +190,7 @@ impl Default for ExactOptions {
             learning: true,
             blocks: true,
             backjumping: true,
+            located_failures: true,
             threads: default_threads(),
         }
     }
@@ -207,6 +219,7 @@ impl ExactOptions {
             memo: self.memo,
             discrepancies: u32::MAX,
             backjump: false,
+            located: self.located_failures,
         }
     }
 }
@@ -800,6 +813,7 @@ pub(crate) fn fit(
                 Config {
                     discrepancies,
                     backjump: backjumping && r >= lds && ((r - lds) / k) % 2 == 1,
+                    located: cfg.located && run_limit >= LOCATED_FROM_NODES,
                     ..cfg
                 },
                 (m.pivot, m.rank.clone()),

@@ -47,6 +47,12 @@
 //!   location ignores the level and the supports of an offset, so a jump can skip a child
 //!   that would have succeeded: a run that skipped one proves nothing (it ends as at its
 //!   node limit), while a subtree searched in full still goes into the memo.
+//! - *located failures* (with backjumping; nogoods on a window instead of the whole state,
+//!   see `super::memo`): a node whose subtree failed in a window of sections records the
+//!   state local to that window, and a later node fails at once when its state agrees with
+//!   a recorded one on that window. Only the [`HOT_WINDOWS`] windows recorded last are
+//!   looked at, and only those its parent's change touched (the others agree with what the
+//!   parent saw). A node failed this way counts as a jump: the run proves nothing.
 //!
 //! Every change is recorded on a trail and undone on backtrack. The stack holds `Node` frames
 //! (a piece, its candidates, the next child, the trail mark) and `Split` frames (the pieces of
@@ -68,7 +74,7 @@
 //! Memory `O(n + S + Σ overlaps + depth · k)`.
 
 use super::decompose::{initial_cuts, split, Piece};
-use super::memo::{add, term, Memo};
+use super::memo::{add, term, Memo, FLOOR_TAG, WINDOW_TAG};
 use super::ordering::{preorder, Key, Pivot};
 use super::sections::{Instance, NONE32};
 use super::SearchTrace;
@@ -100,6 +106,9 @@ pub(crate) struct Config {
     /// child this way proves nothing (it ends as at its node limit); a subtree searched in
     /// full still goes into the memo.
     pub backjump: bool,
+    /// Located failures (with `backjump` only): a node failing in a window of sections
+    /// records the state local to it, and a node agreeing with a recorded one there fails.
+    pub located: bool,
 }
 
 /// How a run ended.
@@ -133,6 +142,14 @@ fn full_checks() -> bool {
         false
     }
 }
+
+/// Windows a node compares with the located failures: the most recently recorded distinct
+/// ones (2 and 32 measured worse than 8 on the 250-buffer fits, see the README).
+pub(crate) const HOT_WINDOWS: usize = 8;
+
+/// A window this narrow (in sections) fingerprints by its sections' members, a wider one by
+/// a pass over every buffer.
+const NARROW_WINDOW: u32 = 4;
 
 /// Nodes between two looks at the clock.
 const CLOCK_EVERY: u64 = 256;
@@ -273,8 +290,15 @@ pub(crate) struct Search<'a> {
     fails: Vec<u64>,
     /// Sections the last failure involves (backjumping; `EMPTY` when none).
     pending: (u32, u32),
-    /// Nodes left with children untried by a backjump.
+    /// Nodes left with children untried by a backjump or failed by a located failure.
     skips: u64,
+    /// Windows of the located failures recorded last, the latest first (at most
+    /// [`HOT_WINDOWS`], distinct).
+    hot: Vec<(u32, u32)>,
+    /// Sections whose floors or unplaced buffers the last placement changed.
+    placed_changed: (u32, u32),
+    /// Nodes failed by a located failure.
+    located_hits: u64,
 }
 
 /// No sections (a window of sections `[lo, hi)`; backjumping).
@@ -350,7 +374,71 @@ impl<'a> Search<'a> {
             fails: vec![0; inst.n_sec],
             pending: EMPTY,
             skips: 0,
+            hot: Vec::new(),
+            placed_changed: EMPTY,
+            located_hits: 0,
         }
+    }
+
+    /// Nodes this run failed by a located failure.
+    #[cfg(test)]
+    pub(crate) fn located_hits(&self) -> u64 {
+        self.located_hits
+    }
+
+    /// The fingerprint of the state local to window `w` (sections): the window, the unplaced
+    /// buffers alive in it (their fingerprint terms) and the floors of its sections.
+    fn local_key(&mut self, w: (u32, u32)) -> u128 {
+        let n_sec = self.inst.n_sec as u32;
+        let (lo, hi) = (w.0.min(n_sec), w.1.min(n_sec));
+        let mut key = term(lo, u64::from(hi), WINDOW_TAG);
+        let inst = self.inst;
+        if hi - lo <= NARROW_WINDOW {
+            // Each buffer once: in the first section of the window it is alive in.
+            for s in lo..hi {
+                for &b in inst.members.row(s as usize) {
+                    if self.unplaced(b) && inst.lo[b as usize].max(lo) == s {
+                        key = add(key, self.term_of(b));
+                    }
+                }
+            }
+        } else {
+            for b in 0..inst.len() as u32 {
+                if self.unplaced(b) && meets(self.span(b), (lo, hi)) {
+                    key = add(key, self.term_of(b));
+                }
+            }
+        }
+        for s in lo..hi {
+            key = add(key, term(s, self.floor[s as usize], FLOOR_TAG));
+        }
+        key
+    }
+
+    /// Records that the state local to `win` fails, and makes `win` the hottest window.
+    fn record_located(&mut self, win: (u32, u32)) {
+        let key = self.local_key(win);
+        self.memo.insert_located(key);
+        if let Some(i) = self.hot.iter().position(|&h| h == win) {
+            self.hot.remove(i);
+        }
+        self.hot.insert(0, win);
+        self.hot.truncate(HOT_WINDOWS);
+    }
+
+    /// A hot window, among those meeting `changed`, on which the current state agrees with a
+    /// located failure.
+    fn located_failure(&mut self, changed: (u32, u32)) -> Option<(u32, u32)> {
+        for i in 0..self.hot.len() {
+            let w = self.hot[i];
+            if meets(w, changed) {
+                let key = self.local_key(w);
+                if self.memo.contains_located(key) {
+                    return Some(w);
+                }
+            }
+        }
+        None
     }
 
     fn span(&self, b: u32) -> (u32, u32) {
@@ -562,6 +650,9 @@ impl<'a> Search<'a> {
                         if self.cfg.backjump {
                             // The node fails where its children failed.
                             self.pending = located(win);
+                            if self.cfg.located && win != EMPTY {
+                                self.record_located(win);
+                            }
                         }
                         self.stack.pop();
                         self.cands.truncate(cstart);
@@ -759,6 +850,25 @@ impl<'a> Search<'a> {
             self.pending = WHOLE;
             return Choice::Fail;
         }
+        if self.cfg.backjump && self.cfg.located && !self.hot.is_empty() {
+            // What changed since the parent node: the candidates its children blocked and
+            // placed, and what the placement raised (elsewhere the state is the parent's).
+            let changed = match self.stack.last().copied() {
+                Some(Frame::Node {
+                    cstart, cend, next, ..
+                }) => self.cands[cstart..cstart + next.min(cend - cstart)]
+                    .iter()
+                    .fold(self.placed_changed, |w, &c| widen(w, self.span(c))),
+                _ => WHOLE,
+            };
+            if let Some(w) = self.located_failure(changed) {
+                // Like a jump: the location is an approximation, the run proves nothing.
+                self.skips += 1;
+                self.located_hits += 1;
+                self.pending = w;
+                return Choice::Fail;
+            }
+        }
         // The state fails outright: nothing to place, a blocked buffer below the level, or
         // the section check at a level above the one the state passed at.
         // Where the failure lies, for backjumping: the blocked buffer under the level, the
@@ -947,6 +1057,7 @@ impl<'a> Search<'a> {
             a1 = a1.max(self.inst.hi[oi]);
         }
         self.affected = (a0, a1);
+        self.placed_changed = (a0, a1);
         ok
     }
 

@@ -140,6 +140,7 @@ fn all_switches() -> impl Iterator<Item = ExactOptions> {
         learning: m & 4 == 0,
         blocks: m & 32 == 0,
         backjumping: m & 1 == 0,
+        located_failures: m & 8 == 0,
         threads: 1 + (m as usize & 1),
     })
 }
@@ -784,6 +785,42 @@ fn a_backjumping_run_is_never_wrong_and_proves_nothing_once_it_jumped() {
     assert!(proved > 0, "no run proved a capacity infeasible");
 }
 
+/// Located failures fire in backjumping runs on generated fits (nodes fail on a window
+/// where an earlier subtree failed), and what such a run places is still valid.
+#[test]
+fn located_failures_fail_nodes_of_backjumping_runs_and_keep_placements_valid() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let mut hits = 0;
+    for seed in 0..6u64 {
+        let g = generate(&HardSpec::challenging(seed, 120, Variant::Fits));
+        let inst = Instance::new(&g.problem, &[], u64::MAX);
+        for s in STRATEGIES {
+            let cfg = Config {
+                backjump: true,
+                located: true,
+                ..ExactOptions::default().config()
+            };
+            let mut memo = Memo::default();
+            let mut used = 0;
+            let mut search = Search::new(
+                &inst,
+                g.capacity,
+                cfg,
+                (s.pivot, ranks(&inst, &s.keys)),
+                &mut memo,
+            );
+            let end = search.run(20_000, &Limits::UNLIMITED.start(), &mut used);
+            hits += search.located_hits();
+            match end {
+                RunEnd::Found(local) => assert!(peak_of(&g.problem, &inst, &local) <= g.capacity),
+                RunEnd::NodeLimit => {}
+                other => panic!("{}: {other:?} on a fitting instance", g.name),
+            }
+        }
+    }
+    assert!(hits > 0, "no located failure fired");
+}
+
 /// Above LOAD the schedule opens with discrepancy passes; on one thread or two the answer and
 /// the node count stay the same.
 #[test]
@@ -1074,15 +1111,29 @@ fn blocks_never_change_an_answer_on_tiny_instances_of_shared_lifetimes() {
     assert!(merged > 200, "only {merged} of 300 instances formed blocks");
 }
 
-/// `hard-100-fits-71`: the buffers' rotation does not place it within four million nodes; its
-/// blocks (glued back pieces of the cut) place it within the share they get.
+/// `hard-100-fits-71`: the buffers' rotation without located failures does not place it
+/// within four million nodes; its blocks (glued back pieces of the cut) place it within the
+/// share they get. (With located failures the buffers' rotation places it too.)
 #[test]
 fn the_blocks_place_a_cut_instance_the_buffers_alone_miss() {
     use crate::generate::{generate, HardSpec, Variant};
     let inst = generate(&HardSpec::challenging(71, 100, Variant::Fits));
     let budget = 4_000_000;
-    let with = solve(&inst.problem, inst.capacity, &[], &node_capped(budget));
+    let opts = ExactOptions {
+        located_failures: false,
+        ..node_capped(budget)
+    };
+    let with = solve(&inst.problem, inst.capacity, &[], &opts);
     let without = solve(
+        &inst.problem,
+        inst.capacity,
+        &[],
+        &ExactOptions {
+            blocks: false,
+            ..opts.clone()
+        },
+    );
+    let located = solve(
         &inst.problem,
         inst.capacity,
         &[],
@@ -1090,6 +1141,12 @@ fn the_blocks_place_a_cut_instance_the_buffers_alone_miss() {
             blocks: false,
             ..node_capped(budget)
         },
+    );
+    assert_eq!(
+        located.status,
+        ExactStatus::Optimal,
+        "{} nodes",
+        located.nodes
     );
     assert_eq!(with.status, ExactStatus::Optimal, "{} nodes", with.nodes);
     assert_eq!(without.status, ExactStatus::Timeout);
