@@ -50,7 +50,7 @@
 //! - *located failures* (with backjumping; nogoods on a window instead of the whole state,
 //!   see `super::memo`): a node whose subtree failed in a window of sections records the
 //!   state local to that window, and a later node fails at once when its state agrees with
-//!   a recorded one on that window. Only the [`HOT_WINDOWS`] windows recorded last are
+//!   a recorded one on that window. Only the `HOT_WINDOWS` windows recorded last are
 //!   looked at, and only those its parent's change touched (the others agree with what the
 //!   parent saw). A node failed this way counts as a jump: the run proves nothing.
 //!
