@@ -145,7 +145,7 @@ fn full_checks() -> bool {
 
 /// Windows a node compares with the located failures: the most recently recorded distinct
 /// ones (2 and 32 measured worse than 8 on the 250-buffer fits, see the README).
-pub(crate) const HOT_WINDOWS: usize = 8;
+const HOT_WINDOWS: usize = 8;
 
 /// A window this narrow (in sections) fingerprints by its sections' members, a wider one by
 /// a pass over every buffer.
