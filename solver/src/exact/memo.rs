@@ -24,7 +24,9 @@
 //! limit that stays below `2^-80` for a whole run, the price of `O(1)` memory per state.
 //!
 //! Complexity: `O(k)` to fingerprint a state of `k` unplaced buffers (a local state: those
-//! alive in the window, plus its sections), `O(1)` expected per look-up and insertion;
+//! alive in the window, plus its sections; the search computes it so only when it records
+//! a window, then keeps it up to date change by change, [`sub`] undoing a term's old value),
+//! `O(1)` expected per look-up and insertion;
 //! memory 16 bytes per state, at most [`MEMO_STATES`] states and [`LOCATED_STATES`] located
 //! failures.
 
@@ -62,6 +64,13 @@ pub(crate) fn term(buffer: u32, min_off: u64, blocked: u64) -> u128 {
 pub(crate) fn add(a: u128, b: u128) -> u128 {
     let hi = ((a >> 64) as u64).wrapping_add((b >> 64) as u64);
     let lo = (a as u64).wrapping_add(b as u64);
+    (u128::from(hi) << 64) | u128::from(lo)
+}
+
+/// Subtracts fingerprint `b` from `a` lane by lane (the inverse of [`add`]).
+pub(crate) fn sub(a: u128, b: u128) -> u128 {
+    let hi = ((a >> 64) as u64).wrapping_sub((b >> 64) as u64);
+    let lo = (a as u64).wrapping_sub(b as u64);
     (u128::from(hi) << 64) | u128::from(lo)
 }
 
@@ -143,5 +152,23 @@ mod tests {
         m.insert_located(a);
         assert!(m.contains_located(b));
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn subtracting_a_term_undoes_adding_it_even_across_the_wrap() {
+        let terms: Vec<u128> = (0..64u32)
+            .map(|b| term(b, u64::from(b) * 977, u64::MAX))
+            .collect();
+        let all = terms.iter().fold(0u128, |k, &t| add(k, t));
+        // Replacing one term by another: the key of the changed set, whatever the order.
+        let changed = add(sub(all, terms[7]), term(7, 1, u64::MAX));
+        let direct = terms
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| if i == 7 { term(7, 1, u64::MAX) } else { t })
+            .fold(0u128, add);
+        assert_eq!(changed, direct);
+        assert_eq!(sub(add(u128::MAX, 5), 5), u128::MAX);
+        assert_eq!(terms.iter().fold(all, |k, &t| sub(k, t)), 0);
     }
 }

@@ -52,7 +52,11 @@
 //!   state local to that window, and a later node fails at once when its state agrees with
 //!   a recorded one on that window. Only the `HOT_WINDOWS` windows recorded last are
 //!   looked at, and only those its parent's change touched (the others agree with what the
-//!   parent saw). A node failed this way counts as a jump: the run proves nothing.
+//!   parent saw). A node failed this way counts as a jump: the run proves nothing. The
+//!   fingerprints of the hot windows are kept up to date as the state changes (every write
+//!   of an offset, a lowest offset, a block or a floor adds its term's difference to the
+//!   windows it lies in), so a look-up costs `O(1)` per window instead of a pass over the
+//!   window's buffers.
 //!
 //! Every change is recorded on a trail and undone on backtrack. The stack holds `Node` frames
 //! (a piece, its candidates, the next child, the trail mark) and `Split` frames (the pieces of
@@ -70,11 +74,12 @@
 //! `O(k)` for the `k` members of the piece (their fingerprint terms are cached), `O(S_g)`
 //! (`O(S_g log f)` with fixed buffers) for the section check of the piece's `S_g` sections
 //! when the level rose, and per child one block, `O(span + overlaps)` for a placement and
-//! `O(Σ live)` for the floors and the check of the touched sections.
+//! `O(Σ live)` for the floors and the check of the touched sections; with located failures,
+//! `O(HOT_WINDOWS)` more per changed buffer or floor, and `O(HOT_WINDOWS)` look-ups per node.
 //! Memory `O(n + S + Σ overlaps + depth · k)`.
 
 use super::decompose::{initial_cuts, split, Piece};
-use super::memo::{add, term, Memo, FLOOR_TAG, WINDOW_TAG};
+use super::memo::{add, sub, term, Memo, FLOOR_TAG, WINDOW_TAG};
 use super::ordering::{preorder, Key, Pivot};
 use super::sections::{Instance, NONE32};
 use super::SearchTrace;
@@ -275,10 +280,12 @@ pub(crate) struct Search<'a> {
     pruned: bool,
     /// Preorder keys the members of each new piece are re-ranked by (empty: keep the ranks).
     rekeys: Vec<Key>,
-    /// Per buffer, the last fingerprint term computed and its inputs `(min_off, blocked)`:
+    /// Per buffer, the last fingerprint terms computed and their inputs `(min_off, blocked)`:
     /// most buffers keep their state from node to node, so the term is mixed again only
     /// when it changed (a cache, always correct for its inputs, never undone).
-    terms: Vec<(u64, u64, u128)>,
+    terms: Vec<TermCache>,
+    /// Per section, the last fingerprint terms of its floor (located failures).
+    floor_terms: Vec<TermCache>,
     /// Level at which the current state passed its last section check: sections the next
     /// change leaves alone pass again at any level up to it (the check is monotone in the
     /// level), so only the changed ones are checked.
@@ -295,10 +302,44 @@ pub(crate) struct Search<'a> {
     /// Windows of the located failures recorded last, the latest first (at most
     /// [`HOT_WINDOWS`], distinct).
     hot: Vec<(u32, u32)>,
+    /// The fingerprint of the current state local to each window of `hot` (kept up to date by
+    /// every change of a buffer or a floor, so comparing costs `O(1)` per window).
+    hot_keys: Vec<u128>,
     /// Sections whose floors or unplaced buffers the last placement changed.
     placed_changed: (u32, u32),
     /// Nodes failed by a located failure.
     located_hits: u64,
+}
+
+/// The last two fingerprint terms computed for one thing and their inputs: a change and its
+/// undo alternate between two states, and both stay cached.
+#[derive(Debug, Clone, Copy)]
+struct TermCache {
+    last: ((u64, u64), u128),
+    before: ((u64, u64), u128),
+}
+
+impl TermCache {
+    fn new(inputs: (u64, u64), t: u128) -> Self {
+        TermCache {
+            last: (inputs, t),
+            before: (inputs, t),
+        }
+    }
+
+    /// The term for `inputs`: cached, or `mix()` computed and cached.
+    fn get(&mut self, inputs: (u64, u64), mix: impl FnOnce() -> u128) -> u128 {
+        if self.last.0 == inputs {
+            return self.last.1;
+        }
+        if self.before.0 == inputs {
+            std::mem::swap(&mut self.last, &mut self.before);
+            return self.last.1;
+        }
+        self.before = self.last;
+        self.last = (inputs, mix());
+        self.last.1
+    }
 }
 
 /// No sections (a window of sections `[lo, hi)`; backjumping).
@@ -367,7 +408,12 @@ impl<'a> Search<'a> {
             disc: 0,
             pruned: false,
             rekeys: Vec::new(),
-            terms: (0..m as u32).map(|b| (0, NONE, term(b, 0, NONE))).collect(),
+            terms: (0..m as u32)
+                .map(|b| TermCache::new((0, NONE), term(b, 0, NONE)))
+                .collect(),
+            floor_terms: (0..inst.n_sec as u32)
+                .map(|s| TermCache::new((0, FLOOR_TAG), term(s, 0, FLOOR_TAG)))
+                .collect(),
             passed: 0,
             depth: 0,
             deepest: 0,
@@ -375,6 +421,7 @@ impl<'a> Search<'a> {
             pending: EMPTY,
             skips: 0,
             hot: Vec::new(),
+            hot_keys: Vec::new(),
             placed_changed: EMPTY,
             located_hits: 0,
         }
@@ -410,7 +457,8 @@ impl<'a> Search<'a> {
             }
         }
         for s in lo..hi {
-            key = add(key, term(s, self.floor[s as usize], FLOOR_TAG));
+            let t = self.floor_term(s, self.floor[s as usize]);
+            key = add(key, t);
         }
         key
     }
@@ -421,9 +469,12 @@ impl<'a> Search<'a> {
         self.memo.insert_located(key);
         if let Some(i) = self.hot.iter().position(|&h| h == win) {
             self.hot.remove(i);
+            self.hot_keys.remove(i);
         }
         self.hot.insert(0, win);
+        self.hot_keys.insert(0, key);
         self.hot.truncate(HOT_WINDOWS);
+        self.hot_keys.truncate(HOT_WINDOWS);
     }
 
     /// A hot window, among those meeting `changed`, on which the current state agrees with a
@@ -432,13 +483,71 @@ impl<'a> Search<'a> {
         for i in 0..self.hot.len() {
             let w = self.hot[i];
             if meets(w, changed) {
-                let key = self.local_key(w);
+                let key = self.hot_keys[i];
+                #[cfg(test)]
+                assert_eq!(
+                    key,
+                    self.local_key(w),
+                    "the kept key of window {w:?} is stale"
+                );
                 if self.memo.contains_located(key) {
                     return Some(w);
                 }
             }
         }
         None
+    }
+
+    /// Whether some hot window meets sections `span` (its key follows a change there).
+    fn watched(&self, span: (u32, u32)) -> bool {
+        self.hot.iter().any(|&w| meets(w, span))
+    }
+
+    /// Adds `delta` to the keys of the hot windows meeting sections `span`.
+    fn shift_keys(&mut self, span: (u32, u32), delta: u128) {
+        for (w, k) in self.hot.iter().zip(self.hot_keys.iter_mut()) {
+            if meets(*w, span) {
+                *k = add(*k, delta);
+            }
+        }
+    }
+
+    /// What buffer `b` adds to a local key: its term while unplaced, nothing once placed.
+    fn local_term(&mut self, b: u32) -> u128 {
+        if self.unplaced(b) {
+            self.term_of(b)
+        } else {
+            0
+        }
+    }
+
+    /// Changes the state of buffer `b` (its offset, lowest offset or block) by `write`, and
+    /// the keys of the hot windows it is alive in with it.
+    fn set_buffer(&mut self, b: u32, write: impl FnOnce(&mut Self)) {
+        let span = self.span(b);
+        if !self.watched(span) {
+            write(self);
+            return;
+        }
+        let old = self.local_term(b);
+        write(self);
+        let new = self.local_term(b);
+        if new != old {
+            self.shift_keys(span, sub(new, old));
+        }
+    }
+
+    /// Sets the floor of section `s` to `v` (bytes), and the keys of the hot windows holding
+    /// it with it.
+    fn set_floor(&mut self, s: u32, v: u64) {
+        let si = s as usize;
+        let span = (s, s + 1);
+        if self.watched(span) {
+            let old = self.floor_term(s, self.floor[si]);
+            let new = self.floor_term(s, v);
+            self.shift_keys(span, sub(new, old));
+        }
+        self.floor[si] = v;
     }
 
     fn span(&self, b: u32) -> (u32, u32) {
@@ -463,13 +572,13 @@ impl<'a> Search<'a> {
         } else {
             NONE
         };
-        let (x, y, t) = self.terms[bi];
-        if x == self.min_off[bi] && y == blk {
-            return t;
-        }
-        let t = term(b, self.min_off[bi], blk);
-        self.terms[bi] = (self.min_off[bi], blk, t);
-        t
+        let x = self.min_off[bi];
+        self.terms[bi].get((x, blk), || term(b, x, blk))
+    }
+
+    /// The fingerprint term of section `s` with floor `v` (bytes).
+    fn floor_term(&mut self, s: u32, v: u64) -> u128 {
+        self.floor_terms[s as usize].get((v, FLOOR_TAG), || term(s, v, FLOOR_TAG))
     }
 
     /// Re-ranks the members of every piece a split creates by `keys`, with the section
@@ -1002,7 +1111,7 @@ impl<'a> Search<'a> {
             let ci = c as usize;
             if self.off[ci] == NONE && self.blocked[ci] != level {
                 self.trail.push(Undo::Block(c, self.blocked[ci]));
-                self.blocked[ci] = level;
+                self.set_buffer(c, |me| me.blocked[ci] = level);
             }
             if !self.cfg.dominance {
                 break;
@@ -1021,7 +1130,7 @@ impl<'a> Search<'a> {
         let size = self.inst.bufs[bi].size;
         let h = x.saturating_add(size);
         let (lo, hi) = (self.inst.lo[bi], self.inst.hi[bi]);
-        self.off[bi] = x;
+        self.set_buffer(b, |me| me.off[bi] = x);
         self.depth += 1;
         self.deepest = self.deepest.max(self.depth);
         self.trail.push(Undo::Place(b));
@@ -1030,7 +1139,7 @@ impl<'a> Search<'a> {
             self.total[si] = self.total[si].saturating_sub(size);
             if self.floor[si] < h {
                 self.trail.push(Undo::Floor(s, self.floor[si]));
-                self.floor[si] = h;
+                self.set_floor(s, h);
             }
         }
         for k in lo..hi.saturating_sub(1) {
@@ -1046,7 +1155,7 @@ impl<'a> Search<'a> {
             }
             let nx = self.inst.fit(oi, h).unwrap_or(NONE);
             self.trail.push(Undo::MinOff(o, self.min_off[oi]));
-            self.min_off[oi] = nx;
+            self.set_buffer(o, |me| me.min_off[oi] = nx);
             if nx.saturating_add(self.inst.bufs[oi].size) > self.cap {
                 ok = false;
                 if self.cfg.backjump {
@@ -1122,7 +1231,7 @@ impl<'a> Search<'a> {
                 }
                 if lowest != NONE && lowest > self.floor[si] {
                     self.trail.push(Undo::Floor(s, self.floor[si]));
-                    self.floor[si] = lowest;
+                    self.set_floor(s, lowest);
                 }
             }
         }
@@ -1194,7 +1303,7 @@ impl<'a> Search<'a> {
                 Undo::Place(b) => {
                     let bi = b as usize;
                     self.depth = self.depth.saturating_sub(1);
-                    self.off[bi] = NONE;
+                    self.set_buffer(b, |me| me.off[bi] = NONE);
                     let size = self.inst.bufs[bi].size;
                     let (lo, hi) = (self.inst.lo[bi], self.inst.hi[bi]);
                     for s in lo..hi {
@@ -1207,9 +1316,9 @@ impl<'a> Search<'a> {
                         self.open[o as usize] += 1;
                     }
                 }
-                Undo::Floor(s, v) => self.floor[s as usize] = v,
-                Undo::MinOff(b, v) => self.min_off[b as usize] = v,
-                Undo::Block(b, v) => self.blocked[b as usize] = v,
+                Undo::Floor(s, v) => self.set_floor(s, v),
+                Undo::MinOff(b, v) => self.set_buffer(b, |me| me.min_off[b as usize] = v),
+                Undo::Block(b, v) => self.set_buffer(b, |me| me.blocked[b as usize] = v),
                 Undo::Rank(b, v) => self.rank[b as usize] = v,
             }
         }

@@ -786,7 +786,9 @@ fn a_backjumping_run_is_never_wrong_and_proves_nothing_once_it_jumped() {
 }
 
 /// Located failures fire in backjumping runs on generated fits (nodes fail on a window
-/// where an earlier subtree failed), and what such a run places is still valid.
+/// where an earlier subtree failed), and what such a run places is still valid. In tests,
+/// every look-up also fingerprints its window from scratch and asserts that the key the
+/// search kept up to date, change by change, is the same.
 #[test]
 fn located_failures_fail_nodes_of_backjumping_runs_and_keep_placements_valid() {
     use crate::generate::{generate, HardSpec, Variant};
