@@ -1,5 +1,6 @@
 //! **exact-suite** (`--only exact-suite [--count N] [--first-seed S] [--configs A,B,…]
-//! [--keep F] [--aligned F] [--capacity-factor F] [--write DIR]`; not part of the default run): the exact placement search on generated hard
+//! [--class B] [--keep F] [--aligned F] [--capacity-factor F] [--write DIR]`; not part of
+//! the default run): the exact placement search on generated hard
 //! instances with known answers ([`memplan_solver::generate`]) and on the six challenging
 //! MiniMalloc instances of `SHARED_DIR/bench/minimalloc`.
 //!
@@ -23,6 +24,10 @@
 //! what makes instances hard; the names then end in `-keepF` / `-alignedF`.
 //! `--capacity-factor F` asks the fitting instances at `F` × LOAD (rounded down to the grid;
 //! names end in `-capF`): a fit with slack, as under a memory budget.
+//! `--class B` replaces the suite's mix by one size class: `--count` fitting instances of `B`
+//! buffers, one per seed from `--first-seed` on (`hard-B-fits-SEED`, the same instance as the
+//! suite's when the suite gives that seed that size), for samples of one class larger than
+//! the suite's eight fits per class per 50 seeds, such as the held-out ones the README quotes.
 //!
 //! `--write DIR` writes the generated instances as `DIR/NAME.CAPACITY.csv` (the buffer CSV of
 //! docs/FORMATS.md §3, alignment column where needed, no offsets) and `DIR/index.csv` (name,
@@ -30,7 +35,7 @@
 
 use anyhow::{bail, Context, Result};
 use memplan_solver::exact::{self, ExactOptions, ExactStatus, SearchTrace};
-use memplan_solver::generate::{self, HardInstance, Known, Variant};
+use memplan_solver::generate::{self, HardInstance, HardSpec, Known, Variant};
 use memplan_solver::placement::{self, program::IlpOptions};
 use memplan_solver::{Limits, PlacementProblem};
 use std::collections::BTreeMap;
@@ -40,6 +45,9 @@ use std::time::{Duration, Instant};
 
 /// Default number of generated instances.
 pub const DEFAULT_COUNT: usize = 200;
+
+/// Most buffers `--class` accepts (the generator cuts a 1024 × 1024 grid).
+pub const MAX_CLASS: usize = 100_000;
 
 /// Default per-instance time limit of this table (seconds).
 pub const DEFAULT_TIME_LIMIT_S: f64 = 10.0;
@@ -104,6 +112,9 @@ pub struct SuiteArgs {
     pub aligned: Option<f64>,
     /// Fitting instances are asked at this multiple of LOAD (≥ 1; rounded down to the grid).
     pub capacity_factor: Option<f64>,
+    /// One size class instead of the suite's mix: every instance fits and has this many
+    /// buffers (`None`: [`generate::suite`]).
+    pub class: Option<usize>,
 }
 
 /// One instance of the table.
@@ -303,6 +314,15 @@ fn generated(args: &SuiteArgs) -> Result<Vec<HardInstance>> {
             bail!("--capacity-factor {f}: fitting instances are asked at F × LOAD with F ≥ 1");
         }
     }
+    let specs = match args.class {
+        None => generate::suite(args.count, args.first_seed),
+        Some(b) if !(1..=MAX_CLASS).contains(&b) => {
+            bail!("--class {b}: a class has 1 to {MAX_CLASS} buffers")
+        }
+        Some(b) => (0..args.count as u64)
+            .map(|i| HardSpec::challenging(args.first_seed.saturating_add(i), b, Variant::Fits))
+            .collect(),
+    };
     let mut suffix = String::new();
     if let Some(k) = args.keep {
         let _ = write!(suffix, "-keep{k}");
@@ -310,7 +330,7 @@ fn generated(args: &SuiteArgs) -> Result<Vec<HardInstance>> {
     if let Some(a) = args.aligned {
         let _ = write!(suffix, "-aligned{a}");
     }
-    Ok(generate::suite(args.count, args.first_seed)
+    Ok(specs
         .into_iter()
         .map(|mut spec| {
             spec.keep = args.keep.unwrap_or(spec.keep);
@@ -423,15 +443,21 @@ pub fn run(shared: &Path, args: &SuiteArgs) -> Result<()> {
     }
     let mut cases = shared_cases(shared)?;
     // Classes by the size asked (with `--keep 1` a last pinwheel cut may add a few buffers).
-    let specs = generate::suite(args.count, args.first_seed);
-    for (spec, inst) in specs.iter().zip(instances) {
+    let sizes: Vec<usize> = match args.class {
+        Some(b) => vec![b; instances.len()],
+        None => generate::suite(args.count, args.first_seed)
+            .iter()
+            .map(|spec| spec.buffers)
+            .collect(),
+    };
+    for (size, inst) in sizes.into_iter().zip(instances) {
         let variant = match inst.known {
             Known::Fits => Variant::Fits.as_str(),
             Known::Infeasible => Variant::BelowLoad.as_str(),
             Known::Unknown => Variant::Grown(0).as_str(),
         };
         cases.push(Case {
-            class: format!("{} buffers", spec.buffers),
+            class: format!("{size} buffers"),
             name: inst.name,
             variant,
             capacity: inst.capacity,
@@ -540,6 +566,7 @@ mod tests {
             keep: None,
             aligned: None,
             capacity_factor: None,
+            class: None,
         }
     }
 
@@ -601,6 +628,39 @@ mod tests {
             }
         }
         assert!(holes > 0, "the default shape deletes pieces");
+    }
+
+    #[test]
+    fn a_class_gives_fitting_instances_of_one_size_that_match_the_suite() {
+        let sample = SuiteArgs {
+            class: Some(250),
+            first_seed: 101,
+            ..args(12)
+        };
+        let class = generated(&sample).unwrap();
+        assert_eq!(class.len(), 12);
+        for (i, inst) in class.iter().enumerate() {
+            assert_eq!(inst.name, format!("hard-250-fits-{}", 101 + i));
+            assert_eq!(inst.problem.buffers.len(), 250);
+            assert_eq!((inst.known, inst.capacity), (Known::Fits, inst.load));
+        }
+        // Seed 102 is a 250-buffer fit in the suite too: the same instance.
+        let suite = generated(&SuiteArgs {
+            first_seed: 101,
+            ..args(5)
+        })
+        .unwrap();
+        assert_eq!(suite[1].name, class[1].name);
+        assert_eq!(suite[1].problem, class[1].problem);
+        for b in [0, MAX_CLASS + 1] {
+            let err = generated(&SuiteArgs {
+                class: Some(b),
+                ..args(1)
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("--class"), "{err}");
+        }
     }
 
     #[test]

@@ -124,6 +124,7 @@ fn main() -> Result<()> {
         keep: None,
         aligned: None,
         capacity_factor: None,
+        class: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -182,6 +183,14 @@ fn main() -> Result<()> {
                         .context("--capacity-factor needs a factor ≥ 1")?,
                 )
             }
+            "--class" => {
+                suite.class = Some(
+                    args.next()
+                        .context("--class needs a buffer count")?
+                        .parse()
+                        .context("--class needs a buffer count")?,
+                )
+            }
             "--write" => {
                 suite.write = Some(PathBuf::from(
                     args.next().context("--write needs a directory")?,
@@ -189,7 +198,7 @@ fn main() -> Result<()> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic|streams] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--keep F] [--aligned F] [--capacity-factor F] [--write DIR]"
+                    "usage: memplan-benchmarks [SHARED_DIR] [--time-limit S] [--effort K] [--only zoo|traces|order|budget|fusion|conv-algos|tiers|tiling|determinism|latency|mutations|bound|exact-suite|symbolic|streams] [--graphs DIR] [--mutants N] [--count N] [--first-seed S] [--configs A,B] [--class B] [--keep F] [--aligned F] [--capacity-factor F] [--write DIR]"
                 );
                 return Ok(());
             }

@@ -458,7 +458,9 @@ fn blocks_of(
     opts: &ExactOptions,
 ) -> Option<blocks::Blocks> {
     let bounded = opts.limits.nodes.is_some() || opts.limits.time.is_some();
-    if !opts.blocks || !fixed.is_empty() || opts.only_strategy.is_some() || !bounded {
+    // A list of pins that pins nothing asks the same question as no list.
+    let pinned = fixed.iter().any(Option::is_some);
+    if !opts.blocks || pinned || opts.only_strategy.is_some() || !bounded {
         return None;
     }
     blocks::Blocks::of(problem)

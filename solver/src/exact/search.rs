@@ -465,12 +465,15 @@ impl<'a> Search<'a> {
 
     /// Records that the state local to `win` fails, and makes `win` the hottest window.
     fn record_located(&mut self, win: (u32, u32)) {
-        let key = self.local_key(win);
+        // A hot window's key is kept up to date: no need to fingerprint it again.
+        let key = match self.hot.iter().position(|&h| h == win) {
+            Some(i) => {
+                self.hot.remove(i);
+                self.hot_keys.remove(i)
+            }
+            None => self.local_key(win),
+        };
         self.memo.insert_located(key);
-        if let Some(i) = self.hot.iter().position(|&h| h == win) {
-            self.hot.remove(i);
-            self.hot_keys.remove(i);
-        }
         self.hot.insert(0, win);
         self.hot_keys.insert(0, key);
         self.hot.truncate(HOT_WINDOWS);

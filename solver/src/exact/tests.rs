@@ -1116,6 +1116,26 @@ fn blocks_never_change_an_answer_on_tiny_instances_of_shared_lifetimes() {
 /// `hard-100-fits-71`: the buffers' rotation without located failures does not place it
 /// within four million nodes; its blocks (glued back pieces of the cut) place it within the
 /// share they get. (With located failures the buffers' rotation places it too.)
+/// `fixed` with no offset in it is the same question as no `fixed` at all: same answer, same
+/// nodes (it once turned the blocks off, and `hard-100-fits-71` needs them, above).
+#[test]
+fn a_pin_list_that_pins_nothing_asks_the_same_question_as_none() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let inst = generate(&HardSpec::challenging(71, 100, Variant::Fits));
+    let opts = ExactOptions {
+        located_failures: false,
+        ..node_capped(4_000_000)
+    };
+    let none = solve(&inst.problem, inst.capacity, &[], &opts);
+    let free = vec![None; inst.problem.buffers.len()];
+    let unpinned = solve(&inst.problem, inst.capacity, &free, &opts);
+    assert_eq!(none.status, ExactStatus::Optimal);
+    assert_eq!(
+        (unpinned.status, unpinned.nodes, unpinned.placement),
+        (none.status, none.nodes, none.placement)
+    );
+}
+
 #[test]
 fn the_blocks_place_a_cut_instance_the_buffers_alone_miss() {
     use crate::generate::{generate, HardSpec, Variant};
