@@ -60,18 +60,21 @@ pub(crate) fn term(buffer: u32, min_off: u64, blocked: u64) -> u128 {
     (u128::from(lane(0x5851_F42D_4C95_7F2D)) << 64) | u128::from(lane(0x1405_7B7E_F767_814F))
 }
 
+/// Applies `op` to the two 64-bit lanes of `a` and `b`.
+fn lanewise(a: u128, b: u128, op: fn(u64, u64) -> u64) -> u128 {
+    let hi = op((a >> 64) as u64, (b >> 64) as u64);
+    let lo = op(a as u64, b as u64);
+    (u128::from(hi) << 64) | u128::from(lo)
+}
+
 /// Adds two fingerprints lane by lane.
 pub(crate) fn add(a: u128, b: u128) -> u128 {
-    let hi = ((a >> 64) as u64).wrapping_add((b >> 64) as u64);
-    let lo = (a as u64).wrapping_add(b as u64);
-    (u128::from(hi) << 64) | u128::from(lo)
+    lanewise(a, b, u64::wrapping_add)
 }
 
 /// Subtracts fingerprint `b` from `a` lane by lane (the inverse of [`add`]).
 pub(crate) fn sub(a: u128, b: u128) -> u128 {
-    let hi = ((a >> 64) as u64).wrapping_sub((b >> 64) as u64);
-    let lo = (a as u64).wrapping_sub(b as u64);
-    (u128::from(hi) << 64) | u128::from(lo)
+    lanewise(a, b, u64::wrapping_sub)
 }
 
 /// A hasher for keys that are already uniformly mixed: keeps the low 64 bits.

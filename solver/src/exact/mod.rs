@@ -297,9 +297,10 @@ impl SearchTrace {
 /// Places every buffer of `problem` under `capacity` (`problem.capacity` is ignored).
 ///
 /// `fixed` is empty or has one entry per buffer: `Some(offset)` pins a buffer, which the others
-/// then avoid (a list of `None`s asks the same question as an empty one). An invalid problem (zero size, bad alignment, empty lifetime), a `fixed` of the
-/// wrong length, or pinned buffers that are misaligned, overlap or exceed the capacity have
-/// no placement: [`ExactStatus::Infeasible`]. A returned placement always passes
+/// then avoid (a list of `None`s asks the same question as an empty one). An invalid problem
+/// (zero size, bad alignment, empty lifetime), a `fixed` of the wrong length, or pinned buffers
+/// that are misaligned, overlap or exceed the capacity have no placement:
+/// [`ExactStatus::Infeasible`]. A returned placement always passes
 /// [`PlacementProblem::check`] under `capacity` and keeps the pinned offsets.
 pub fn solve(
     problem: &PlacementProblem,

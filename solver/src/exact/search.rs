@@ -300,11 +300,9 @@ pub(crate) struct Search<'a> {
     /// Nodes left with children untried by a backjump or failed by a located failure.
     skips: u64,
     /// Windows of the located failures recorded last, the latest first (at most
-    /// [`HOT_WINDOWS`], distinct).
-    hot: Vec<(u32, u32)>,
-    /// The fingerprint of the current state local to each window of `hot` (kept up to date by
-    /// every change of a buffer or a floor, so comparing costs `O(1)` per window).
-    hot_keys: Vec<u128>,
+    /// [`HOT_WINDOWS`], distinct), each with the fingerprint of the current state local to it
+    /// (kept up to date by every change of a buffer or a floor, so comparing costs `O(1)`).
+    hot: Vec<((u32, u32), u128)>,
     /// Sections whose floors or unplaced buffers the last placement changed.
     placed_changed: (u32, u32),
     /// Nodes failed by a located failure.
@@ -421,7 +419,6 @@ impl<'a> Search<'a> {
             pending: EMPTY,
             skips: 0,
             hot: Vec::new(),
-            hot_keys: Vec::new(),
             placed_changed: EMPTY,
             located_hits: 0,
         }
@@ -466,27 +463,21 @@ impl<'a> Search<'a> {
     /// Records that the state local to `win` fails, and makes `win` the hottest window.
     fn record_located(&mut self, win: (u32, u32)) {
         // A hot window's key is kept up to date: no need to fingerprint it again.
-        let key = match self.hot.iter().position(|&h| h == win) {
-            Some(i) => {
-                self.hot.remove(i);
-                self.hot_keys.remove(i)
-            }
+        let key = match self.hot.iter().position(|&(h, _)| h == win) {
+            Some(i) => self.hot.remove(i).1,
             None => self.local_key(win),
         };
         self.memo.insert_located(key);
-        self.hot.insert(0, win);
-        self.hot_keys.insert(0, key);
+        self.hot.insert(0, (win, key));
         self.hot.truncate(HOT_WINDOWS);
-        self.hot_keys.truncate(HOT_WINDOWS);
     }
 
     /// A hot window, among those meeting `changed`, on which the current state agrees with a
     /// located failure.
     fn located_failure(&mut self, changed: (u32, u32)) -> Option<(u32, u32)> {
         for i in 0..self.hot.len() {
-            let w = self.hot[i];
+            let (w, key) = self.hot[i];
             if meets(w, changed) {
-                let key = self.hot_keys[i];
                 #[cfg(test)]
                 assert_eq!(
                     key,
@@ -503,12 +494,12 @@ impl<'a> Search<'a> {
 
     /// Whether some hot window meets sections `span` (its key follows a change there).
     fn watched(&self, span: (u32, u32)) -> bool {
-        self.hot.iter().any(|&w| meets(w, span))
+        self.hot.iter().any(|&(w, _)| meets(w, span))
     }
 
     /// Adds `delta` to the keys of the hot windows meeting sections `span`.
     fn shift_keys(&mut self, span: (u32, u32), delta: u128) {
-        for (w, k) in self.hot.iter().zip(self.hot_keys.iter_mut()) {
+        for (w, k) in &mut self.hot {
             if meets(*w, span) {
                 *k = add(*k, delta);
             }
