@@ -30,7 +30,10 @@
 //!   ([`super::decompose`]); a strategy whose preorder uses `T` re-ranks each new piece with
 //!   the section totals of the moment, as MiniMalloc's sub-solves re-sort theirs, so the
 //!   most loaded part of what remains comes first;
-//! - *memo*: a node whose state is known to fail fails at once (`super::memo`);
+//! - *memo*: a node whose state is known to fail fails at once (`super::memo`); the
+//!   fingerprint of the state (the sum of its unplaced buffers' terms) is kept up to date
+//!   by every change of a buffer, as the located failures' keys are, so a node reads it in
+//!   `O(1)` instead of summing its piece's members;
 //! - *discrepancy limit* (limited discrepancy search, Harvey and Ginsberg, IJCAI 1995): a
 //!   child tried after a sibling that got past its checks is a discrepancy; a path may hold
 //!   at most `Config::discrepancies` of them. A run that skipped a child for this limit
@@ -70,8 +73,14 @@
 //! and when those blocks alone fail the check, every later child fails too: the node fails
 //! at once instead of trying them one by one.
 //!
+//! *Unplaced members.* Each piece keeps its unplaced members first in its range of members
+//! (a sparse set: a placement swaps the buffer behind them, its undo takes it back), so a
+//! node visits only the buffers still to place, not the piece's placed ones. Their order
+//! changes as buffers come and go, so every choice among them is by a total order (ties
+//! to the lowest index, candidates sorted by rank): the same nodes as in index order.
+//!
 //! Complexity: exponential in the worst case (the problem is strongly NP-hard). Per node:
-//! `O(k)` for the `k` members of the piece (their fingerprint terms are cached), `O(S_g)`
+//! `O(u)` for the `u` unplaced members of the piece, `O(S_g)`
 //! (`O(S_g log f)` with fixed buffers) for the section check of the piece's `S_g` sections
 //! when the level rose, and per child one block, `O(span + overlaps)` for a placement and
 //! `O(Σ live)` for the floors and the check of the touched sections; with located failures,
@@ -163,7 +172,8 @@ const NONE: u64 = u64::MAX;
 
 #[derive(Debug, Clone, Copy)]
 enum Undo {
-    Place(u32),
+    /// Buffer placed, and the piece (group index) it was placed in.
+    Place(u32, u32),
     Floor(u32, u64),
     MinOff(u32, u64),
     Block(u32, u64),
@@ -205,6 +215,8 @@ enum Frame {
         skips: u64,
     },
     Split {
+        /// The piece that split (`usize::MAX` at the root).
+        parent: usize,
         gstart: usize,
         gend: usize,
         next: usize,
@@ -307,6 +319,22 @@ pub(crate) struct Search<'a> {
     placed_changed: (u32, u32),
     /// Nodes failed by a located failure.
     located_hits: u64,
+    /// Memo: the sum of the fingerprint terms of every unplaced buffer, kept up to date by
+    /// every change of a buffer (so a node's key costs `O(1)` instead of a pass over its
+    /// piece's members).
+    live_key: u128,
+    /// Memo: per piece (group index), the sum of the terms of the unplaced buffers outside
+    /// it when it started: nothing outside a piece changes while it is searched, so its key
+    /// is `live_key` minus this.
+    outside: Vec<u128>,
+    /// Memo: per buffer, its term in `live_key` (0 once placed).
+    live_terms: Vec<u128>,
+    /// Per piece (group index), how many of its members are unplaced: they come first in
+    /// its range of `group_members` (a sparse set; a placement swaps the buffer to the end
+    /// of that prefix, its undo lengthens the prefix again), so a node visits only them.
+    unplaced_count: Vec<usize>,
+    /// Per buffer, its position in `group_members` in the innermost piece holding it.
+    member_pos: Vec<u32>,
 }
 
 /// The last two fingerprint terms computed for one thing and their inputs: a change and its
@@ -421,6 +449,11 @@ impl<'a> Search<'a> {
             hot: Vec::new(),
             placed_changed: EMPTY,
             located_hits: 0,
+            live_key: 0,
+            outside: Vec::new(),
+            live_terms: vec![0; m],
+            unplaced_count: Vec::new(),
+            member_pos: vec![0; m],
         }
     }
 
@@ -519,16 +552,42 @@ impl<'a> Search<'a> {
     /// the keys of the hot windows it is alive in with it.
     fn set_buffer(&mut self, b: u32, write: impl FnOnce(&mut Self)) {
         let span = self.span(b);
-        if !self.watched(span) {
+        let watched = self.watched(span);
+        if !watched && !self.cfg.memo {
             write(self);
             return;
         }
-        let old = self.local_term(b);
+        let bi = b as usize;
+        let old = if self.cfg.memo {
+            self.live_terms[bi]
+        } else {
+            self.local_term(b)
+        };
         write(self);
         let new = self.local_term(b);
         if new != old {
-            self.shift_keys(span, sub(new, old));
+            let delta = sub(new, old);
+            if self.cfg.memo {
+                self.live_terms[bi] = new;
+                self.live_key = add(self.live_key, delta);
+            }
+            if watched {
+                self.shift_keys(span, delta);
+            }
         }
+    }
+
+    /// Records what lies outside piece `g` as it starts (see `outside`).
+    fn start_key(&mut self, g: usize) {
+        let grp = self.groups[g];
+        let terms = &self.live_terms;
+        let inside = self.group_members[grp.ms..grp.me]
+            .iter()
+            .fold(0, |k, &b| add(k, terms[b as usize]));
+        if self.outside.len() <= g {
+            self.outside.resize(g + 1, 0);
+        }
+        self.outside[g] = sub(self.live_key, inside);
     }
 
     /// Sets the floor of section `s` to `v` (bytes), and the keys of the hot windows holding
@@ -644,6 +703,14 @@ impl<'a> Search<'a> {
         if !self.check(0, n_sec, 0) {
             return RunEnd::Infeasible;
         }
+        if self.cfg.memo {
+            self.live_key = 0;
+            for b in 0..m as u32 {
+                let t = self.local_term(b);
+                self.live_terms[b as usize] = t;
+                self.live_key = add(self.live_key, t);
+            }
+        }
         let pieces = if self.cfg.decomposition {
             split(self.inst, &self.cuts, 0..m as u32, 0, n_sec)
         } else {
@@ -657,6 +724,7 @@ impl<'a> Search<'a> {
             self.push_group(&p.members, p.s0, p.s1);
         }
         self.stack.push(Frame::Split {
+            parent: usize::MAX,
             gstart: 0,
             gend: self.groups.len(),
             next: 0,
@@ -795,7 +863,7 @@ impl<'a> Search<'a> {
                     let placed = if next < k {
                         let b = self.cands[cstart + next];
                         let x = self.min_off[b as usize];
-                        if !self.place(b, x) || !self.check_changed(grp, level) {
+                        if !self.place(g, b, x) || !self.check_changed(grp, level) {
                             continue; // sig stays TryNext
                         }
                         Some(b)
@@ -835,6 +903,9 @@ impl<'a> Search<'a> {
                             *n += 1;
                         }
                         self.passed = passed;
+                        if self.cfg.memo {
+                            self.start_key(next);
+                        }
                         sig = Sig::Descend(next);
                     }
                 }
@@ -881,6 +952,7 @@ impl<'a> Search<'a> {
                         sig = Sig::TryNext
                     }
                     Some(Frame::Split {
+                        parent,
                         gstart,
                         mark,
                         member_mark,
@@ -890,6 +962,13 @@ impl<'a> Search<'a> {
                         self.stack.pop();
                         self.groups.truncate(gstart);
                         self.group_members.truncate(member_mark);
+                        if parent != usize::MAX {
+                            // The pieces took over the positions of the parent's members.
+                            let ms = self.groups[parent].ms;
+                            for p in ms..ms + self.unplaced_count[parent] {
+                                self.member_pos[self.group_members[p] as usize] = p as u32;
+                            }
+                        }
                     }
                 },
             }
@@ -899,6 +978,14 @@ impl<'a> Search<'a> {
     fn push_group(&mut self, members: &[u32], s0: u32, s1: u32) {
         let ms = self.group_members.len();
         self.group_members.extend_from_slice(members);
+        for (i, &b) in members.iter().enumerate() {
+            self.member_pos[b as usize] = (ms + i) as u32;
+        }
+        let g = self.groups.len();
+        if self.unplaced_count.len() <= g {
+            self.unplaced_count.resize(g + 1, 0);
+        }
+        self.unplaced_count[g] = members.len();
         self.groups.push(Group {
             ms,
             me: self.group_members.len(),
@@ -918,31 +1005,51 @@ impl<'a> Search<'a> {
         // The lifetime of the blocked buffer of lowest top (where a failure under the level
         // lies, for backjumping).
         let mut lowest_blocked = EMPTY;
-        let mut key = 0u128;
-        for k in grp.ms..grp.me {
+        let mut lowest_blocked_buf = NONE32;
+        let active = grp.ms..grp.ms + self.unplaced_count[g];
+        let key = if self.cfg.memo {
+            sub(self.live_key, self.outside[g])
+        } else {
+            0
+        };
+        #[cfg(test)]
+        if self.cfg.memo {
+            let fresh =
+                (grp.ms..grp.me).fold(0, |k, i| add(k, self.local_term(self.group_members[i])));
+            assert_eq!(key, fresh, "the kept key of piece {g} is stale");
+        }
+        #[cfg(test)]
+        {
+            let unplaced = (grp.ms..grp.me)
+                .filter(|&i| self.unplaced(self.group_members[i]))
+                .count();
+            assert_eq!(
+                unplaced,
+                active.len(),
+                "piece {g} lost count of its members"
+            );
+            assert!(active.clone().all(|i| self.unplaced(self.group_members[i])));
+        }
+        // The members come in no fixed order: ties go to the lowest index.
+        for k in active.clone() {
             let b = self.group_members[k];
             let bi = b as usize;
-            if self.off[bi] != NONE {
-                continue;
-            }
             any = true;
-            if self.cfg.memo {
-                key = add(key, self.term_of(b));
-            }
             if self.is_blocked(bi) {
                 if dominance && self.open[bi] == 0 {
                     self.pending = WHOLE;
                     return Choice::Fail; // nothing can ever lift it
                 }
                 let h = self.min_off[bi].saturating_add(self.inst.bufs[bi].size);
-                if h < blocked_height {
+                if h < blocked_height || (h == blocked_height && b < lowest_blocked_buf) {
                     lowest_blocked = self.span(b);
+                    lowest_blocked_buf = b;
                 }
                 blocked_height = blocked_height.min(h);
                 continue;
             }
             level = level.min(self.min_off[bi]);
-            if dominance && self.open[bi] == 0 && isolated == NONE32 {
+            if dominance && self.open[bi] == 0 && b < isolated {
                 isolated = b;
             }
         }
@@ -996,10 +1103,10 @@ impl<'a> Search<'a> {
                 key,
             };
         }
-        for k in grp.ms..grp.me {
+        for k in active.clone() {
             let b = self.group_members[k];
             let bi = b as usize;
-            if self.off[bi] != NONE || self.min_off[bi] != level || self.is_blocked(bi) {
+            if self.min_off[bi] != level || self.is_blocked(bi) {
                 continue;
             }
             if dominance {
@@ -1013,10 +1120,10 @@ impl<'a> Search<'a> {
         if self.cands.len() == cstart {
             // Cannot happen (the first unplaced twin at the level is a candidate), but never
             // loop: fall back to every unblocked buffer at the level.
-            for k in grp.ms..grp.me {
+            for k in active {
                 let b = self.group_members[k];
                 let bi = b as usize;
-                if self.off[bi] == NONE && self.min_off[bi] == level && !self.is_blocked(bi) {
+                if self.min_off[bi] == level && !self.is_blocked(bi) {
                     self.cands.push(b);
                 }
             }
@@ -1119,15 +1226,23 @@ impl<'a> Search<'a> {
 
     /// Places `b` at `x` and propagates; `false` when an unplaced buffer no longer fits.
     /// Sets `affected` to the sections whose floors may rise.
-    fn place(&mut self, b: u32, x: u64) -> bool {
+    fn place(&mut self, g: usize, b: u32, x: u64) -> bool {
         let bi = b as usize;
+        // Out of the piece's unplaced prefix: swap with its last member.
+        let last = self.groups[g].ms + self.unplaced_count[g] - 1;
+        let at = self.member_pos[bi] as usize;
+        let other = self.group_members[last];
+        self.group_members.swap(at, last);
+        self.member_pos[other as usize] = at as u32;
+        self.member_pos[bi] = last as u32;
+        self.unplaced_count[g] -= 1;
         let size = self.inst.bufs[bi].size;
         let h = x.saturating_add(size);
         let (lo, hi) = (self.inst.lo[bi], self.inst.hi[bi]);
         self.set_buffer(b, |me| me.off[bi] = x);
         self.depth += 1;
         self.deepest = self.deepest.max(self.depth);
-        self.trail.push(Undo::Place(b));
+        self.trail.push(Undo::Place(b, g as u32));
         for s in lo..hi {
             let si = s as usize;
             self.total[si] = self.total[si].saturating_sub(size);
@@ -1264,11 +1379,10 @@ impl<'a> Search<'a> {
         if !(from..to).any(|k| self.cuts[k as usize] == 0) {
             return false;
         }
-        let members: Vec<u32> = self.group_members[grp.ms..grp.me]
-            .iter()
-            .copied()
-            .filter(|&o| self.off[o as usize] == NONE)
-            .collect();
+        // The unplaced prefix, in index order (as the pieces were first built).
+        let mut members: Vec<u32> =
+            self.group_members[grp.ms..grp.ms + self.unplaced_count[g]].to_vec();
+        members.sort_unstable();
         let pieces = split(self.inst, &self.cuts, members.into_iter(), grp.s0, grp.s1);
         if pieces.len() < 2 {
             return false;
@@ -1280,6 +1394,7 @@ impl<'a> Search<'a> {
             self.push_group(&p.members, p.s0, p.s1);
         }
         self.stack.push(Frame::Split {
+            parent: g,
             gstart,
             gend: self.groups.len(),
             next: gstart,
@@ -1294,8 +1409,15 @@ impl<'a> Search<'a> {
         while self.trail.len() > mark {
             let Some(u) = self.trail.pop() else { break };
             match u {
-                Undo::Place(b) => {
+                Undo::Place(b, g) => {
                     let bi = b as usize;
+                    // Back into the unplaced prefix of its piece: it is the member right
+                    // after it (placements are undone last first). The piece may be gone
+                    // (a decomposition that succeeded, undone as a whole): its count is
+                    // then set again when the slot is reused.
+                    if let Some(c) = self.unplaced_count.get_mut(g as usize) {
+                        *c += 1;
+                    }
                     self.depth = self.depth.saturating_sub(1);
                     self.set_buffer(b, |me| me.off[bi] = NONE);
                     let size = self.inst.bufs[bi].size;
