@@ -6,7 +6,13 @@
 //! binary search between the best lower bound and the best peak found, where every found
 //! placement lowers the upper end to its own peak and every proof of infeasibility raises the
 //! lower bound; an unanswered question (budget) only stops that side from being retried. Each
-//! question gets half of the budget left, so the total stays within the budget. Instances with
+//! question gets half of the budget left, so the total stays within the budget. The outcome
+//! lists the unanswered questions with their budgets, and [`minimise_more`] continues from it
+//! with more budget (the placement step gives it what the HiGHS model's turn leaves): it asks
+//! only above every unanswered question below the peak that had at least the budget a
+//! question gets now (the search is deterministic: the same question with less budget
+//! explores a prefix of what it explored, and the bisection already assumes that a lower
+//! capacity is no easier). Instances with
 //! more than [`WINDOW_ABOVE`] buffers are too large for the search as a whole: they go to the
 //! window search of [`super::window`] instead, which repairs the placement piecewise.
 //!
@@ -39,6 +45,32 @@ pub struct MinimiseOutcome {
     pub nodes: u64,
     /// Wall-clock time spent.
     pub elapsed: Duration,
+    /// The questions asked without an answer, with the budget each had ([`minimise_more`]
+    /// asks again only where it has more).
+    pub unanswered: Vec<Unanswered>,
+}
+
+/// A capacity [`minimise`] asked about without an answer, and the budget the question had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unanswered {
+    /// The capacity asked about (bytes).
+    pub capacity: u64,
+    /// The question's time budget.
+    pub time: Option<Duration>,
+    /// The question's node budget.
+    pub nodes: Option<u64>,
+}
+
+impl Unanswered {
+    /// Whether a question with `limits` has no more time (without time limits: no more nodes)
+    /// than this one had, so that asking at or below its capacity again is no use.
+    fn covers(&self, limits: &Limits) -> bool {
+        match (limits.time, self.time, limits.nodes, self.nodes) {
+            (Some(next), Some(had), _, _) => next <= had,
+            (None, None, Some(next), Some(had)) => next <= had,
+            _ => false,
+        }
+    }
 }
 
 /// Lowers the peak of `start` (capacities of `problem` are ignored) towards LOAD within
@@ -51,6 +83,30 @@ pub struct MinimiseOutcome {
 pub fn minimise(
     problem: &PlacementProblem,
     start: &Placement,
+    opts: &ExactOptions,
+) -> MinimiseOutcome {
+    run(problem, start, None, opts)
+}
+
+/// [`minimise`] continued with more budget after `earlier` (a call on the same problem) from
+/// `start`: keeps its proven bound, skips the dives and the LOAD question, and asks only
+/// above every question `earlier` left without an answer with at least the budget a question
+/// gets now. The outcome's `lower_bound` includes `earlier`'s; its `nodes` and `elapsed` are
+/// this call's alone.
+pub fn minimise_more(
+    problem: &PlacementProblem,
+    start: &Placement,
+    earlier: &MinimiseOutcome,
+    opts: &ExactOptions,
+) -> MinimiseOutcome {
+    run(problem, start, Some(earlier), opts)
+}
+
+/// [`minimise`] and [`minimise_more`].
+fn run(
+    problem: &PlacementProblem,
+    start: &Placement,
+    earlier: Option<&MinimiseOutcome>,
     opts: &ExactOptions,
 ) -> MinimiseOutcome {
     let clock = opts.limits.start();
@@ -74,12 +130,16 @@ pub fn minimise(
             status: ExactStatus::Infeasible,
             nodes,
             elapsed: clock.elapsed(),
+            unanswered: Vec::new(),
         };
     };
-    let mut lower_bound = problem.load();
-    // Cheap upper bounds first: canonical dives (no backtracking).
+    let mut lower_bound = problem
+        .load()
+        .max(earlier.map_or(0, |e| e.lower_bound.min(peak)));
+    let mut unanswered = earlier.map(|e| e.unanswered.clone()).unwrap_or_default();
+    // Cheap upper bounds first (the first time): canonical dives (no backtracking).
     for order in [DiveOrder::AreaWidthSize, DiveOrder::SizeAreaWidth] {
-        if peak <= lower_bound || clock.exhausted().is_some() {
+        if earlier.is_some() || peak <= lower_bound || clock.exhausted().is_some() {
             break;
         }
         let max_pushes = (problem.buffers.len() as u64).saturating_mul(256);
@@ -107,8 +167,21 @@ pub fn minimise(
     } else {
         // `lo`: the lowest capacity still worth asking about (proven or given up below it).
         let mut lo = lower_bound;
-        let mut first = true;
-        while lo < peak && clock.exhausted().is_none() {
+        // LOAD first (the usual answer), unless an earlier call asked it.
+        let mut first = earlier.is_none();
+        while clock.exhausted().is_none() {
+            let limits = half_of_what_is_left(&opts.limits, clock.elapsed(), nodes);
+            // Below a question left unanswered with at least this budget, no use asking (one
+            // at or above the peak is answered by the best placement now).
+            for u in unanswered
+                .iter()
+                .filter(|u| u.capacity < peak && u.covers(&limits))
+            {
+                lo = lo.max(u.capacity.saturating_add(1));
+            }
+            if lo >= peak {
+                break;
+            }
             let cap = if first {
                 lower_bound
             } else {
@@ -116,7 +189,7 @@ pub fn minimise(
             };
             first = false;
             let sub = ExactOptions {
-                limits: half_of_what_is_left(&opts.limits, clock.elapsed(), nodes),
+                limits: limits.clone(),
                 ..*opts
             };
             let sub_clock = sub.limits.start();
@@ -141,7 +214,14 @@ pub fn minimise(
                     lower_bound = lower_bound.max(cap.saturating_add(1));
                     lo = lo.max(cap.saturating_add(1));
                 }
-                Err(_) => lo = cap.saturating_add(1),
+                Err(_) => {
+                    unanswered.push(Unanswered {
+                        capacity: cap,
+                        time: limits.time,
+                        nodes: limits.nodes,
+                    });
+                    lo = cap.saturating_add(1);
+                }
             }
         }
     }
@@ -156,6 +236,7 @@ pub fn minimise(
         },
         nodes,
         elapsed: clock.elapsed(),
+        unanswered,
     }
 }
 

@@ -55,7 +55,7 @@ pub mod sections;
 mod tests;
 mod window;
 
-pub use minimise::{minimise, MinimiseOutcome};
+pub use minimise::{minimise, minimise_more, MinimiseOutcome, Unanswered};
 
 use crate::limits::{Limits, LimitsClock};
 use crate::problem::{Placement, PlacementProblem};

@@ -237,6 +237,50 @@ fn a_gadget_that_misses_its_load_is_proven_infeasible_there_and_solved_one_above
     );
 }
 
+#[test]
+fn a_continued_minimisation_asks_again_only_with_more_budget_than_before() {
+    let p = PlacementProblem::new(gadget(0));
+    let whole = minimise(&p, &Placement::default(), &ExactOptions::default());
+    assert_eq!((whole.peak, whole.lower_bound), (11, 11));
+    assert!(whole.unanswered.is_empty());
+    let nodes = |n| ExactOptions {
+        limits: Limits {
+            nodes: Some(n),
+            ..Limits::UNLIMITED
+        },
+        ..ExactOptions::default()
+    };
+    let stacked = minimise::stack(&p).unwrap();
+    // An earlier call that asked LOAD (10) with `had` nodes and got no answer.
+    let earlier = |had| MinimiseOutcome {
+        placement: stacked.clone(),
+        peak: 26,
+        lower_bound: 10,
+        status: ExactStatus::Feasible,
+        nodes: had,
+        elapsed: std::time::Duration::ZERO,
+        unanswered: vec![Unanswered {
+            capacity: 10,
+            time: None,
+            nodes: Some(had),
+        }],
+    };
+    // Each question now gets at most half of 100,000 nodes: after 10^9, LOAD is not asked
+    // again, so the optimum is found but not proven.
+    let more = minimise_more(&p, &stacked, &earlier(1_000_000_000), &nodes(100_000));
+    assert_eq!(p.check(&more.placement), Ok(11));
+    assert_eq!(
+        (more.peak, more.lower_bound, more.status),
+        (11, 10, ExactStatus::Feasible)
+    );
+    // After one node, it is: and proven infeasible.
+    let more = minimise_more(&p, &stacked, &earlier(1), &nodes(100_000));
+    assert_eq!(
+        (more.peak, more.lower_bound, more.status),
+        (11, 11, ExactStatus::Optimal)
+    );
+}
+
 /// A perfect packing of a `horizon × cap` rectangle cut into `pieces` buffers (guillotine cuts
 /// in time or in offset), with about one buffer in ten removed: LOAD-tight and hard.
 fn planted(seed: u64, horizon: u64, cap: u64, pieces: usize) -> PlacementProblem {

@@ -8,7 +8,8 @@
 //! where it is, and lets HiGHS minimise the peak over the window
 //! ([`place_ilp_window`]), warm-started from the current placement. A round that lowers the
 //! peak starts the next one from the new placement; a round that cannot, doubles the window
-//! (up to [`IlpRefineOptions::max_window`]) before giving up. Small instances (at most
+//! (up to [`IlpRefineOptions::max_window`]) before giving up, and so does a peak reached by
+//! more top buffers than the window holds. Small instances (at most
 //! [`FULL_MODEL_BUFFERS`] buffers) are modelled whole, and then HiGHS' dual bound is a proven
 //! lower bound for the whole problem.
 //!
@@ -130,7 +131,9 @@ pub fn refine_peak(
                 break;
             }
             let Some(free) = peak_window(problem, &best, peak, window) else {
-                break;
+                // More buffers reach the peak than the window holds: a wider one may.
+                window = window.saturating_mul(2);
+                continue;
             };
             let out = match place_ilp_window(problem, &best, &free, &model_opts(&clock)) {
                 Ok(out) => out,
@@ -243,6 +246,25 @@ mod tests {
         assert!(out.improved > 0, "no window improved the stacked start");
         assert!(peak < start_peak);
         assert!(out.stats.lower_bound <= peak);
+    }
+
+    #[test]
+    fn a_peak_reached_by_more_buffers_than_the_first_window_widens_it() {
+        // Six steps, five buffers of 10 bytes each: LOAD 50. The start leaves a 10-byte hole
+        // under the top buffer of every step, so six buffers reach the peak 60.
+        let p = PlacementProblem::new(
+            (0..6)
+                .flat_map(|t| (0..5).map(move |_| buf(t, t + 1, 10)))
+                .collect(),
+        );
+        let start = Placement {
+            offsets: (0..6).flat_map(|_| [0, 10, 20, 30, 50]).collect(),
+        };
+        assert_eq!(p.check(&start), Ok(60));
+        let out = refine_peak(&p, &start, &IlpRefineOptions::default()).unwrap();
+        assert!(out.models > 0, "no model built");
+        assert_eq!(p.check(&out.placement), Ok(50));
+        assert_eq!(out.stats.status, SolveStatus::Optimal);
     }
 
     #[test]

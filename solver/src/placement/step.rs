@@ -9,7 +9,10 @@
 //! - Then, when a gap is left, the HiGHS placement model ([`super::refine`])
 //!   gets the rest of the budget: whole for small instances (its dual bound can raise the
 //!   proven bound above LOAD), by windows around the peak otherwise. With a time limit the
-//!   exact search stops at [`EXACT_SHARE`] of it so the model always gets a turn.
+//!   exact search stops at [`EXACT_SHARE`] of it so the model always gets a turn; when the
+//!   model stops early (nothing to model, or done) with a gap left, the minimisation resumes
+//!   where it stopped ([`exact::minimise_more`]) with the rest of the time, so a time limit
+//!   is used whole.
 //!
 //! Minimisation is skipped when the heuristics are within [`NEGLIGIBLE_GAP`] of the bound.
 //! The result is never worse than the heuristics'. Without a time limit the exact search gets
@@ -35,6 +38,10 @@ pub const DEFAULT_EXACT_NODES: u64 = 200_000;
 /// turn (when the exact search stops early, the model gets the whole rest). A fit (with a
 /// capacity) has no model turn: the search gets the whole limit.
 pub const EXACT_SHARE: f64 = 0.8;
+
+/// Least time left after the HiGHS model's turn for the minimisation to resume (below it the
+/// search could not ask one question).
+pub const MIN_RESUME: Duration = Duration::from_millis(20);
 
 /// Models the HiGHS refinement solves when the caller gives no limit at all.
 pub const DEFAULT_ILP_MODELS: usize = 4;
@@ -206,6 +213,8 @@ pub fn refine_with(
             },
             ..ExactOptions::default()
         };
+        // Where a resumed minimisation would start (see below).
+        let mut resume = None;
         let (found, exact_status, proven) = match problem.capacity {
             Some(capacity) => {
                 let out = exact::solve(problem, capacity, &[], &eopts);
@@ -230,7 +239,9 @@ pub fn refine_with(
                     elapsed: out.elapsed,
                     trace: None,
                 });
-                (Some(out.placement), out.status, out.lower_bound)
+                let found = (Some(out.placement.clone()), out.status, out.lower_bound);
+                resume = Some(out);
+                found
             }
         };
         if let Some(p) = found {
@@ -291,6 +302,40 @@ pub fn refine_with(
                     elapsed: out.stats.elapsed,
                 });
             }
+        }
+        // The model's turn ended before the time limit (nothing to model, or done early):
+        // under a time limit alone, the minimisation resumes where it stopped with the rest,
+        // so that the whole budget is used while a gap is left.
+        let gap_left = peak > lower && (peak - lower) as f64 > peak as f64 * NEGLIGIBLE_GAP;
+        let rest = limits.remaining_after(started.elapsed());
+        if let (Some(earlier), None, None, Some(time)) = (resume, work, limits.nodes, rest.time) {
+            if gap_left && !rest.is_cancelled() && time >= MIN_RESUME {
+                let eopts = ExactOptions {
+                    limits: rest,
+                    ..ExactOptions::default()
+                };
+                let out = exact::minimise_more(problem, &placement, &earlier, &eopts);
+                if let Ok(p_peak) = uncapped.check(&out.placement) {
+                    if p_peak < peak {
+                        (placement, peak, method) = (out.placement, p_peak, "exact".to_string());
+                    }
+                }
+                lower = lower.max(out.lower_bound).min(peak);
+                if let Some(r) = report.as_mut() {
+                    r.nodes = r.nodes.saturating_add(out.nodes);
+                    r.elapsed += out.elapsed;
+                    r.status = if peak <= lower {
+                        ExactStatus::Optimal
+                    } else {
+                        ExactStatus::Feasible
+                    };
+                }
+            }
+        }
+        // A minimisation that used its time limit with a gap left stopped for the time.
+        let used = |t: Duration| started.elapsed().saturating_add(MIN_RESUME) >= t;
+        if problem.capacity.is_none() && peak > lower && limits.time.is_some_and(used) {
+            status = SolveStatus::TimeLimit;
         }
     }
     if peak <= lower && status != SolveStatus::Infeasible {
@@ -396,6 +441,35 @@ mod tests {
         assert_eq!(p.check(&out.placement).unwrap(), 13);
         assert_eq!((out.stats.objective, out.stats.lower_bound), (13, 13));
         assert_eq!(out.stats.status, SolveStatus::Optimal);
+    }
+
+    #[test]
+    fn a_minimisation_under_a_time_limit_uses_the_whole_limit_while_a_gap_is_left() {
+        use crate::generate::{generate, HardSpec, Variant};
+        let inst = generate(&HardSpec::challenging(101, 450, Variant::Fits));
+        let p = PlacementProblem::new(inst.problem.buffers.clone());
+        let limit = Duration::from_millis(2000);
+        let started = Instant::now();
+        let out = place(
+            &p,
+            &PlaceOptions {
+                limits: Limits::with_time(limit),
+                exact: true,
+            },
+        )
+        .unwrap();
+        let took = started.elapsed();
+        assert!(p.check(&out.placement).is_ok());
+        if out.stats.status != SolveStatus::Optimal {
+            // The search stops at 80 % for the model's turn; whatever the model leaves goes
+            // back to the search (less than `MIN_RESUME` may stay unused).
+            assert!(
+                took + MIN_RESUME + Duration::from_millis(10) >= limit,
+                "{took:?} of {limit:?}, {:?}",
+                out.ilp
+            );
+            assert_eq!(out.stats.status, SolveStatus::TimeLimit, "{:?}", out.ilp);
+        }
     }
 
     #[test]
