@@ -191,7 +191,7 @@ pub fn refine_with(
     // the lower bound.
     let done = match problem.capacity {
         Some(_) => fits_now(peak),
-        None => peak <= lower || (peak - lower) as f64 <= peak as f64 * NEGLIGIBLE_GAP,
+        None => !gap_left(peak, lower),
     };
     let mut ilp_report = None;
     if !done {
@@ -213,7 +213,7 @@ pub fn refine_with(
             },
             ..ExactOptions::default()
         };
-        // Where a resumed minimisation would start (see below).
+        // The minimisation's outcome, which a later turn may continue (see below).
         let mut resume = None;
         let (found, exact_status, proven) = match problem.capacity {
             Some(capacity) => {
@@ -245,11 +245,12 @@ pub fn refine_with(
             }
         };
         if let Some(p) = found {
-            if let Ok(p_peak) = uncapped.check(&p) {
-                if p_peak < peak {
-                    (placement, peak, method) = (p, p_peak, "exact".to_string());
-                }
-            }
+            keep_if_lower(
+                &uncapped,
+                p,
+                "exact",
+                (&mut placement, &mut peak, &mut method),
+            );
         }
         lower = lower.max(proven).min(peak);
         status = match exact_status {
@@ -265,10 +266,9 @@ pub fn refine_with(
             _ => SolveStatus::Heuristic,
         };
         // The HiGHS model's turn, for minimisation with a gap left.
-        let gap_left = peak > lower && (peak - lower) as f64 > peak as f64 * NEGLIGIBLE_GAP;
         let rest = limits.remaining_after(started.elapsed());
         if problem.capacity.is_none()
-            && gap_left
+            && gap_left(peak, lower)
             && !rest.is_cancelled()
             && rest.time.is_none_or(|t| !t.is_zero())
         {
@@ -286,11 +286,8 @@ pub fn refine_with(
             };
             // A model that cannot be built (too large) leaves the placement as it is.
             if let Ok(out) = refine::refine_peak(&uncapped, &placement, &ropts) {
-                if let Ok(p_peak) = uncapped.check(&out.placement) {
-                    if p_peak < peak {
-                        (placement, peak, method) = (out.placement, p_peak, "ilp".to_string());
-                    }
-                }
+                let best = (&mut placement, &mut peak, &mut method);
+                keep_if_lower(&uncapped, out.placement, "ilp", best);
                 lower = lower.max(out.stats.lower_bound).min(peak);
                 if out.stats.status == SolveStatus::TimeLimit {
                     status = SolveStatus::TimeLimit;
@@ -306,20 +303,16 @@ pub fn refine_with(
         // The model's turn ended before the time limit (nothing to model, or done early):
         // under a time limit alone, the minimisation resumes where it stopped with the rest,
         // so that the whole budget is used while a gap is left.
-        let gap_left = peak > lower && (peak - lower) as f64 > peak as f64 * NEGLIGIBLE_GAP;
         let rest = limits.remaining_after(started.elapsed());
         if let (Some(earlier), None, None, Some(time)) = (resume, work, limits.nodes, rest.time) {
-            if gap_left && !rest.is_cancelled() && time >= MIN_RESUME {
+            if gap_left(peak, lower) && !rest.is_cancelled() && time >= MIN_RESUME {
                 let eopts = ExactOptions {
                     limits: rest,
                     ..ExactOptions::default()
                 };
                 let out = exact::minimise_more(problem, &placement, &earlier, &eopts);
-                if let Ok(p_peak) = uncapped.check(&out.placement) {
-                    if p_peak < peak {
-                        (placement, peak, method) = (out.placement, p_peak, "exact".to_string());
-                    }
-                }
+                let best = (&mut placement, &mut peak, &mut method);
+                keep_if_lower(&uncapped, out.placement, "exact", best);
                 lower = lower.max(out.lower_bound).min(peak);
                 if let Some(r) = report.as_mut() {
                     r.nodes = r.nodes.saturating_add(out.nodes);
@@ -355,6 +348,26 @@ pub fn refine_with(
         },
         fits: fits_now(peak),
     })
+}
+
+/// Whether `peak` is more than [`NEGLIGIBLE_GAP`] above the bound `lower`.
+fn gap_left(peak: u64, lower: u64) -> bool {
+    peak > lower && (peak - lower) as f64 > peak as f64 * NEGLIGIBLE_GAP
+}
+
+/// Takes `candidate` (found by `by`) as the best placement when it is valid and lower than
+/// the best's peak.
+fn keep_if_lower(
+    uncapped: &PlacementProblem,
+    candidate: Placement,
+    by: &str,
+    (placement, peak, method): (&mut Placement, &mut u64, &mut String),
+) {
+    if let Ok(p) = uncapped.check(&candidate) {
+        if p < *peak {
+            (*placement, *peak, *method) = (candidate, p, by.to_string());
+        }
+    }
 }
 
 #[cfg(test)]
