@@ -124,6 +124,23 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// The bottom-left member's tie order of the local buffers (among those with the lowest
+/// possible offset, the first in this order goes there): the more aligned, the larger, the
+/// longer-lived, then the lower index.
+fn bottom_left_ties(inst: &Instance) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..inst.len()).collect();
+    order.sort_by_key(|&i| {
+        let b = &inst.bufs[i];
+        (
+            Reverse(b.alignment),
+            Reverse(b.size),
+            Reverse(b.lifetime.len()),
+            i,
+        )
+    });
+    order
+}
+
 /// The sections holding a maximal clique: a buffer starts there and one ends right after.
 fn clique_sections(inst: &Instance) -> Vec<usize> {
     let mut starts = vec![false; inst.n_sec];
@@ -205,17 +222,8 @@ impl Learning {
         let brancher = match branching {
             Branching::Activity => MemberBrancher::Activity(Box::new(solver.default_brancher())),
             Branching::BottomLeft => {
-                let mut order: Vec<usize> = (0..m).collect();
-                order.sort_by_key(|&i| {
-                    let b = &inst.bufs[i];
-                    (
-                        Reverse(b.alignment),
-                        Reverse(b.size),
-                        Reverse(b.lifetime.len()),
-                        i,
-                    )
-                });
-                let vars: Vec<DomainId> = order.iter().map(|&i| offsets[i]).collect();
+                let vars: Vec<DomainId> =
+                    bottom_left_ties(inst).iter().map(|&i| offsets[i]).collect();
                 MemberBrancher::BottomLeft(IndependentVariableValueBrancher::new(
                     Smallest::new(&vars),
                     InDomainMin,
@@ -347,5 +355,24 @@ impl TerminationCondition for Budget<'_> {
         }
         self.stop
             .is_some_and(|(answer, index)| answer.load(Ordering::Relaxed) < index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::fixtures::{aligned, buf};
+
+    #[test]
+    fn bottom_left_ties_put_the_more_aligned_buffer_first_then_the_larger_then_the_longer() {
+        let p = PlacementProblem::new(vec![
+            buf(0, 4, 8192),
+            aligned(0, 2, 1024, 4096),
+            buf(0, 8, 8192),
+            aligned(0, 2, 2048, 2048),
+            buf(0, 8, 8192),
+        ]);
+        let inst = Instance::new(&p, &[], u64::MAX);
+        assert_eq!(bottom_left_ties(&inst), vec![1, 3, 2, 4, 0]);
     }
 }
