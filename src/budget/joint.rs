@@ -1104,14 +1104,6 @@ impl<'a, 'g> Window<'a, 'g> {
                     solution: None,
                 }
             }
-            Run::Abandoned => {
-                return Outcome {
-                    label: "cancelled",
-                    before,
-                    bound: None,
-                    solution: None,
-                }
-            }
         };
         let solution = answer
             .columns

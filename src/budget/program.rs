@@ -270,7 +270,6 @@ pub fn solve(ctx: &Ctx, target: u64, warm: &Sched, limits: &Limits) -> (Sched, S
     let answer = match run_model(built.model, built.start, limits) {
         Run::Answer(a) => a,
         Run::Failed(what) => return (warm.clone(), format!("error {what} (sweep kept)")),
-        Run::Abandoned => return (warm.clone(), "cancelled (sweep kept)".into()),
     };
     let note = format!(
         "{} after {} nodes, bound {} us of estimated cost",
@@ -448,10 +447,6 @@ fn decode(
     (sched, note)
 }
 
-/// How long a stopped model may take to hand back its best solution before it is left to
-/// finish on its own thread (HiGHS polls the stop flag only between its root phases).
-pub const STOP_GRACE: Duration = Duration::from_millis(50);
-
 /// What HiGHS answered, as plain data.
 pub(crate) struct Answer {
     /// `optimal`, `node_limit`, `time_limit`, `cancelled`, `infeasible` or `stopped`.
@@ -469,59 +464,22 @@ pub(crate) enum Run {
     Answer(Answer),
     /// HiGHS failed (what failed).
     Failed(&'static str),
-    /// The stop flag was raised and HiGHS did not return within [`STOP_GRACE`].
-    Abandoned,
 }
 
-/// Solves `pb` warm-started from `start` under `limits` on a thread of its own, so that a
-/// raised stop flag returns within [`STOP_GRACE`] even while HiGHS is in a phase that does
-/// not poll it (its answer is then dropped when it finishes).
+/// Solves `pb` warm-started from `start` under `limits`. The solver's HiGHS layer guards the
+/// solve (`memplan_solver::mip::overrun`): a raised stop flag returns within its
+/// `STOP_GRACE` even while HiGHS is in a phase that does not poll it, with the best solution
+/// HiGHS had reported.
 pub(crate) fn run_model(pb: Model, start: Vec<f64>, limits: &Limits) -> Run {
     run_model_with(pb, start, limits, false)
 }
 
 /// [`run_model`] with HiGHS' presolve on or off. On, a model that presolve solves outright
 /// may hand back the warm start's columns (HiGHS 1.x), which a caller must treat as "no
-/// better solution".
+/// better solution". The options are the module doc's; an option or warm start HiGHS refuses
+/// is skipped (the sweep is the fallback anyway).
 pub(crate) fn run_model_with(pb: Model, start: Vec<f64>, limits: &Limits, presolve: bool) -> Run {
-    let (time, nodes, cancel) = (limits.time, limits.nodes, limits.cancel.clone());
-    let Some(token) = limits.cancel.clone() else {
-        return solve_model(pb, &start, time, nodes, None, presolve);
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let spawned = std::thread::Builder::new()
-        .name("memplan-budget-ilp".into())
-        .spawn(move || {
-            let flag = cancel.as_ref().map(|c| c.flag());
-            let _ = tx.send(solve_model(pb, &start, time, nodes, flag, presolve));
-        });
-    if spawned.is_err() {
-        return Run::Failed("starting the solver thread");
-    }
-    loop {
-        match rx.recv_timeout(Duration::from_millis(5)) {
-            Ok(run) => return run,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if token.is_cancelled() => {
-                return rx.recv_timeout(STOP_GRACE).unwrap_or(Run::Abandoned);
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Run::Failed("in the solver thread")
-            }
-        }
-    }
-}
-
-/// Solves `pb` with its options (module doc) through the solver's HiGHS layer; an option or
-/// warm start HiGHS refuses is skipped (the sweep is the fallback anyway).
-fn solve_model(
-    pb: Model,
-    start: &[f64],
-    time: Option<Duration>,
-    nodes: Option<u64>,
-    cancel: Option<&std::sync::atomic::AtomicBool>,
-    presolve: bool,
-) -> Run {
+    let nodes = limits.nodes;
     let options = MipOptions {
         // One thread and no time limit: with a node cap only, HiGHS is deterministic.
         threads: 1,
@@ -529,7 +487,7 @@ fn solve_model(
         // With presolve on, a model presolve solves outright hands back the warm start's
         // column values (HiGHS 1.x), losing the solution.
         presolve,
-        time_limit: time.map(|t| t.as_secs_f64().max(0.01)),
+        time_limit: limits.time.map(|t| t.as_secs_f64().max(0.01)),
         max_nodes: nodes,
         switched_off: if nodes.is_some() {
             memplan_solver::mip::NODE_CAPPED_OFF.to_vec()
@@ -539,10 +497,10 @@ fn solve_model(
         lenient: true,
     };
     let watch = Watch {
-        cancel,
+        cancel: limits.cancel.as_ref().map(|c| c.flag()),
         ..Watch::NONE
     };
-    let solution = match mip::solve(pb, &options, start, &watch) {
+    let solution = match mip::solve(pb, &options, &start, &watch) {
         Ok(solution) => solution,
         Err(MipError::Build(_)) => return Run::Failed("building the model"),
         Err(_) => return Run::Failed("solving"),

@@ -8,8 +8,11 @@
 //! - [`options`]: the HiGHS options each program sets (threads, gap, presolve, limits,
 //!   switches), with the warm start.
 //! - [`watch`]: HiGHS' callback through `highs-sys` (the `highs` crate exposes none): a stop
-//!   flag polled at HiGHS' MIP-interrupt checks and a progress callback on every improving
-//!   solution.
+//!   flag polled at HiGHS' MIP-interrupt checks, and what HiGHS reports there and on every
+//!   improving solution (columns, bounds, nodes) for the caller's progress callback.
+//! - [`overrun`]: the guard: a solve with a time limit or a watch runs HiGHS on a thread of
+//!   its own and returns within a grace of its limit or its stop flag even where HiGHS does
+//!   not stop (HiGHS 1.16 does not check them in every phase).
 //! - [`solution`]: the solve itself and what it reads back (status, columns, bound, nodes).
 //!
 //! Why not `good_lp`: it builds models well, but gives no access to HiGHS' callbacks, its MIP
@@ -18,6 +21,7 @@
 
 pub mod model;
 pub mod options;
+pub mod overrun;
 pub mod solution;
 pub mod watch;
 

@@ -6,8 +6,9 @@ use super::MipError;
 /// Options of one [`solve`](super::solve).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MipOptions {
-    /// HiGHS `threads` (1 = deterministic; HiGHS only honours it the first time it runs on an
-    /// OS thread, as it keeps one scheduler per thread).
+    /// HiGHS `threads` (1 = deterministic). HiGHS keeps one scheduler per OS thread and only
+    /// honours the option the first time it runs on one: a guarded solve (a time limit or a
+    /// watch; [`super::overrun`]) runs on a new thread, so there it always takes effect.
     pub threads: i32,
     /// HiGHS `mip_rel_gap`: relative gap at which the search stops (0 = prove optimality).
     pub mip_rel_gap: f64,

@@ -1,10 +1,13 @@
 //! Solving a [`Model`] and what comes back: the typed status, the column values of a feasible
 //! solution, the objective, the MIP dual bound and the nodes explored, read before the HiGHS
-//! instance is dropped (so nothing outlives the solve).
+//! instance is dropped (so nothing outlives the solve), or, when a guarded solve gives up on
+//! HiGHS, the last it reported.
 
-use super::watch::{self, Watch};
+use super::overrun;
+use super::watch::{self, Relay, Watch};
 use super::{MipError, MipOptions, Model};
 use highs::Sense;
+use std::time::Instant;
 
 /// How HiGHS ended (its model status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,16 +63,43 @@ pub struct MipSolution {
     pub dual_bound: Option<f64>,
     /// Branch-and-bound nodes explored (`mip_node_count`), if HiGHS reports them.
     pub nodes: Option<u64>,
+    /// HiGHS had not returned within the grace after its time limit or the stop flag: the
+    /// values above are the last it reported (the solution of its last improving-solution
+    /// report, the bound and nodes of its last interrupt check), and it finishes on its own
+    /// thread, its answer dropped.
+    pub abandoned: bool,
 }
 
 /// Solves `model` (minimising) with `options`, warm-started from `start` (one value per
-/// column: HiGHS takes it as its incumbent), with `watch` on HiGHS' callback when it watches
-/// anything. The callback is gone with the HiGHS instance before this returns.
+/// column: HiGHS takes it as its incumbent), with `watch` on HiGHS' callback.
+///
+/// A solve with a time limit or anything to watch is *guarded*
+/// ([`super::overrun`]): HiGHS runs on a thread of its own, and the solve returns within
+/// [`LIMIT_GRACE`](super::overrun::LIMIT_GRACE) of the time limit and
+/// [`STOP_GRACE`](super::overrun::STOP_GRACE) of the stop flag even where HiGHS does not stop
+/// (then with what HiGHS last reported, [`MipSolution::abandoned`] set). Otherwise HiGHS runs
+/// on the calling thread, with no callback.
 pub fn solve(
     model: Model,
     options: &MipOptions,
     start: &[f64],
     watch: &Watch<'_>,
+) -> Result<MipSolution, MipError> {
+    if options.time_limit.is_some() || watch.is_active() {
+        overrun::guarded(model, options, start, watch)
+    } else {
+        run(model, options, start, None)
+    }
+}
+
+/// Runs HiGHS on `model` on this thread, with `relay` on its callback when given (and its
+/// start time recorded there). The callback is gone with the HiGHS instance before this
+/// returns.
+pub(crate) fn run(
+    model: Model,
+    options: &MipOptions,
+    start: &[f64],
+    relay: Option<&Relay>,
 ) -> Result<MipSolution, MipError> {
     let mut highs = model
         .problem
@@ -83,8 +113,11 @@ pub fn solve(
     {
         return Err(MipError::WarmStart);
     }
-    if watch.is_active() && !watch::install(&mut highs, watch) {
-        return Err(MipError::Callback);
+    if let Some(relay) = relay {
+        if !watch::install(&mut highs, relay) {
+            return Err(MipError::Callback);
+        }
+        let _ = relay.started.set(Instant::now());
     }
     let solved = highs
         .try_solve()
@@ -101,6 +134,7 @@ pub fn solve(
             .ok()
             .filter(|d| d.is_finite()),
         nodes: node_count(&solved),
+        abandoned: false,
     };
     drop(solved);
     Ok(solution)

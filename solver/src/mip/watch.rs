@@ -1,44 +1,107 @@
-//! HiGHS' callback, installed through `highs-sys` (the `highs` crate exposes none): a stop flag
-//! polled at HiGHS' MIP-interrupt checks, and a progress callback on every improving solution.
-//! HiGHS polls at its limit checks, so a stop can lag by around a second on big models.
+//! HiGHS' callback, installed through `highs-sys` (the `highs` crate exposes none): the
+//! [`Relay`] a guarded solve shares with HiGHS' thread. At every MIP-interrupt check HiGHS
+//! reads the relay's stop flag and leaves its dual bound and node count there; on every
+//! improving solution it leaves the solution's columns and bounds. The caller's thread
+//! forwards its own stop flag to the relay and the improving solutions to the progress
+//! callback ([`super::overrun`]). HiGHS polls at its limit checks, so a stop can lag by around
+//! a second on big models, and not at all in some of its phases (hence the guard).
 
 use crate::limits::ProgressFn;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
-/// What the callback watches during one solve.
+/// What the caller watches during one solve.
 #[derive(Clone, Copy)]
 pub struct Watch<'a> {
     /// Raised (by any thread): HiGHS stops at its next MIP interrupt check, with status
-    /// [`MipStatus::Interrupt`](super::MipStatus::Interrupt) and its best solution so far.
+    /// [`MipStatus::Interrupt`](super::MipStatus::Interrupt) and its best solution so far; if
+    /// it has not returned within [`STOP_GRACE`](super::overrun::STOP_GRACE), the solve
+    /// returns without it.
     pub cancel: Option<&'a AtomicBool>,
-    /// Called on every improving solution with its primal and dual bounds in bytes (objective
-    /// times [`Watch::scale`], truncated; the dual bound capped at the primal one).
+    /// Called, on the caller's thread, with the primal and dual bounds in bytes (objective
+    /// times [`Watch::scale`], truncated; the dual bound capped at the primal one) of every
+    /// improving solution.
     pub progress: Option<&'a ProgressFn>,
     /// Bytes per unit of the objective.
     pub scale: f64,
 }
 
 impl Watch<'_> {
-    /// Watches nothing: no callback is installed.
+    /// Watches nothing.
     pub const NONE: Watch<'static> = Watch {
         cancel: None,
         progress: None,
         scale: 1.0,
     };
 
-    /// Whether there is anything to watch (else no callback is installed).
+    /// Whether there is anything to watch.
     pub(crate) fn is_active(&self) -> bool {
         self.cancel.is_some() || self.progress.is_some()
     }
+
+    /// Reports an improving solution (objective values) to the progress callback, if any.
+    pub(crate) fn report(&self, primal: f64, dual: f64) {
+        let Some(progress) = self.progress else {
+            return;
+        };
+        let bytes = |v: f64| {
+            if v.is_finite() && v > 0.0 {
+                (v * self.scale) as u64
+            } else {
+                0
+            }
+        };
+        progress.report(bytes(primal), bytes(dual).min(bytes(primal)));
+    }
 }
 
-/// The HiGHS callback: asks for an interrupt when the stop flag is raised, and reports
-/// improving solutions to the progress callback.
+/// What HiGHS last reported during one solve.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Seen {
+    /// Columns of the last improving solution (HiGHS reports them in the original space).
+    pub(crate) columns: Option<Vec<f64>>,
+    /// Its objective value.
+    pub(crate) objective: Option<f64>,
+    /// The MIP dual bound at the last report, when finite.
+    pub(crate) dual_bound: Option<f64>,
+    /// Branch-and-bound nodes at the last report.
+    pub(crate) nodes: Option<u64>,
+    /// Improving solutions (primal, dual objective values) not yet passed to the progress
+    /// callback.
+    pub(crate) pending: Vec<(f64, f64)>,
+}
+
+/// Shared between the caller's thread and HiGHS' during one solve.
+#[derive(Debug, Default)]
+pub(crate) struct Relay {
+    /// Raised by the caller: HiGHS stops at its next MIP-interrupt check.
+    pub(crate) stop: AtomicBool,
+    /// When HiGHS started solving (its time limit counts from there).
+    pub(crate) started: OnceLock<Instant>,
+    /// What HiGHS reported.
+    seen: Mutex<Seen>,
+}
+
+impl Relay {
+    /// What HiGHS reported so far (a poisoned lock is still read: the data stays whole).
+    pub(crate) fn seen(&self) -> MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Reads a finite value.
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+/// The HiGHS callback: asks for an interrupt when the relay's flag is raised, and records
+/// the dual bound and nodes of every interrupt check and every improving solution.
 ///
 /// # Safety
-/// `user` must be null or point to a [`Watch`] alive for the whole solve; `data_in` and
+/// `user` must be null or point to a [`Relay`] alive for the whole solve; `data_in` and
 /// `data_out` must be null or valid (HiGHS guarantees it for its callbacks).
 unsafe extern "C" fn callback(
     kind: c_int,
@@ -47,56 +110,50 @@ unsafe extern "C" fn callback(
     data_in: *mut highs_sys::HighsCallbackDataIn,
     user: *mut c_void,
 ) {
-    if user.is_null() {
+    if user.is_null() || data_out.is_null() {
         return;
     }
-    // SAFETY: per the contract above, `user` is a live `Watch`.
-    let watch = unsafe { &*(user as *const Watch<'_>) };
-    if kind == highs_sys::kHighsCallbackMipInterrupt && !data_in.is_null() {
-        if watch.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-            // SAFETY: `data_in` is valid (checked non-null; HiGHS owns it for this call).
-            unsafe { (*data_in).user_interrupt = 1 };
+    // SAFETY: per the contract above, `user` is a live `Relay` and `data_out` is valid for
+    // this call.
+    let (relay, out) = unsafe { (&*(user as *const Relay), &*data_out) };
+    // A panic must not unwind into C++.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut seen = relay.seen();
+        seen.dual_bound = finite(out.mip_dual_bound).or(seen.dual_bound);
+        seen.nodes = u64::try_from(out.mip_node_count).ok().or(seen.nodes);
+        if kind == highs_sys::kHighsCallbackMipImprovingSolution {
+            let len = usize::try_from(out.mip_solution_size).unwrap_or(0);
+            if !out.mip_solution.is_null() && len > 0 {
+                // SAFETY: HiGHS passes `mip_solution_size` values at `mip_solution`.
+                let columns = unsafe { std::slice::from_raw_parts(out.mip_solution, len) };
+                seen.columns = Some(columns.to_vec());
+                seen.objective = finite(out.objective_function_value);
+            }
+            seen.pending
+                .push((out.mip_primal_bound, out.mip_dual_bound));
         }
-    } else if kind == highs_sys::kHighsCallbackMipImprovingSolution && !data_out.is_null() {
-        if let Some(progress) = watch.progress {
-            // SAFETY: `data_out` is valid for this call.
-            let (primal, dual) =
-                unsafe { ((*data_out).mip_primal_bound, (*data_out).mip_dual_bound) };
-            let bytes = |v: f64| {
-                if v.is_finite() && v > 0.0 {
-                    (v * watch.scale) as u64
-                } else {
-                    0
-                }
-            };
-            // A panic must not unwind into C++.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                progress.report(bytes(primal), bytes(dual).min(bytes(primal)))
-            }));
-        }
+    }));
+    if kind == highs_sys::kHighsCallbackMipInterrupt
+        && !data_in.is_null()
+        && relay.stop.load(Ordering::Relaxed)
+    {
+        // SAFETY: `data_in` is valid (checked non-null; HiGHS owns it for this call).
+        unsafe { (*data_in).user_interrupt = 1 };
     }
 }
 
-/// Installs [`callback`] with `watch` on `model`, starting the MIP-interrupt callback when
-/// there is a flag and the improving-solution one when there is a progress callback. The
-/// caller keeps `watch` alive (borrowed) until the model is dropped.
-pub(crate) fn install(model: &mut highs::Model, watch: &Watch<'_>) -> bool {
-    // SAFETY: the model's pointer is a live Highs instance; `watch` outlives the solve (the
+/// Installs [`callback`] with `relay` on `model`, for MIP-interrupt checks and improving
+/// solutions. The caller keeps `relay` alive until the model is dropped.
+pub(crate) fn install(model: &mut highs::Model, relay: &Relay) -> bool {
+    // SAFETY: the model's pointer is a live Highs instance; `relay` outlives the solve (the
     // caller borrows it for the whole solve and drops the solved model before it).
     unsafe {
         let ptr = model.as_mut_ptr();
-        highs_sys::Highs_setCallback(
-            ptr,
-            Some(callback),
-            watch as *const Watch<'_> as *mut c_void,
-        ) == highs_sys::STATUS_OK
-            && (watch.cancel.is_none()
-                || highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackMipInterrupt)
-                    == highs_sys::STATUS_OK)
-            && (watch.progress.is_none()
-                || highs_sys::Highs_startCallback(
-                    ptr,
-                    highs_sys::kHighsCallbackMipImprovingSolution,
-                ) == highs_sys::STATUS_OK)
+        highs_sys::Highs_setCallback(ptr, Some(callback), relay as *const Relay as *mut c_void)
+            == highs_sys::STATUS_OK
+            && highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackMipInterrupt)
+                == highs_sys::STATUS_OK
+            && highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackMipImprovingSolution)
+                == highs_sys::STATUS_OK
     }
 }

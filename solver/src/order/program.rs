@@ -37,7 +37,9 @@
 //! order-independent bound; window proofs only bound orders that move the window.
 //!
 //! **Progress and cancellation** go through HiGHS' callback: improving solutions are reported
-//! to [`OrderIlpOptions::progress`], and a raised [`Limits::cancel`] interrupts the solve.
+//! to [`OrderIlpOptions::progress`] (on the calling thread), and a raised [`Limits::cancel`]
+//! interrupts the solve (within [`STOP_GRACE`](crate::mip::overrun::STOP_GRACE), whether HiGHS
+//! polls it or not; [`crate::mip::overrun`]).
 //!
 //! **Guarantees.** Warm-started from the incumbent order (a full start: every `x`, `live` and
 //! `P`), so HiGHS starts with it as its incumbent; every order it returns is checked
@@ -88,7 +90,7 @@ pub struct OrderIlpOptions {
     /// search (it stops at the bound, and a whole-graph model's peak column starts at it) and
     /// reported when the model proves less.
     pub known_bound: u64,
-    /// Called from HiGHS' callback on every improving solution of a model with its peak and
+    /// Called, on the calling thread, on every improving solution of a model with its peak and
     /// proven bound (bytes; for a window, of the window's steps).
     pub progress: Option<crate::limits::ProgressFn>,
 }

@@ -25,13 +25,15 @@
 //! [`PlacementProblem::check`], so the result is valid and never worse than the warm start. The
 //! lower bound of [`place_ilp`] is `max(LOAD, ⌈mip_dual_bound⌉)`, read from HiGHS' info after the
 //! solve, so a time-limited run still reports a proven gap. With one thread (the default) and no
-//! time limit runs are deterministic; the `threads` option only takes effect the first time
-//! HiGHS runs on an OS thread (HiGHS keeps one scheduler per thread).
+//! time limit runs are deterministic; a run with a time limit or a watch runs HiGHS on a thread
+//! of its own ([`crate::mip::overrun`]), so its `threads` option always takes effect.
 //!
 //! **Cancellation.** [`IlpOptions::cancel`] is polled from HiGHS' MIP-interrupt callback
-//! (installed by [`crate::mip`], through `highs-sys`). HiGHS polls at
-//! its limit checks, so a stop can lag by around a second on big models; an interrupted run
-//! returns its best placement like a timed-out one ([`SolveStatus::TimeLimit`]).
+//! (installed by [`crate::mip`], through `highs-sys`). HiGHS polls at its limit checks, which
+//! not every phase reaches; the run returns within
+//! [`STOP_GRACE`](crate::mip::overrun::STOP_GRACE) of the flag (and within
+//! [`LIMIT_GRACE`](crate::mip::overrun::LIMIT_GRACE) of its time limit) with the best placement
+//! HiGHS had reported, like a timed-out one ([`SolveStatus::TimeLimit`]).
 //!
 //! References: Steiner et al., "OLLA: Optimizing the Lifetime and Location of Arrays" (2022);
 //! Sekiyama et al., "TelaMalloc" (ASPLOS 2023); Moffitt, "MiniMalloc" (ASPLOS 2023); HiGHS.
@@ -102,7 +104,7 @@ pub struct IlpOptions<'a> {
     pub mip_rel_gap: f64,
     /// When set to `true` by another thread, HiGHS stops at its next MIP interrupt check.
     pub cancel: Option<&'a AtomicBool>,
-    /// Called from HiGHS' callback on every improving solution of the model with its peak and
+    /// Called, on the calling thread, on every improving solution of the model with its peak and
     /// proven bound (bytes; for a window, of the model that moves only the window).
     pub progress: Option<&'a crate::limits::ProgressFn>,
 }
