@@ -3,14 +3,14 @@
 //!
 //! Why: HiGHS checks its time limit and the interrupt callback at its limit checks, which
 //! not every phase reaches. HiGHS 1.16 (the vendored `highs-sys` 1.16.0) was seen to stay
-//! minutes past a 2 s limit in the presolve of a RENS sub-MIP (`HPresolve::
-//! strengthenInequalities`, whose cover loop checks no clock; the tests' fixture, a model
-//! `highspy` 1.16.0 overruns on as well), and sub-MIPs presolve whatever the parent's
-//! `presolve`. The upstream reports of time limits not honoured (ERGO-Code/HiGHS #1278,
+//! minutes past a 2 s limit in the presolve of a RENS sub-MIP
+//! (`HPresolve::strengthenInequalities`, whose cover loop checks no clock; the model is the
+//! fixture of `tests/highs_overrun.rs`, and `highspy` 1.16.0 overruns on it as well), and
+//! sub-MIPs presolve whatever the parent's `presolve`. The upstream reports of time limits not honoured (ERGO-Code/HiGHS #1278,
 //! #2226) describe the same family.
 //!
 //! Idea: the solve hands the model, the options and the warm start to a new thread, which
-//! runs HiGHS with a [`Relay`] on its callback. The calling thread polls every [`POLL`] for
+//! runs HiGHS with a `Relay` on its callback. The calling thread polls every 5 ms (`POLL`) for
 //! the answer, forwards its stop flag to the relay and the improving solutions to the progress
 //! callback, and gives up on HiGHS [`LIMIT_GRACE`] after HiGHS' own time limit (counted from
 //! when HiGHS started) or [`STOP_GRACE`] after the flag: it raises the relay's flag (HiGHS
@@ -19,7 +19,7 @@
 //! returns; its answer is dropped. HiGHS runs the same on either thread, so answers do not
 //! depend on the guard, and only a solve the clock or the flag caps anyway is ever abandoned.
 //!
-//! Cost: one thread per guarded solve (tens of µs) and a poll every [`POLL`]. HiGHS keeps
+//! Cost: one thread per guarded solve (tens of µs) and a poll every 5 ms. HiGHS keeps
 //! one task scheduler per OS thread, so a guarded solve's `threads` option always takes
 //! effect (on the calling thread, only its first solve's does).
 

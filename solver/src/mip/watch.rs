@@ -1,5 +1,5 @@
 //! HiGHS' callback, installed through `highs-sys` (the `highs` crate exposes none): the
-//! [`Relay`] a guarded solve shares with HiGHS' thread. At every MIP-interrupt check HiGHS
+//! `Relay` a guarded solve shares with HiGHS' thread. At every MIP-interrupt check HiGHS
 //! reads the relay's stop flag and leaves its dual bound and node count there; on every
 //! improving solution it leaves the solution's columns and bounds. The caller's thread
 //! forwards its own stop flag to the relay and the improving solutions to the progress
