@@ -130,24 +130,40 @@ fn overrunning_options() -> MipOptions {
     }
 }
 
-#[test]
-fn a_solve_returns_soon_after_its_time_limit_when_highs_overruns_it() {
-    let model = read_mps(OVERRUN_MPS);
-    assert_eq!(model.num_cols(), 220);
-    let started = Instant::now();
-    let solution = mip::solve(model, &overrunning_options(), &[], &Watch::NONE).unwrap();
+/// Asserts that the solve started at `started` gave up on HiGHS with `status` within `due`
+/// (plus 2 s of slack for building the model and a loaded machine; unguarded, HiGHS returns
+/// after minutes), and hands its solution back.
+fn abandoned_within(
+    solution: mip::MipSolution,
+    started: Instant,
+    due: Duration,
+    status: MipStatus,
+) -> mip::MipSolution {
     let elapsed = started.elapsed();
-    // Unguarded, HiGHS returns after minutes; the slack covers building the model and a
-    // loaded machine.
     assert!(
-        elapsed < Duration::from_secs(2) + LIMIT_GRACE + Duration::from_secs(2),
+        elapsed < due + Duration::from_secs(2),
         "returned after {elapsed:?}"
     );
     assert!(
         solution.abandoned,
         "HiGHS returned on its own: {solution:?}"
     );
-    assert_eq!(solution.status, MipStatus::TimeLimit);
+    assert_eq!(solution.status, status);
+    solution
+}
+
+#[test]
+fn a_solve_returns_soon_after_its_time_limit_when_highs_overruns_it() {
+    let model = read_mps(OVERRUN_MPS);
+    assert_eq!(model.num_cols(), 220);
+    let started = Instant::now();
+    let solution = mip::solve(model, &overrunning_options(), &[], &Watch::NONE).unwrap();
+    let solution = abandoned_within(
+        solution,
+        started,
+        Duration::from_secs(2) + LIMIT_GRACE,
+        MipStatus::TimeLimit,
+    );
     // HiGHS found its first solution before it stalled: the answer keeps it.
     let columns = solution.columns.expect("the last improving solution");
     assert_eq!(columns.len(), 220);
@@ -173,14 +189,10 @@ fn a_raised_stop_flag_returns_soon_when_highs_overruns() {
         };
         mip::solve(model, &options, &[], &watch).unwrap()
     });
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_secs(3) + STOP_GRACE + Duration::from_secs(2),
-        "returned after {elapsed:?}"
+    abandoned_within(
+        solution,
+        started,
+        Duration::from_secs(3) + STOP_GRACE,
+        MipStatus::Interrupt,
     );
-    assert!(
-        solution.abandoned,
-        "HiGHS returned on its own: {solution:?}"
-    );
-    assert_eq!(solution.status, MipStatus::Interrupt);
 }
