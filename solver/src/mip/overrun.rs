@@ -6,8 +6,8 @@
 //! minutes past a 2 s limit in the presolve of a RENS sub-MIP
 //! (`HPresolve::strengthenInequalities`, whose cover loop checks no clock; the model is the
 //! fixture of `tests/highs_overrun.rs`, and `highspy` 1.16.0 overruns on it as well), and
-//! sub-MIPs presolve whatever the parent's `presolve`. The upstream reports of time limits not honoured (ERGO-Code/HiGHS #1278,
-//! #2226) describe the same family.
+//! sub-MIPs presolve whatever the parent's `presolve`. The upstream reports of time limits not
+//! honoured (ERGO-Code/HiGHS #1278, #2226) describe the same family.
 //!
 //! Idea: the solve hands the model, the options and the warm start to a new thread, which
 //! runs HiGHS with a `Relay` on its callback. The calling thread polls every 5 ms (`POLL`) for
@@ -114,7 +114,7 @@ fn abandon(relay: &Relay, cancelled: bool) -> MipSolution {
             MipStatus::TimeLimit
         },
         columns: seen.columns.clone(),
-        objective: seen.columns.as_ref().and(seen.objective),
+        objective: seen.objective,
         dual_bound: seen.dual_bound,
         nodes: seen.nodes,
         abandoned: true,

@@ -63,7 +63,7 @@ impl Watch<'_> {
 pub(crate) struct Seen {
     /// Columns of the last improving solution (HiGHS reports them in the original space).
     pub(crate) columns: Option<Vec<f64>>,
-    /// Its objective value.
+    /// Its objective value (set with the columns).
     pub(crate) objective: Option<f64>,
     /// The MIP dual bound at the last report, when finite.
     pub(crate) dual_bound: Option<f64>,
