@@ -250,8 +250,9 @@ pub struct OrderIlpStat {
 pub struct PlanStats {
     /// Largest `offset + size` ever reserved (bytes).
     pub peak_bytes: u64,
-    /// A proven lower bound on the peak (bytes): LOAD of the order for `--order given`,
-    /// the order-independent bound for `--order auto`.
+    /// A proven lower bound on the peak (bytes): LOAD of the order tightened by alignment (or
+    /// better) for `--order given`, the order-independent bound tightened by alignment for
+    /// `--order auto`.
     #[serde(default)]
     pub lower_bound_bytes: u64,
     /// Algorithm that produced the placement.

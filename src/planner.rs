@@ -12,9 +12,11 @@
 //! `ilp`: [`ILP_FOCUS_ILP_SHARE`]`·T`); the exact placement gets the rest.
 //!
 //! **Bound.** For `--order auto` the reported lower bound holds for every order: the maximum
-//! of the order-independent bound and, when the order program modelled the whole graph, its
-//! proven dual bound (not with `--inplace`, which the program does not model). For `--order
-//! given` it is the placement's bound for that order.
+//! of the order-independent bound tightened by alignment (`order::bound::aligned_order_bound`:
+//! aligned offsets lose bytes between buffers alive together) and, when the order program
+//! modelled the whole graph, its proven dual bound (not with `--inplace`, which the program
+//! does not model). For `--order given` it is the placement's bound for that order (LOAD
+//! tightened by alignment, or better).
 
 use crate::graph::{Graph, GraphError};
 use crate::plan::{emit, MemberStat, Plan, PlanStatus};
@@ -324,6 +326,8 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         .map_err(|e| graph.order_error(e))?;
     let mut orders = vec![(listed, "listed")];
     let mut order_result = None;
+    // The bound of every order's peak (`--order auto`), see the module doc.
+    let mut order_bound = None;
     let mut ilp_result = None;
     let solving = opts.strategy != Strategy::Heuristic;
     // The heuristic stages run exactly as with strategy `heuristic` (same budget), so the
@@ -335,6 +339,12 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         if r.order != orders[0].0 {
             orders.push((r.order.clone(), r.method));
         }
+        order_bound = Some(order::bound::aligned_order_bound(
+            &problem,
+            &lopts,
+            Some(&r.order),
+            r.stats.lower_bound,
+        ));
         order_result = Some(r);
     }
     let mut candidates = place_candidates(&problem, orders, &lopts, &run.remaining())?;
@@ -349,8 +359,8 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     }
     // Best first; a stable sort keeps the listed order ahead on ties.
     candidates.sort_by_key(|c| c.placed.stats.objective);
-    let bound_now = |cands: &[Candidate]| match &order_result {
-        Some(r) => r.stats.lower_bound,
+    let bound_now = |cands: &[Candidate]| match order_bound {
+        Some(b) => b,
         None => cands.first().map_or(0, |c| c.placed.stats.lower_bound),
     };
     run.report("heuristics", best_peak(&candidates), bound_now(&candidates));
@@ -375,7 +385,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         graph,
         &mut plan,
         &best,
-        order_result.as_ref(),
+        order_result.as_ref().zip(order_bound),
         ilp_result.as_ref(),
     );
     if cfg!(debug_assertions) {
@@ -505,7 +515,9 @@ fn refine_candidates(
         let best = best_peak(candidates);
         let c = &candidates[k];
         // Only worth it where the exact search could beat the best plan so far.
-        if c.placed.stats.objective <= c.placed.stats.lower_bound || c.lt.problem.load() >= best {
+        if c.placed.stats.objective <= c.placed.stats.lower_bound
+            || c.placed.stats.lower_bound >= best
+        {
             continue;
         }
         // Split what is left evenly over the candidates still to refine.
@@ -535,7 +547,7 @@ fn write_stats(
     graph: &Graph,
     plan: &mut Plan,
     best: &Candidate,
-    order_result: Option<&OrderResult>,
+    order_result: Option<(&OrderResult, u64)>,
     ilp_result: Option<&OrderIlpOutcome>,
 ) {
     let (opts, started) = (run.opts, run.started);
@@ -565,18 +577,14 @@ fn write_stats(
             ms: ms(i.elapsed),
         });
     }
-    // The bound: for `given`, the placement's proven bound for that order (LOAD or better);
-    // for `auto`, the order-independent bound (other orders could go lower).
+    // The bound: for `given`, the placement's proven bound for that order (the aligned LOAD or
+    // better); for `auto`, the order-independent bound (other orders could go lower).
     let peak = plan.stats.peak_bytes;
     let ilp_bound = ilp_result
         .filter(|o| o.whole && !opts.inplace)
         .map_or(0, |o| o.stats.lower_bound);
     let lower = match order_result {
-        Some(r) => r
-            .stats
-            .lower_bound
-            .max(ilp_bound)
-            .min(plan.stats.peak_bytes),
+        Some((_, bound)) => bound.max(ilp_bound).min(plan.stats.peak_bytes),
         None => s.stats.lower_bound,
     };
     let solve = SolveStats::heuristic(peak, lower, started.elapsed());
@@ -608,7 +616,7 @@ fn write_stats(
             ms: ms(o.stats.elapsed),
         });
     }
-    if let Some(r) = order_result {
+    if let Some((r, _)) = order_result {
         plan.stats.order_lower_bound_bytes = Some(r.stats.lower_bound);
         plan.stats.order_members = r
             .members

@@ -1,8 +1,9 @@
 //! The placement problem (dynamic storage allocation): buffers with lifetimes and sizes, to be
 //! given byte offsets so that buffers alive at the same step never share bytes.
 //!
-//! Also holds LOAD (max over steps of live bytes: a lower bound of every placement) and an
-//! independent checker of a placement, `O(n log n)` by a sweep over lifetime events.
+//! Also holds LOAD (max over steps of live bytes: a lower bound of every placement), LOAD
+//! tightened by alignment ([`PlacementProblem::aligned_load`]) and an independent checker of a
+//! placement, `O(n log n)` by a sweep over lifetime events.
 
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -207,6 +208,64 @@ impl PlacementProblem {
         best
     }
 
+    /// LOAD tightened by alignment (bytes): at least [`Self::load`], at most the peak of every
+    /// placement.
+    ///
+    /// Buffers whose alignments are at least `a` (powers of two, so multiples of `a`) sit at
+    /// multiples of `a`. Of two such buffers alive together and adjacent in memory among them,
+    /// the upper one starts at or above the lower one's size rounded up to `a`. So at a step any
+    /// set `S` of live buffers with alignment at least `a` needs `Σ_S align_up(size, a) − max_S
+    /// (align_up(size, a) − size)` bytes: every size rounded up but the topmost, which at best
+    /// is the one that rounding would grow most. The bound is the maximum of that over the steps
+    /// and the distinct alignments `a` of the problem (`a` = 1 gives LOAD). It is exact for a
+    /// single step of buffers of one alignment, and proves optimal the placements whose only
+    /// loss is the rounding between aligned buffers (common in DNN arenas: 256-byte offsets,
+    /// sizes multiples of 4). `O(k · n log n)` for `k` distinct alignments; saturates at
+    /// `u64::MAX`.
+    pub fn aligned_load(&self) -> u64 {
+        let mut alignments: Vec<u64> = self.buffers.iter().map(|b| b.alignment.max(1)).collect();
+        alignments.sort_unstable();
+        alignments.dedup();
+        let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(self.buffers.len() * 2);
+        for (i, b) in self.buffers.iter().enumerate() {
+            events.push((b.lifetime.start, true, i));
+            events.push((b.lifetime.end, false, i));
+        }
+        // Ends before starts at the same step, as in `load`.
+        events.sort_unstable_by_key(|&(t, is_start, i)| (t, is_start, i));
+        let mut best = 0u128;
+        let mut wastes: BTreeMap<u128, usize> = BTreeMap::new();
+        for &a in &alignments {
+            let a128 = u128::from(a);
+            let mut sum = 0u128;
+            wastes.clear();
+            for &(_, is_start, i) in &events {
+                let b = &self.buffers[i];
+                if b.alignment.max(1) < a {
+                    continue;
+                }
+                let size = u128::from(b.size);
+                let rounded = size.div_ceil(a128) * a128;
+                let waste = rounded - size;
+                if is_start {
+                    sum += rounded;
+                    *wastes.entry(waste).or_default() += 1;
+                    let top = wastes.last_key_value().map_or(0, |(&w, _)| w);
+                    best = best.max(sum - top);
+                } else {
+                    sum -= rounded;
+                    if let Some(count) = wastes.get_mut(&waste) {
+                        *count -= 1;
+                        if *count == 0 {
+                            wastes.remove(&waste);
+                        }
+                    }
+                }
+            }
+        }
+        u64::try_from(best).unwrap_or(u64::MAX)
+    }
+
     /// The number of steps spanned: one past the largest lifetime end (0 when empty).
     pub fn horizon(&self) -> u64 {
         self.buffers
@@ -314,6 +373,62 @@ mod tests {
     fn load_counts_buffers_that_touch_end_to_start_as_disjoint() {
         let p = PlacementProblem::new(vec![buf(0, 2, 10), buf(2, 4, 20), buf(1, 3, 5)]);
         assert_eq!(p.load(), 25);
+    }
+
+    #[test]
+    fn the_aligned_load_is_load_when_nothing_is_aligned() {
+        let p = PlacementProblem::new(vec![buf(0, 2, 10), buf(2, 4, 20), buf(1, 3, 5)]);
+        assert_eq!(p.aligned_load(), 25);
+        assert_eq!(PlacementProblem::default().aligned_load(), 0);
+    }
+
+    #[test]
+    fn the_aligned_load_rounds_every_live_buffer_but_the_one_that_would_round_most() {
+        use super::fixtures::aligned;
+        // One step: 5, 300 and 10 bytes at 256-byte offsets. Rounded 256 + 512 + 256; the
+        // 5-byte buffer on top saves 251: 773 bytes, which the order 300, 10, 5 reaches.
+        let p = PlacementProblem::new(vec![
+            aligned(0, 1, 5, 256),
+            aligned(0, 1, 300, 256),
+            aligned(0, 1, 10, 256),
+        ]);
+        assert_eq!(p.load(), 315);
+        assert_eq!(p.aligned_load(), 773);
+        let placed = Placement {
+            offsets: vec![768, 0, 512],
+        };
+        assert_eq!(p.check(&placed), Ok(773));
+        // Buffers that never live together round nothing.
+        let apart = PlacementProblem::new(vec![aligned(0, 1, 5, 256), aligned(1, 2, 300, 256)]);
+        assert_eq!(apart.aligned_load(), 300);
+    }
+
+    #[test]
+    fn the_aligned_load_counts_only_buffers_aligned_at_least_as_much() {
+        use super::fixtures::aligned;
+        // A 1-byte unaligned buffer may sit in the 4-aligned one's rounding: 3 + 1 = 4 bytes.
+        let p = PlacementProblem::new(vec![aligned(0, 2, 3, 4), aligned(0, 2, 1, 1)]);
+        assert_eq!(p.aligned_load(), 4);
+        // Two 4-aligned 3-byte buffers need 4 + 3 = 7 bytes, one more than their LOAD; with a
+        // 2-byte unaligned one beside them LOAD (8) is the larger bound.
+        let q = PlacementProblem::new(vec![
+            aligned(0, 2, 3, 4),
+            aligned(0, 2, 3, 4),
+            aligned(1, 2, 2, 1),
+        ]);
+        assert_eq!((q.load(), q.aligned_load()), (8, 8));
+        let r = PlacementProblem::new(vec![aligned(0, 2, 3, 4), aligned(0, 2, 3, 4)]);
+        assert_eq!((r.load(), r.aligned_load()), (6, 7));
+    }
+
+    #[test]
+    fn the_aligned_load_of_huge_buffers_saturates_instead_of_overflowing() {
+        use super::fixtures::aligned;
+        let p = PlacementProblem::new(vec![
+            aligned(0, 1, u64::MAX - 3, 8),
+            aligned(0, 1, u64::MAX - 3, 8),
+        ]);
+        assert_eq!(p.aligned_load(), u64::MAX);
     }
 
     #[test]

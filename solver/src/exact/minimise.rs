@@ -1,8 +1,9 @@
 //! Capacity minimisation: the lowest peak the search can reach from a valid placement.
 //!
 //! Idea: the fit problem ([`super::solve`]) answers "is there a placement under capacity
-//! `C`?"; minimisation asks it for decreasing `C`. The first question is LOAD itself (the
-//! usual answer on real traces, and then the placement is optimal at once); after that a
+//! `C`?"; minimisation asks it for decreasing `C`. The first question is the lower bound itself
+//! (LOAD tightened by alignment, [`PlacementProblem::aligned_load`]: the usual answer on real
+//! traces, and then the placement is optimal at once); after that a
 //! binary search between the best lower bound and the best peak found, where every found
 //! placement lowers the upper end to its own peak and every proof of infeasibility raises the
 //! lower bound; an unanswered question (budget) only stops that side from being retried. Each
@@ -16,7 +17,7 @@
 //! more than [`WINDOW_ABOVE`] buffers are too large for the search as a whole: they go to the
 //! window search of [`super::window`] instead, which repairs the placement piecewise.
 //!
-//! Complexity: `O(log(peak − LOAD))` fit problems, each bounded by its share of the budget.
+//! Complexity: `O(log(peak − bound))` fit problems, each bounded by its share of the budget.
 
 use super::dive::{dive, DiveOrder};
 use super::window;
@@ -35,8 +36,8 @@ pub struct MinimiseOutcome {
     pub placement: Placement,
     /// Its peak.
     pub peak: u64,
-    /// A proven lower bound of every placement's peak: LOAD, or one more than the highest
-    /// capacity proven infeasible.
+    /// A proven lower bound of every placement's peak: the aligned LOAD, or one more than the
+    /// highest capacity proven infeasible.
     pub lower_bound: u64,
     /// [`ExactStatus::Optimal`] when `peak == lower_bound`, [`ExactStatus::Feasible`]
     /// otherwise, [`ExactStatus::Infeasible`] for an invalid problem.
@@ -73,8 +74,8 @@ impl Unanswered {
     }
 }
 
-/// Lowers the peak of `start` (capacities of `problem` are ignored) towards LOAD within
-/// `opts.budget`.
+/// Lowers the peak of `start` (capacities of `problem` are ignored) towards the aligned LOAD
+/// within `opts.budget`.
 ///
 /// The result is never worse than `start`; a `start` that does not pass
 /// [`PlacementProblem::check`] is replaced by all buffers stacked one above the other. An
@@ -89,7 +90,7 @@ pub fn minimise(
 }
 
 /// [`minimise`] continued with more budget after `earlier` (a call on the same problem) from
-/// `start`: keeps its proven bound, skips the dives and the LOAD question, and asks only
+/// `start`: keeps its proven bound, skips the dives and the first question, and asks only
 /// above every question `earlier` left without an answer with at least the budget a question
 /// gets now. The outcome's `lower_bound` includes `earlier`'s; its `nodes` and `elapsed` are
 /// this call's alone.
@@ -134,7 +135,7 @@ fn run(
         };
     };
     let mut lower_bound = problem
-        .load()
+        .aligned_load()
         .max(earlier.map_or(0, |e| e.lower_bound.min(peak)));
     let mut unanswered = earlier.map(|e| e.unanswered.clone()).unwrap_or_default();
     // Cheap upper bounds first (the first time): canonical dives (no backtracking).
@@ -167,7 +168,7 @@ fn run(
     } else {
         // `lo`: the lowest capacity still worth asking about (proven or given up below it).
         let mut lo = lower_bound;
-        // LOAD first (the usual answer), unless an earlier call asked it.
+        // The lower bound first (the usual answer), unless an earlier call asked it.
         let mut first = earlier.is_none();
         while clock.exhausted().is_none() {
             let limits = half_of_what_is_left(&opts.limits, clock.elapsed(), nodes);

@@ -59,6 +59,81 @@ pub fn order_lower_bound_hinted(
     min_cut_with_facts(problem, &facts, hint, Some(&topo), cheap, DEFAULT_WORK).bytes
 }
 
+/// Distinct rounding wastes tried as thresholds by [`aligned_order_bound`] (the largest ones).
+pub const WASTE_THRESHOLDS: usize = 3;
+
+/// A lower bound of the arena peak of every order (bytes), never below `floor` (pass the
+/// [`order_lower_bound_hinted`] already known): the order bound tightened by alignment, as
+/// `PlacementProblem::aligned_load` tightens LOAD. It bounds peaks, not the LOAD of orders
+/// (which ignores alignment), so an order search must not stop on it.
+///
+/// When every value and workspace alignment is a multiple of `g` (the smallest of them), the
+/// buffers alive together in a set `S` need at least `Σ_S r − max_S w` bytes, `r` being a
+/// size rounded up to `g` and `w = r − size` (all rounded but the topmost). For a threshold
+/// `θ`, count each value at `r` where `w ≤ θ` and at its size where `w > θ`, and take `θ`
+/// off the sum: if `S` holds a value above the threshold, its own waste is already taken off
+/// (at least `max_S w − θ`), and otherwise `θ ≥ max_S w`; either way the result is at most
+/// `Σ_S r − max_S w`. Every term of the order bound (per node, first and last step, min cut)
+/// is such a sum over one step's live values, so the order bound of the adjusted sizes minus
+/// `θ` holds for every order's placement. The maximum over the [`WASTE_THRESHOLDS`] largest
+/// distinct wastes (θ = 0 is the order bound itself). With in-place merging on (one buffer
+/// for several values) it returns `floor`. Cost: up to [`WASTE_THRESHOLDS`] order bounds.
+pub fn aligned_order_bound(
+    problem: &OrderProblem,
+    opts: &LifetimeOptions,
+    hint: Option<&[usize]>,
+    floor: u64,
+) -> u64 {
+    let has_workspace = problem.nodes.iter().any(|v| v.workspace > 0);
+    let g = problem
+        .values
+        .iter()
+        .map(|t| t.alignment)
+        .chain(has_workspace.then_some(problem.workspace_alignment))
+        .min()
+        .unwrap_or(1)
+        .max(1);
+    if opts.inplace || g == 1 || !g.is_power_of_two() {
+        return floor;
+    }
+    let waste = |size: u64| crate::problem::align_up(size, g).map_or(0, |r| r - size);
+    let mut wastes: Vec<u64> = problem
+        .values
+        .iter()
+        .map(|t| waste(t.size))
+        .chain(
+            problem
+                .nodes
+                .iter()
+                .filter(|v| v.workspace > 0)
+                .map(|v| waste(v.workspace)),
+        )
+        .filter(|&w| w > 0)
+        .collect();
+    wastes.sort_unstable_by(|a, b| b.cmp(a));
+    wastes.dedup();
+    let mut best = floor;
+    for &theta in wastes.iter().take(WASTE_THRESHOLDS) {
+        let adjust = |size: u64| {
+            if size == 0 || waste(size) > theta {
+                size
+            } else {
+                size + waste(size)
+            }
+        };
+        let mut adjusted = problem.clone();
+        for t in &mut adjusted.values {
+            t.size = adjust(t.size);
+        }
+        for v in &mut adjusted.nodes {
+            v.workspace = adjust(v.workspace);
+        }
+        let bound = order_lower_bound_hinted(&adjusted, opts, hint).saturating_sub(theta);
+        best = best.max(bound);
+    }
+    best
+}
+
 /// The per-node bound of the module doc alone (no min cut): cheaper and weaker than
 /// [`order_lower_bound`]. Valid for every topological order (0 if `problem` has a cycle).
 pub fn per_node_bound(problem: &OrderProblem, opts: &LifetimeOptions) -> u64 {
@@ -393,6 +468,54 @@ mod tests {
             .map(|o| p.load(o, opts))
             .min()
             .unwrap_or(0)
+    }
+
+    /// The smallest aligned LOAD of any order's lifetimes: no placement of any order peaks
+    /// lower.
+    fn best_aligned_load(p: &OrderProblem, opts: &LifetimeOptions) -> u64 {
+        all_orders(p)
+            .iter()
+            .map(|o| crate::order::lifetimes(p, o, opts).problem.aligned_load())
+            .min()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn the_aligned_order_bound_lies_between_the_order_bound_and_every_orders_aligned_load() {
+        let opts = LifetimeOptions::default();
+        let mut above = 0;
+        for seed in 0..300 {
+            let mut p = random_problem(7000 + seed, 7);
+            for t in &mut p.values {
+                t.alignment = 16;
+            }
+            p.workspace_alignment = 16;
+            let floor = order_lower_bound(&p, &opts);
+            let bound = aligned_order_bound(&p, &opts, None, floor);
+            let best = best_aligned_load(&p, &opts);
+            assert!(
+                floor <= bound && bound <= best,
+                "seed {seed}: order bound {floor}, aligned {bound}, best aligned LOAD {best}"
+            );
+            above += usize::from(bound > floor);
+        }
+        assert!(above > 150, "only {above} of 300 above the order bound");
+    }
+
+    #[test]
+    fn the_aligned_order_bound_is_the_floor_with_inplace_merging_or_unaligned_values() {
+        let mut p = random_problem(7, 7);
+        for t in &mut p.values {
+            t.alignment = 16;
+        }
+        p.workspace_alignment = 16;
+        let opts = LifetimeOptions::default();
+        let floor = order_lower_bound(&p, &opts);
+        assert!(aligned_order_bound(&p, &opts, None, floor) > floor);
+        let inplace = LifetimeOptions { inplace: true };
+        assert_eq!(aligned_order_bound(&p, &inplace, None, 5), 5);
+        p.values[0].alignment = 1;
+        assert_eq!(aligned_order_bound(&p, &opts, None, floor), floor);
     }
 
     /// in(100) -> a -> v(100) -> b (workspace 7) -> out(10); a may work in place.

@@ -24,9 +24,10 @@
 //! pairs the lists would cost more than the few steps the work cap then allows, and the start
 //! is returned unchanged (the instances of the zoo and traces above it, densenet121.16.train,
 //! efficientnet_b0.8.train and iopddl_S_1, are within 0.2% of LOAD without the search). A run
-//! stops at LOAD, after [`WORK`] work units (one per buffer visited and per conflict read,
-//! plus `m log m` per fit over `m` placed neighbours: about 5 ms), after [`STALL`] steps
-//! without a new best peak, or when the [`Limits`] runs out (one node per step).
+//! stops at the lower bound (LOAD tightened by alignment), after [`WORK`] work units (one per
+//! buffer visited and per conflict read, plus `m log m` per fit over `m` placed neighbours:
+//! about 5 ms), after [`STALL`] steps without a new best peak, or when the [`Limits`] runs out
+//! (one node per step).
 
 use super::fit::{peak_of, place_in_order_by, Rule};
 use super::skyline::Skyline;
@@ -289,9 +290,9 @@ pub(crate) fn improve(
 ) -> Result<Placement, PlacementError> {
     let buffers = &problem.buffers;
     let n = buffers.len();
-    let load = problem.load();
+    let bound = problem.aligned_load();
     let start_peak = peak_of(buffers, start);
-    if n < 2 || start_peak <= load || start.offsets.len() != n {
+    if n < 2 || start_peak <= bound || start.offsets.len() != n {
         return Ok(start.clone());
     }
     let Some(conflicts) = Conflicts::new(buffers, MAX_PAIRS) else {
@@ -330,7 +331,7 @@ pub(crate) fn improve(
     let mut critical: Vec<usize> = Vec::new();
     let mut stale = true;
     let mut idle = 0u64;
-    while peak > load && s.work < s.cap && idle < STALL && clock.tick().is_none() {
+    while peak > bound && s.work < s.cap && idle < STALL && clock.tick().is_none() {
         if stale {
             critical.clear();
             critical.extend((0..n).filter(|&i| {

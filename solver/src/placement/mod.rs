@@ -103,13 +103,14 @@ pub struct PortfolioResult {
     pub method: &'static str,
     /// Per-member figures, in registry order.
     pub members: Vec<MemberResult>,
-    /// Stats of the chosen placement (objective = peak, lower bound = LOAD).
+    /// Stats of the chosen placement (objective = peak, lower bound = LOAD tightened by
+    /// alignment, [`PlacementProblem::aligned_load`]).
     pub stats: SolveStats,
 }
 
 /// Runs `placers` on `problem`, in order, each given the best placement so far
-/// ([`Placer::place_from`]), and keeps the lowest peak; once the best peak is LOAD the
-/// remaining members are skipped. Each member's placement is checked with
+/// ([`Placer::place_from`]), and keeps the lowest peak; once the best peak meets the lower
+/// bound ([`PlacementProblem::aligned_load`]) the remaining members are skipped. Each member's placement is checked with
 /// [`PlacementProblem::check`] (capacity ignored); a member whose placement fails the check is
 /// an internal error and is returned as such.
 pub fn run_portfolio(
@@ -123,11 +124,11 @@ pub fn run_portfolio(
         buffers: problem.buffers.clone(),
         capacity: None,
     };
-    let load = problem.load();
+    let bound = problem.aligned_load();
     let mut best: Option<(u64, Placement, &'static str)> = None;
     let mut members = Vec::with_capacity(placers.len());
     for placer in placers {
-        if let Some((peak, _, _)) = best.as_ref().filter(|(peak, _, _)| *peak <= load) {
+        if let Some((peak, _, _)) = best.as_ref().filter(|(peak, _, _)| *peak <= bound) {
             members.push(MemberResult {
                 name: placer.name(),
                 peak: *peak,
@@ -155,7 +156,7 @@ pub fn run_portfolio(
         placement,
         method,
         members,
-        stats: SolveStats::heuristic(peak, load, started.elapsed()),
+        stats: SolveStats::heuristic(peak, bound, started.elapsed()),
     })
 }
 

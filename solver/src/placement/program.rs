@@ -23,7 +23,8 @@
 //! goes, in the order of its offsets, which never raises an offset) and given to HiGHS as its
 //! incumbent; HiGHS' answer is compacted the same way and re-checked with
 //! [`PlacementProblem::check`], so the result is valid and never worse than the warm start. The
-//! lower bound of [`place_ilp`] is `max(LOAD, ⌈mip_dual_bound⌉)`, read from HiGHS' info after the
+//! lower bound of [`place_ilp`] is `max(aligned LOAD, ⌈mip_dual_bound⌉)` (LOAD tightened by
+//! alignment, [`PlacementProblem::aligned_load`]), read from HiGHS' info after the
 //! solve, so a time-limited run still reports a proven gap. With one thread (the default) and no
 //! time limit runs are deterministic; a run with a time limit or a watch runs HiGHS on a thread
 //! of its own ([`crate::mip::overrun`]), so its `threads` option always takes effect.
@@ -127,8 +128,8 @@ impl Default for IlpOptions<'_> {
 pub struct IlpOutcome {
     /// Offsets (valid, peak never above the warm start's).
     pub placement: Placement,
-    /// Status, time, peak and global lower bound (`max(LOAD, dual bound)` for [`place_ilp`];
-    /// LOAD for a window, whose model only bounds the moves it allows).
+    /// Status, time, peak and global lower bound (`max(aligned LOAD, dual bound)` for
+    /// [`place_ilp`]; the aligned LOAD for a window, whose model only bounds the moves it allows).
     pub stats: SolveStats,
     /// Proven lower bound of the model that was solved: for a window, no placement moving only
     /// the window's buffers goes below it (capped at the objective: equal means exhausted).
@@ -203,12 +204,21 @@ fn solve(
     let bufs = &problem.buffers;
     let uncapped = PlacementProblem::new(bufs.clone());
     let warm_peak = uncapped.check(warm).map_err(IlpError::WarmStart)?;
-    let load = problem.load();
+    let bound = problem.aligned_load();
     let global = free_mask.iter().all(|&f| f);
     let unit = model_unit(problem, &warm.offsets, free_mask);
     let layout = Layout::new(problem, &warm.offsets, free_mask, unit, opts.max_pairs)?;
-    let keep_warm = || finish(started, warm.offsets.clone(), warm_peak, load, load, false);
-    if warm_peak <= load {
+    let keep_warm = || {
+        finish(
+            started,
+            warm.offsets.clone(),
+            warm_peak,
+            bound,
+            bound,
+            false,
+        )
+    };
+    if warm_peak <= bound {
         return Ok(keep_warm());
     }
     // Compact the warm start: valid, no higher, and on the model's grid.
@@ -226,18 +236,18 @@ fn solve(
         .map(|i| best[i] + bufs[i].size)
         .max()
         .unwrap_or(0);
-    let floor = load.max(fixed_peak);
+    let floor = bound.max(fixed_peak);
     let cancelled = || opts.cancel.is_some_and(|c| c.load(Ordering::Relaxed));
     let remaining = opts
         .limits
         .time
         .map(|t| t.saturating_sub(started.elapsed()).as_secs_f64());
     if best_peak <= floor || layout.free.is_empty() {
-        let lower = if global { floor } else { load };
+        let lower = if global { floor } else { bound };
         return Ok(finish(started, best, best_peak, lower, floor, false));
     }
     if cancelled() || remaining.is_some_and(|r| r <= 0.0) {
-        return Ok(finish(started, best, best_peak, load, floor, true));
+        return Ok(finish(started, best, best_peak, bound, floor, true));
     }
     if best_peak / unit > MAX_EXACT {
         return Err(IlpError::OutOfRange { peak: best_peak });
@@ -270,7 +280,7 @@ fn solve(
         (best, best_peak),
     );
     let model_bound = floor.max(dual_bound);
-    let lower = if global { model_bound } else { load };
+    let lower = if global { model_bound } else { bound };
     Ok(finish(started, offsets, peak, lower, model_bound, stopped))
 }
 

@@ -71,7 +71,7 @@ pub struct IlpRefineOutcome {
     /// Best placement (valid, never higher than the start).
     pub placement: Placement,
     /// Status, elapsed, peak, and lower bound (HiGHS' dual bound when the whole instance was
-    /// modelled, else LOAD).
+    /// modelled, else LOAD tightened by alignment, [`PlacementProblem::aligned_load`]).
     pub stats: SolveStats,
     /// Models solved.
     pub models: usize,
@@ -89,9 +89,9 @@ pub fn refine_peak(
     let started = Instant::now();
     let uncapped = PlacementProblem::new(problem.buffers.clone());
     let mut peak = uncapped.check(start).map_err(IlpError::WarmStart)?;
-    let load = problem.load();
+    let bound = problem.aligned_load();
     let mut best = start.clone();
-    let mut lower = load;
+    let mut lower = bound;
     let mut models = 0;
     let mut improved = 0;
     let mut clock: LimitsClock = opts.limits.start();
@@ -112,7 +112,7 @@ pub fn refine_peak(
         ..IlpOptions::default()
     };
     if problem.buffers.len() <= FULL_MODEL_BUFFERS {
-        if peak > load {
+        if peak > bound {
             let out = place_ilp(problem, &best, &model_opts(&clock))?;
             models = 1;
             if out.stats.objective < peak {
@@ -125,7 +125,7 @@ pub fn refine_peak(
         }
     } else {
         let mut window = opts.window.max(1);
-        while peak > load && models < opts.max_models && window <= opts.max_window.max(1) {
+        while peak > bound && models < opts.max_models && window <= opts.max_window.max(1) {
             if let Some(s) = clock.exhausted() {
                 stop = Some(s);
                 break;
@@ -157,7 +157,7 @@ pub fn refine_peak(
             }
         }
     }
-    let lower = lower.max(load).min(peak);
+    let lower = lower.max(bound).min(peak);
     let status = if peak <= lower {
         SolveStatus::Optimal
     } else {

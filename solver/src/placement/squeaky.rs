@@ -89,13 +89,15 @@ impl Placer for SqueakyWheel {
         let buffers = &problem.buffers;
         let n = buffers.len();
         let load = problem.load();
+        // No placement goes below this: the search stops there.
+        let bound = problem.aligned_load();
         let rounds = rounds_for(n);
         let mut clock = limits.start();
         let mut order = size_order(problem);
         let mut best = place_in_order(problem, &order)?;
         let mut best_peak = peak_of(buffers, &best);
         let mut round = 1u64;
-        if round < rounds && best_peak > load && clock.tick().is_none() {
+        if round < rounds && best_peak > bound && clock.tick().is_none() {
             let other = conflict_order(problem);
             let placed = place_in_order(problem, &other)?;
             let peak = peak_of(buffers, &placed);
@@ -111,7 +113,7 @@ impl Placer for SqueakyWheel {
         }
         let mut current = best.clone();
         let (stall, mut idle) = (stall_for(rounds), 0u64);
-        while round < rounds && best_peak > load && idle < stall && clock.tick().is_none() {
+        while round < rounds && best_peak > bound && idle < stall && clock.tick().is_none() {
             blame(problem, &current, load, &mut prio);
             order.sort_unstable_by_key(|&i| (Reverse(prio[i]), i));
             current = place_in_order(problem, &order)?;

@@ -3,8 +3,9 @@
 //!
 //! - With a capacity: if the heuristics fit it, done; otherwise the exact search tries to fit
 //!   it, and either finds a placement, proves none exists, or runs out of budget.
-//! - Without: the exact search lowers the peak from the heuristics' best towards LOAD and
-//!   reports the proven lower bound (LOAD, or higher where infeasibility was proven).
+//! - Without: the exact search lowers the peak from the heuristics' best towards the lower
+//!   bound (LOAD tightened by alignment, [`PlacementProblem::aligned_load`]) and reports the
+//!   proven bound (that, or higher where infeasibility was proven).
 //!
 //! - Then, when a gap is left, the HiGHS placement model ([`super::refine`])
 //!   gets the rest of the budget: whole for small instances (its dual bound can raise the
@@ -26,9 +27,10 @@ use crate::placement::{self, MemberResult};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use std::time::{Duration, Instant};
 
-/// Relative gap (peak − bound) / peak under which minimisation is not attempted: the bound is
-/// LOAD in exact bytes, while offsets are aligned, so the last few bytes of alignment slack can
-/// rarely be proven away and the search would spend its whole budget for nothing.
+/// Relative gap (peak − bound) / peak under which minimisation is not attempted: the bound
+/// counts the alignment lost between buffers alive together at one step only
+/// ([`PlacementProblem::aligned_load`]), so the last few bytes of alignment slack that spans
+/// steps can rarely be proven away and the search would spend its whole budget for nothing.
 pub const NEGLIGIBLE_GAP: f64 = 1e-4;
 
 /// Node budget of the exact search when the caller gives no limit at all.
@@ -104,7 +106,7 @@ pub struct PlaceOutcome {
     pub exact: Option<ExactReport>,
     /// The HiGHS model's report, when it ran.
     pub ilp: Option<IlpReport>,
-    /// Objective = peak; lower bound = LOAD or better; status optimal / heuristic /
+    /// Objective = peak; lower bound = the aligned LOAD or better; status optimal / heuristic /
     /// time_limit / node_limit / infeasible (capacity proven unreachable).
     pub stats: SolveStats,
     /// Whether the peak fits `problem.capacity` (true when there is none).
@@ -126,7 +128,8 @@ pub fn place(
     refine(problem, &heur, &remaining)
 }
 
-/// The heuristic portfolio alone, as a [`PlaceOutcome`] (lower bound LOAD).
+/// The heuristic portfolio alone, as a [`PlaceOutcome`] (lower bound: LOAD tightened by
+/// alignment, [`PlacementProblem::aligned_load`]).
 pub fn heuristics(
     problem: &PlacementProblem,
     limits: &Limits,
@@ -176,13 +179,13 @@ pub fn refine_with(
     work: Option<RefineWork>,
 ) -> Result<PlaceOutcome, PlacementError> {
     let started = Instant::now();
-    let load = problem.load();
+    let bound = problem.aligned_load();
     let uncapped = PlacementProblem::new(problem.buffers.clone());
     let mut placement = start.placement.clone();
     let mut method = start.method.clone();
     let start_stats = &start.stats;
     let mut peak = uncapped.check(&placement)?;
-    let mut lower = start_stats.lower_bound.max(load).min(peak);
+    let mut lower = start_stats.lower_bound.max(bound).min(peak);
     let mut status = start_stats.status;
     let fits_now = |peak: u64| problem.capacity.is_none_or(|c| peak <= c);
     let mut report = None;
@@ -227,7 +230,7 @@ pub fn refine_with(
                 let proven = if out.status == ExactStatus::Infeasible {
                     capacity.saturating_add(1)
                 } else {
-                    load
+                    bound
                 };
                 (out.placement, out.status, proven)
             }
@@ -388,7 +391,7 @@ mod tests {
             members: Vec::new(),
             exact: None,
             ilp: None,
-            stats: SolveStats::heuristic(top, problem.load(), Duration::ZERO),
+            stats: SolveStats::heuristic(top, problem.aligned_load(), Duration::ZERO),
             fits: true,
         }
     }
