@@ -123,6 +123,35 @@ fn place_writes_offsets_and_exits_1_when_over_capacity() {
     );
 }
 
+#[test]
+fn place_proves_optimal_a_peak_above_load_that_only_alignment_causes() {
+    // Three 256-aligned buffers alive together: LOAD 315 B, but only the topmost can end
+    // short of a multiple of 256, so 773 B (300 and 10 rounded up, 5 on top) is the optimum,
+    // which the bound proves without the exact search (`--heuristic`).
+    let csv = tmp("aligned.csv");
+    std::fs::write(
+        &csv,
+        "id,lower,upper,size,alignment\na,0,2,5,256\nb,0,2,300,256\nc,1,3,10,256\n",
+    )
+    .unwrap();
+    let r = memplan(&[
+        "place",
+        csv.to_str().unwrap(),
+        "--heuristic",
+        "-o",
+        tmp("aligned.placed.csv").to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("LOAD 315 B")
+            && err.contains("peak 773 B")
+            && err.contains("lower bound 773 B")
+            && err.contains("status optimal"),
+        "{err}"
+    );
+}
+
 /// `memplan place` at LOAD on a generated fitting instance of `buffers` buffers (`seed`)
 /// with `time_limit` seconds; its exit code (1: no placement) and what it said.
 fn place_generated_at_load(seed: u64, buffers: usize, time_limit: &str) -> (Option<i32>, String) {
