@@ -186,18 +186,25 @@ impl PlacementProblem {
         Ok(())
     }
 
+    /// Every lifetime start and end as `(step, is_start, buffer)`, sorted by step, ends before
+    /// starts at one step (`[a, b)` and `[b, c)` do not overlap), then by buffer.
+    /// `O(n log n)`.
+    fn events(&self) -> Vec<(u64, bool, usize)> {
+        let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(self.buffers.len() * 2);
+        for (i, b) in self.buffers.iter().enumerate() {
+            events.push((b.lifetime.start, true, i));
+            events.push((b.lifetime.end, false, i));
+        }
+        events.sort_unstable_by_key(|&(t, is_start, i)| (t, is_start, i));
+        events
+    }
+
     /// LOAD: the maximum over steps of the summed sizes of live buffers. Every placement's peak
     /// is at least this. Saturates at `u64::MAX` instead of wrapping.
     pub fn load(&self) -> u64 {
-        let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(self.buffers.len() * 2);
-        for b in &self.buffers {
-            events.push((b.lifetime.start, true, b.size));
-            events.push((b.lifetime.end, false, b.size));
-        }
-        // Ends before starts at the same step: `[a, b)` and `[b, c)` do not overlap.
-        events.sort_unstable_by_key(|&(t, is_start, _)| (t, is_start));
         let (mut cur, mut best) = (0u64, 0u64);
-        for (_, is_start, s) in events {
+        for (_, is_start, i) in self.events() {
+            let s = self.buffers[i].size;
             if is_start {
                 cur = cur.saturating_add(s);
                 best = best.max(cur);
@@ -226,13 +233,7 @@ impl PlacementProblem {
         let mut alignments: Vec<u64> = self.buffers.iter().map(|b| b.alignment.max(1)).collect();
         alignments.sort_unstable();
         alignments.dedup();
-        let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(self.buffers.len() * 2);
-        for (i, b) in self.buffers.iter().enumerate() {
-            events.push((b.lifetime.start, true, i));
-            events.push((b.lifetime.end, false, i));
-        }
-        // Ends before starts at the same step, as in `load`.
-        events.sort_unstable_by_key(|&(t, is_start, i)| (t, is_start, i));
+        let events = self.events();
         let mut best = 0u128;
         let mut wastes: BTreeMap<u128, usize> = BTreeMap::new();
         for &a in &alignments {
@@ -300,12 +301,7 @@ impl PlacementProblem {
                 .ok_or(PlacementError::Overflow { index })?;
             peak = peak.max(end);
         }
-        let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(self.buffers.len() * 2);
-        for (i, b) in self.buffers.iter().enumerate() {
-            events.push((b.lifetime.start, true, i));
-            events.push((b.lifetime.end, false, i));
-        }
-        events.sort_unstable_by_key(|&(t, is_start, i)| (t, is_start, i));
+        let events = self.events();
         // Live byte ranges keyed by (offset, buffer) -> end; disjoint at all times.
         let mut live: BTreeMap<(u64, usize), u64> = BTreeMap::new();
         for (_, is_start, i) in events {

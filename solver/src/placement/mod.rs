@@ -110,9 +110,9 @@ pub struct PortfolioResult {
 
 /// Runs `placers` on `problem`, in order, each given the best placement so far
 /// ([`Placer::place_from`]), and keeps the lowest peak; once the best peak meets the lower
-/// bound ([`PlacementProblem::aligned_load`]) the remaining members are skipped. Each member's placement is checked with
-/// [`PlacementProblem::check`] (capacity ignored); a member whose placement fails the check is
-/// an internal error and is returned as such.
+/// bound ([`PlacementProblem::aligned_load`]) the remaining members are skipped. Each member's
+/// placement is checked with [`PlacementProblem::check`] (capacity ignored); a member whose
+/// placement fails the check is an internal error and is returned as such.
 pub fn run_portfolio(
     placers: &[Box<dyn Placer>],
     problem: &PlacementProblem,

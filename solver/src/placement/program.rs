@@ -24,8 +24,8 @@
 //! incumbent; HiGHS' answer is compacted the same way and re-checked with
 //! [`PlacementProblem::check`], so the result is valid and never worse than the warm start. The
 //! lower bound of [`place_ilp`] is `max(aligned LOAD, ⌈mip_dual_bound⌉)` (LOAD tightened by
-//! alignment, [`PlacementProblem::aligned_load`]), read from HiGHS' info after the
-//! solve, so a time-limited run still reports a proven gap. With one thread (the default) and no
+//! alignment, [`PlacementProblem::aligned_load`]; the dual bound read from HiGHS' info after
+//! the solve), so a time-limited run still reports a proven gap. With one thread (the default) and no
 //! time limit runs are deterministic; a run with a time limit or a watch runs HiGHS on a thread
 //! of its own ([`crate::mip::overrun`]), so its `threads` option always takes effect.
 //!

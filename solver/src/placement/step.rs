@@ -219,6 +219,8 @@ pub fn refine_with(
         // The minimisation's outcome, which a later turn may continue (see below).
         let mut resume = None;
         let (found, exact_status, proven) = match problem.capacity {
+            // Below the lower bound: proven impossible without a search.
+            Some(capacity) if capacity < bound => (None, ExactStatus::Infeasible, bound),
             Some(capacity) => {
                 let out = exact::solve(problem, capacity, &[], &eopts);
                 report = Some(ExactReport {
@@ -497,6 +499,27 @@ mod tests {
         assert_eq!(out.stats.status, SolveStatus::Infeasible);
         assert!(out.stats.lower_bound >= 5);
         assert!(out.stats.lower_bound <= out.stats.objective);
+    }
+
+    #[test]
+    fn a_capacity_below_the_aligned_load_is_proven_infeasible_without_a_search() {
+        use crate::problem::fixtures::aligned;
+        // LOAD 315 B; at 256-byte offsets the three need 773 B (5 on top of 300 and 10).
+        let mut p = PlacementProblem::new(vec![
+            aligned(0, 2, 5, 256),
+            aligned(0, 2, 300, 256),
+            aligned(1, 3, 10, 256),
+        ]);
+        p.capacity = Some(772);
+        let out = place(&p, &PlaceOptions::default()).unwrap();
+        assert!(!out.fits);
+        assert_eq!(out.stats.status, SolveStatus::Infeasible);
+        assert_eq!(out.stats.lower_bound, 773);
+        assert!(out.exact.is_none());
+        p.capacity = Some(773);
+        let out = place(&p, &PlaceOptions::default()).unwrap();
+        assert!(out.fits);
+        assert_eq!(out.stats.objective, 773);
     }
 
     #[test]
