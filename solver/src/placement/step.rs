@@ -83,9 +83,21 @@ pub struct ExactReport {
     pub nodes: u64,
     /// Time it took.
     pub elapsed: Duration,
-    /// How far the canonical search got and where it failed (fitting a capacity only: the
-    /// minimiser leaves none).
+    /// How far the canonical search got and where it failed (a fit question only: a capacity,
+    /// or the bound within a negligible gap; the minimiser leaves none).
     pub trace: Option<SearchTrace>,
+}
+
+impl ExactReport {
+    /// The report of one fit question ([`exact::solve`]).
+    fn of_fit(out: &exact::ExactOutcome) -> Self {
+        ExactReport {
+            status: out.status,
+            nodes: out.nodes,
+            elapsed: out.elapsed,
+            trace: Some(out.trace),
+        }
+    }
 }
 
 /// What the HiGHS model did, when it ran.
@@ -231,12 +243,7 @@ pub fn refine_with(
             Some(capacity) if capacity < bound => (None, ExactStatus::Infeasible, bound),
             Some(capacity) => {
                 let out = exact::solve(problem, capacity, &[], &eopts);
-                report = Some(ExactReport {
-                    status: out.status,
-                    nodes: out.nodes,
-                    elapsed: out.elapsed,
-                    trace: Some(out.trace),
-                });
+                report = Some(ExactReport::of_fit(&out));
                 let proven = if out.status == ExactStatus::Infeasible {
                     capacity.saturating_add(1)
                 } else {
@@ -257,12 +264,7 @@ pub fn refine_with(
                     ..eopts.clone()
                 };
                 let out = exact::solve(problem, lower, &[], &qopts);
-                report = Some(ExactReport {
-                    status: out.status,
-                    nodes: out.nodes,
-                    elapsed: out.elapsed,
-                    trace: Some(out.trace),
-                });
+                report = Some(ExactReport::of_fit(&out));
                 let (status, proven) = match out.status {
                     ExactStatus::Infeasible => (ExactStatus::Feasible, lower.saturating_add(1)),
                     ExactStatus::Timeout => (ExactStatus::Feasible, lower),
