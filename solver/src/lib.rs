@@ -49,4 +49,6 @@ pub(crate) mod test_shared;
 
 pub use limits::{CancelToken, Deadline, Limits, LimitsClock, ProgressFn, SolveStats, SolveStatus};
 
-pub use problem::{align_up, Buffer, Lifetime, Placement, PlacementError, PlacementProblem};
+pub use problem::{
+    align_up, packed_bytes, Buffer, Lifetime, Placement, PlacementError, PlacementProblem,
+};

@@ -386,23 +386,11 @@ pub fn plan_under_budget(
     Ok(plan)
 }
 
-/// The least peak of buffers `items` (size, alignment: powers of two) resident at once in
-/// one arena: every offset is a multiple of the smallest alignment `m`, so each buffer but
-/// the topmost spans at least its size rounded up to `m` (the next one starts at a multiple
-/// of `m`), and the peak is at least the rounded sizes summed less the largest rounding.
-/// Without it a bound misses the padding every placement pays (vgg16.16.train at 40 %: the
-/// reached peak was 96 bytes over the bound, exactly the padding of two outputs).
-pub fn packed_bytes(items: impl IntoIterator<Item = (u64, u64)>) -> u64 {
-    let items: Vec<(u64, u64)> = items.into_iter().filter(|&(size, _)| size > 0).collect();
-    let m = items.iter().map(|&(_, a)| a.max(1)).min().unwrap_or(1);
-    let (mut sum, mut pad) = (0u64, 0u64);
-    for (size, _) in items {
-        let r = memplan_solver::align_up(size, m).unwrap_or(u64::MAX);
-        sum = sum.saturating_add(r);
-        pad = pad.max(r - size);
-    }
-    sum.saturating_sub(pad)
-}
+/// The least peak of buffers resident at once, alignment padding included
+/// ([`memplan_solver::packed_bytes`]). Without it a bound misses the padding every placement
+/// pays (vgg16.16.train at 40 %: the reached peak was 96 bytes over the bound, exactly the
+/// padding of two outputs).
+pub use memplan_solver::packed_bytes;
 
 /// The least peak of `ts` (deduplicated by the caller) and a workspace of `workspace` bytes
 /// resident at once ([`packed_bytes`]).
