@@ -647,8 +647,12 @@ pub struct GraphStats {
     pub listed_load: u64,
     /// Weights region size (bytes).
     pub weights_bytes: u64,
-    /// Peak lower bound valid for every order (bytes).
+    /// Peak lower bound valid for every order (bytes): a bound of their LOAD.
     pub order_lower_bound: u64,
+    /// The same tightened by alignment (bytes, at least `order_lower_bound`): what `--order
+    /// auto` plans report as their lower bound before the order program's
+    /// (`order::bound::aligned_order_bound`).
+    pub peak_lower_bound: u64,
 }
 
 /// Computes [`GraphStats`].
@@ -665,13 +669,20 @@ pub fn graph_stats(graph: &Graph) -> Result<GraphStats, PlanError> {
         .iter()
         .map(|b| memplan_solver::align_up(b.size, b.alignment).unwrap_or(u64::MAX))
         .fold(0u64, u64::saturating_add);
+    let order_lower_bound = order::bound::order_lower_bound(&problem, &lopts);
     Ok(GraphStats {
         ops: graph.ops.len(),
         tensors: graph.tensors.len(),
         naive_bytes,
         listed_load: lt.problem.load(),
         weights_bytes: graph.weights_bytes(),
-        order_lower_bound: order::bound::order_lower_bound(&problem, &lopts),
+        order_lower_bound,
+        peak_lower_bound: order::bound::aligned_order_bound(
+            &problem,
+            &lopts,
+            None,
+            order_lower_bound,
+        ),
     })
 }
 

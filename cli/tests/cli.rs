@@ -234,9 +234,23 @@ fn stats_prints_the_figures_of_the_sample() {
         "LOAD (listed)",
         "weights bytes",
         "order bound",
+        "peak bound",
     ] {
         assert!(out.contains(key), "{out}");
     }
+}
+
+#[test]
+fn stats_bounds_the_peak_of_resnet18_with_its_alignment_padding() {
+    let Some(zoo) = common::shared::zoo_path("resnet18.1.inference") else {
+        return;
+    };
+    let r = memplan(&["stats", zoo.to_str().unwrap()]);
+    assert!(r.status.success());
+    let out = String::from_utf8_lossy(&r.stdout);
+    // LOAD and its bound count exact bytes; the peak bound is the plan's peak, 255 B more.
+    assert!(out.contains("order bound      6422530 "), "{out}");
+    assert!(out.contains("peak bound       6422785 "), "{out}");
 }
 
 #[test]

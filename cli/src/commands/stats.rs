@@ -1,5 +1,5 @@
 //! `memplan stats`: a graph's figures (ops, tensors, naive bytes, LOAD of the listed order,
-//! weights, the order-independent lower bound) on stdout.
+//! weights, the order-independent lower bound of LOAD and of the arena peak) on stdout.
 
 use crate::args::StatsArgs;
 use crate::common::{load_graph, mib};
@@ -32,6 +32,11 @@ pub fn stats(a: StatsArgs) -> Result<ExitCode> {
         "order bound      {} ({})",
         s.order_lower_bound,
         mib(s.order_lower_bound)
+    );
+    println!(
+        "peak bound       {} ({}; the order bound with alignment padding)",
+        s.peak_lower_bound,
+        mib(s.peak_lower_bound)
     );
     Ok(ExitCode::SUCCESS)
 }
