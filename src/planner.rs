@@ -348,12 +348,12 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
         order_result = Some(r);
     }
     let mut candidates = place_candidates(&problem, orders, &lopts, &run.remaining())?;
-    if let (true, Some(r)) = (solving, &order_result) {
+    if let (true, Some(r), Some(bound)) = (solving, &order_result, order_bound) {
         ilp_result = Some(order_ilp_candidate(
             &run,
             &problem,
             &lopts,
-            r,
+            (r, bound),
             &mut candidates,
         )?);
     }
@@ -433,12 +433,13 @@ fn place_candidates(
 
 /// The order integer program, warm-started from the order heuristics' best order `r`
 /// (strategies `ilp` / `auto`); its order joins the candidates (placed with the heuristics)
-/// when it is new. Returns the program's outcome.
+/// when it is new. Its progress reports `peak_bound` (the bound of every order's peak).
+/// Returns the program's outcome.
 fn order_ilp_candidate(
     run: &Run<'_>,
     problem: &OrderProblem,
     lopts: &LifetimeOptions,
-    r: &OrderResult,
+    (r, peak_bound): (&OrderResult, u64),
     candidates: &mut Vec<Candidate>,
 ) -> Result<OrderIlpOutcome, PlanError> {
     let opts = run.opts;
@@ -451,7 +452,7 @@ fn order_ilp_candidate(
     // the best of it and the heuristic plan so far).
     let progress = opts.progress.clone().map(|sink| {
         let best = best_peak(candidates);
-        let bound = r.stats.lower_bound;
+        let bound = peak_bound;
         ProgressFn::new(move |peak, _| {
             sink.report(&Progress {
                 stage: "order_ilp",

@@ -294,7 +294,9 @@ impl SearchTrace {
     }
 }
 
-/// Places every buffer of `problem` under `capacity` (`problem.capacity` is ignored).
+/// Places every buffer of `problem` under `capacity` (`problem.capacity` is ignored). A
+/// capacity below the aligned LOAD ([`PlacementProblem::aligned_load`]) is answered
+/// [`ExactStatus::Infeasible`] at once, without a search node.
 ///
 /// `fixed` is empty or has one entry per buffer: `Some(offset)` pins a buffer, which the others
 /// then avoid (a list of `None`s asks the same question as an empty one). An invalid problem
@@ -339,7 +341,10 @@ pub(crate) fn solve_with_clock(
     trace: &mut SearchTrace,
 ) -> Result<Placement, ExactStatus> {
     let n = problem.buffers.len();
-    if problem.validate().is_err() || !(fixed.is_empty() || fixed.len() == n) {
+    if problem.validate().is_err()
+        || !(fixed.is_empty() || fixed.len() == n)
+        || capacity < problem.aligned_load()
+    {
         return Err(ExactStatus::Infeasible);
     }
     let capped = PlacementProblem {

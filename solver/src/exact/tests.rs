@@ -140,6 +140,23 @@ fn the_aligned_load_lies_between_load_and_the_optimum() {
     assert!(exact * 10 > count * 9, "only {exact} of {count} exact");
 }
 
+#[test]
+fn a_capacity_below_the_aligned_load_is_infeasible_without_a_search_node() {
+    // LOAD 315 B; at 256-byte offsets the three need 773 B (5 on top of 300 and 10).
+    let b = |start, end, size| Buffer {
+        lifetime: Lifetime::new(start, end),
+        size,
+        alignment: 256,
+    };
+    let p = PlacementProblem::new(vec![b(0, 2, 5), b(0, 2, 300), b(1, 3, 10)]);
+    let o = ExactOptions::default();
+    let below = solve(&p, 772, &[], &o);
+    assert_eq!((below.status, below.nodes), (ExactStatus::Infeasible, 0));
+    let at = solve(&p, 773, &[], &o);
+    assert_eq!(at.status, ExactStatus::Optimal);
+    assert_eq!(p.check(&at.placement.expect("placed")), Ok(773));
+}
+
 /// Pins some buffers where `placement` puts them.
 fn pin_some(rng: &mut Rng, placement: &Placement) -> Vec<Option<u64>> {
     placement

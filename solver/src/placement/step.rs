@@ -239,8 +239,6 @@ pub fn refine_with(
         // The minimisation's outcome, which a later turn may continue (see below).
         let mut resume = None;
         let (found, exact_status, proven) = match problem.capacity {
-            // Below the lower bound: proven impossible without a search.
-            Some(capacity) if capacity < bound => (None, ExactStatus::Infeasible, bound),
             Some(capacity) => {
                 let out = exact::solve(problem, capacity, &[], &eopts);
                 report = Some(ExactReport::of_fit(&out));
@@ -551,7 +549,8 @@ mod tests {
         assert!(!out.fits);
         assert_eq!(out.stats.status, SolveStatus::Infeasible);
         assert_eq!(out.stats.lower_bound, 773);
-        assert!(out.exact.is_none());
+        let exact = out.exact.expect("the question");
+        assert_eq!((exact.status, exact.nodes), (ExactStatus::Infeasible, 0));
         p.capacity = Some(773);
         let out = place(&p, &PlaceOptions::default()).unwrap();
         assert!(out.fits);
