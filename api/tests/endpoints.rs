@@ -731,6 +731,19 @@ async fn place_refuses_bad_buffers_and_options_naming_the_culprit() {
         )
         .await;
     r.assert_problem(422, "buffers[0] (buffer `a`): lifetime [3, 3) is empty");
+    let big = i64::MAX;
+    let r = api
+        .post_json(
+            "/v1/place",
+            &json!({"buffers": [{"id": "a", "lower": 0, "upper": 2, "size": big},
+                                {"id": "b", "lower": 1, "upper": 3, "size": big},
+                                {"id": "c", "lower": 1, "upper": 2, "size": big}]}),
+        )
+        .await;
+    r.assert_problem(
+        422,
+        "buffers[2] (buffer `c`): with it the buffers alive at step 1 need",
+    );
     let r = api
         .send(
             Method::POST,

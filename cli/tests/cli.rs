@@ -224,6 +224,26 @@ fn place_rejects_a_malformed_csv_with_line_and_column() {
 }
 
 #[test]
+fn place_refuses_buffers_that_no_64_bit_arena_holds_naming_the_line() {
+    // Three buffers of 2^63 - 1 bytes alive together: before, a placer's overflow ended the
+    // run with exit 3 and "buffer 2: offset + size overflows u64".
+    let csv = tmp("too-large.csv");
+    let big = i64::MAX;
+    std::fs::write(
+        &csv,
+        format!("id,lower,upper,size\na,0,2,{big}\nb,0,2,{big}\nc,0,2,{big}\n"),
+    )
+    .unwrap();
+    let r = memplan(&["place", csv.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("line 4 (buffer `c`): with it the buffers alive at step 0 need"),
+        "{err}"
+    );
+}
+
+#[test]
 fn stats_prints_the_figures_of_the_sample() {
     let r = memplan(&["stats", "sample"]);
     assert!(r.status.success());

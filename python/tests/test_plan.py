@@ -258,6 +258,12 @@ def test_place_refuses_duplicate_ids_and_bad_lifetimes_naming_the_buffer():
         memplan.place([{"id": "x", "lower": 0, "upper": 1, "size": 1}], alignment=3)
     with pytest.raises(memplan.BadInputError, match=r"buffers\[0\]"):
         memplan.place([{"id": "x", "lower": 0, "upper": 1, "size": 1, "colour": 2}])
+    big = 2**63
+    with pytest.raises(memplan.BadInputError,
+                       match=r"buffers\[1\] \(buffer `b`\): with it the buffers alive at step 0"):
+        memplan.place([{"id": "a", "lower": 0, "upper": 2, "size": big},
+                       {"id": "b", "lower": 0, "upper": 1, "size": big},
+                       {"id": "c", "lower": 0, "upper": 1, "size": big}])
 
 
 SYMBOLIC = ROOT / "samples" / "resnet_block.train.symbolic.json"

@@ -58,7 +58,8 @@ pub enum CsvError {
         /// The text found.
         value: String,
     },
-    /// A row breaks a rule (size 0, empty lifetime, bad alignment, duplicate id).
+    /// A row breaks a rule (size 0, empty lifetime, bad alignment, duplicate id, or the
+    /// buffers alive with it need more than a 64-bit arena).
     #[error("line {line} (buffer `{id}`): {rule}")]
     Rule {
         /// 1-based line number.
@@ -97,6 +98,7 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
     let mut ids = Vec::new();
     let mut buffers = Vec::new();
     let mut offsets = Vec::new();
+    let mut lines_of = Vec::new();
     let mut seen = std::collections::BTreeMap::new();
     for (line, row) in lines {
         let fields: Vec<&str> = row.split(',').map(str::trim).collect();
@@ -134,10 +136,19 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         }
         ids.push(id);
         buffers.push(buffer);
+        lines_of.push(line);
+    }
+    let problem = PlacementProblem::new(buffers);
+    if let Some((step, i, bytes)) = problem.address_space_overflow() {
+        return Err(CsvError::Rule {
+            line: lines_of[i],
+            id: ids[i].clone(),
+            rule: too_large(step, bytes),
+        });
     }
     Ok(BufferCsv {
         ids,
-        problem: PlacementProblem::new(buffers),
+        problem,
         offsets: c_off.map(|_| Placement { offsets }),
     })
 }
@@ -166,7 +177,24 @@ pub fn from_rows(
         ids.push(id);
         buffers.push(buffer);
     }
-    Ok((ids, PlacementProblem::new(buffers)))
+    let problem = PlacementProblem::new(buffers);
+    if let Some((step, i, bytes)) = problem.address_space_overflow() {
+        return Err(format!(
+            "buffers[{i}] (buffer `{}`): {}",
+            ids[i],
+            too_large(step, bytes)
+        ));
+    }
+    Ok((ids, problem))
+}
+
+/// The rule a buffer list breaks when the buffers alive together at `step` need `bytes`, more
+/// than a 64-bit arena holds.
+fn too_large(step: u64, bytes: u128) -> String {
+    format!(
+        "with it the buffers alive at step {step} need {bytes} B together, more than a 64-bit \
+         arena holds (2^64 - 1 B): no placement exists"
+    )
 }
 
 /// The rules of one buffer row (size > 0, a non-empty lifetime `[lower, upper)`, a power-of-two
@@ -255,6 +283,25 @@ mod tests {
                 offsets: vec![0, 10]
             })
         );
+    }
+
+    #[test]
+    fn buffers_that_need_more_than_a_64_bit_arena_are_refused_naming_the_line_and_buffer() {
+        let big = u64::MAX / 3 + 1;
+        let text = format!("id,lower,upper,size\na,0,2,{big}\nb,1,3,{big}\nc,1,4,{big}\n");
+        let err = parse(&text, 1).unwrap_err().to_string();
+        assert!(
+            err.starts_with("line 4 (buffer `c`): with it the buffers alive at step 1 need "),
+            "{err}"
+        );
+        assert!(err.contains("no placement exists"), "{err}");
+        let rows = [("a", 0, 2), ("b", 1, 3), ("c", 1, 4)]
+            .map(|(id, lo, hi)| (id.to_string(), lo, hi, big, None));
+        let err = from_rows(rows, 1).unwrap_err();
+        assert!(err.starts_with("buffers[2] (buffer `c`): with it"), "{err}");
+        // Two of them live together at most: they fit.
+        let text = format!("id,lower,upper,size\na,0,2,{big}\nb,1,3,{big}\nc,2,4,{big}\n");
+        assert!(parse(&text, 1).is_ok());
     }
 
     #[test]

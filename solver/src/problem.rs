@@ -233,6 +233,26 @@ impl PlacementProblem {
         best
     }
 
+    /// The first lifetime start, in sweep order, at which the buffers alive together need more
+    /// bytes than a 64-bit arena holds (`u64::MAX`): `(step, buffer, bytes)`, the buffer whose
+    /// start crossed it and the bytes alive then. `None` when LOAD fits in `u64`, as it must for
+    /// any placement to exist. `O(n log n)`.
+    pub fn address_space_overflow(&self) -> Option<(u64, usize, u128)> {
+        let mut live = 0u128;
+        for (step, is_start, i) in self.events() {
+            let size = u128::from(self.buffers[i].size);
+            if is_start {
+                live += size;
+                if live > u128::from(u64::MAX) {
+                    return Some((step, i, live));
+                }
+            } else {
+                live -= size;
+            }
+        }
+        None
+    }
+
     /// LOAD tightened by alignment (bytes): at least [`Self::load`], at most the peak of every
     /// placement.
     ///
@@ -388,6 +408,20 @@ mod tests {
     fn load_counts_buffers_that_touch_end_to_start_as_disjoint() {
         let p = PlacementProblem::new(vec![buf(0, 2, 10), buf(2, 4, 20), buf(1, 3, 5)]);
         assert_eq!(p.load(), 25);
+    }
+
+    #[test]
+    fn an_address_space_overflow_names_the_step_and_the_buffer_whose_start_crossed_it() {
+        let half = u64::MAX / 2 + 1;
+        // [0, 4) and [3, 5) touch [5, 6) end to start: only at step 3 do two halves meet.
+        let p = PlacementProblem::new(vec![buf(0, 4, half), buf(5, 6, half), buf(3, 5, half)]);
+        assert_eq!(
+            p.address_space_overflow(),
+            Some((3, 2, 2 * u128::from(half)))
+        );
+        let fits = PlacementProblem::new(vec![buf(0, 4, half), buf(4, 6, half), buf(0, 1, 1)]);
+        assert_eq!(fits.address_space_overflow(), None);
+        assert_eq!(fits.load(), half + 1);
     }
 
     #[test]
