@@ -133,6 +133,13 @@ pub const EFFORT_PLACEMENT_ILP_NODES: u64 = 200;
 /// count, dominates the time (about 2.5 s on alexnet.64.train, 2 cores).
 pub const EFFORT_ORDER_WHOLE_NODES: u64 = 2_000;
 
+/// One unit of effort: work cap of one order-program model, in LP iterations × the model's
+/// nonzeros (`OrderIlpOptions::work_per_model`; 4.5–6.5 ns a unit on one core of a 2-core
+/// machine, so about 5 s). The node caps do not bound HiGHS' root node: without this cap
+/// 23–59-op graphs with wide ASAP/ALAP ranges ran their whole-graph model until the time limit
+/// (60 s by default), and the plan depended on the machine's speed.
+pub const EFFORT_ORDER_WORK: u64 = 1_000_000_000;
+
 /// One unit of effort: branch-and-bound nodes per window model of the order program.
 pub const EFFORT_ORDER_WINDOW_NODES: u64 = 200;
 
@@ -159,8 +166,8 @@ pub struct PlanOptions {
     /// [`EFFORT_EXACT_NODES`] nodes per candidate order and the order program `k ×`
     /// [`EFFORT_ORDER_WINDOWS`] window models of `k ×` [`EFFORT_ORDER_WINDOW_NODES`]
     /// branch-and-bound nodes each (or one whole-graph model of `k ×`
-    /// [`EFFORT_ORDER_WHOLE_NODES`])
-    /// (with `time_limit: None`, the stages stop at these work caps only, so the plan is the
+    /// [`EFFORT_ORDER_WHOLE_NODES`]), each model also capped at `k ×` [`EFFORT_ORDER_WORK`]
+    /// LP iterations × nonzeros (with `time_limit: None`, the stages stop at these work caps only, so the plan is the
     /// same on any machine; a wall-clock cap is then a [`CancelToken`], see
     /// [`memplan_solver::Deadline`]). `None`: the searches' own default caps when there is no
     /// time limit.
@@ -482,6 +489,7 @@ fn order_ilp_candidate(
                 .saturating_mul(EFFORT_ORDER_WINDOWS),
             None => defaults.max_models,
         },
+        work_per_model: opts.effort.map(|e| EFFORT_ORDER_WORK.saturating_mul(e)),
         progress,
         known_bound: if opts.inplace { 0 } else { r.stats.lower_bound },
         ..OrderIlpOptions::default()

@@ -77,3 +77,32 @@ fn every_zoo_graph_plans_identically_at_idle_and_under_load() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Two random DAGs whose order program HiGHS cannot finish at the default effort (each op
+/// reads 1–4 of the last 1–15 tensors, so ops have wide ranges of steps): a 26-op graph whose
+/// whole-graph model spends its root and hundreds of slow nodes on the cuts, and a 59-op one
+/// whose whole-graph model (7,193 rows, 293,832 nonzeros) takes seconds for its first LP.
+/// HiGHS' node cap bounds neither: both ran until the time limit (60 s at the defaults,
+/// status `time_limit`), so their plans depended on the machine. The model's work cap in LP
+/// iterations stops the first at the same point everywhere, and sends the second to windows.
+#[test]
+fn small_wide_graphs_plan_identically_at_idle_and_under_load_within_the_work_cap() {
+    let options = PipelineOptions::default();
+    for (name, whole) in [("wide-26", true), ("wide-59", false)] {
+        let path = format!("{}/tests/data/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let g = Graph::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let c = plan_idle_and_loaded(&g, &options, BUSY_THREADS).unwrap();
+        eprintln!(
+            "{name}: idle {:.0} ms, loaded {:.0} ms",
+            c.idle_ms, c.loaded_ms
+        );
+        for p in [&c.idle.plan, &c.loaded.plan] {
+            assert_ne!(p.stats.status, Some(PlanStatus::TimeLimit), "{name}");
+            let ilp = p.stats.order_ilp.as_ref().expect("the order program ran");
+            assert_eq!(ilp.whole, whole, "{name}: {ilp:?}");
+            assert_ne!(ilp.status, "time_limit", "{name}: {ilp:?}");
+        }
+        assert!(c.identical, "{name}: the plans differ");
+        memplan::validate(&c.idle.graph, &c.idle.plan, None).unwrap();
+    }
+}

@@ -489,6 +489,7 @@ pub(crate) fn run_model_with(pb: Model, start: Vec<f64>, limits: &Limits, presol
         presolve,
         time_limit: limits.time.map(|t| t.as_secs_f64().max(0.01)),
         max_nodes: nodes,
+        max_lp_iterations: None,
         switched_off: if nodes.is_some() {
             memplan_solver::mip::NODE_CAPPED_OFF.to_vec()
         } else {

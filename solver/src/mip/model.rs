@@ -21,6 +21,10 @@ impl Col {
 #[derive(Debug, Default)]
 pub struct Model {
     pub(crate) problem: highs::RowProblem,
+    /// Rows added so far.
+    rows: usize,
+    /// Nonzero coefficients (terms) added so far.
+    nonzeros: usize,
 }
 
 impl Model {
@@ -46,8 +50,26 @@ impl Model {
         bounds: impl RangeBounds<f64>,
         terms: impl IntoIterator<Item = (Col, f64)>,
     ) {
-        self.problem
-            .add_row(bounds, terms.into_iter().map(|(c, v)| (c.0, v)));
+        let mut nonzeros = 0usize;
+        self.problem.add_row(
+            bounds,
+            terms.into_iter().map(|(c, v)| {
+                nonzeros += 1;
+                (c.0, v)
+            }),
+        );
+        self.rows += 1;
+        self.nonzeros += nonzeros;
+    }
+
+    /// Rows added so far.
+    pub fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Nonzero coefficients added so far (the terms of every row).
+    pub fn num_nonzeros(&self) -> usize {
+        self.nonzeros
     }
 
     /// Columns added so far.

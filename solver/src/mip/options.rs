@@ -21,6 +21,14 @@ pub struct MipOptions {
     /// HiGHS `mip_max_nodes`, branch-and-bound nodes (`None`: none); unlike time, a limit
     /// that keeps results deterministic. Capped at `i32::MAX`.
     pub max_nodes: Option<u64>,
+    /// Cap on HiGHS' simplex iterations in all (its `mip_total_lp_iterations`: the root, the
+    /// nodes, separation and heuristics' LPs; `None`: none), checked by the callback at every
+    /// MIP-interrupt check. Unlike a node cap it also bounds the root node, where a large model
+    /// can spend minutes in cut rounds without a node; unlike time it is deterministic: the
+    /// same model stops at the same check on any machine. A check comes between LP solves, so
+    /// an LP in progress (the root LP above all) finishes first. Ends with
+    /// [`MipStatus::IterationLimit`](super::MipStatus::IterationLimit).
+    pub max_lp_iterations: Option<u64>,
     /// Boolean HiGHS options set to `false` (e.g. root heuristics a node cap does not bound).
     pub switched_off: Vec<&'static str>,
     /// Ignore an option or warm start HiGHS refuses and solve anyway (for a program with a
@@ -48,6 +56,7 @@ impl Default for MipOptions {
             presolve: false,
             time_limit: None,
             max_nodes: None,
+            max_lp_iterations: None,
             switched_off: Vec::new(),
             lenient: false,
         }

@@ -52,7 +52,7 @@ pub(crate) fn guarded(
     start: &[f64],
     watch: &Watch<'_>,
 ) -> Result<MipSolution, MipError> {
-    let relay = Arc::new(Relay::default());
+    let relay = Arc::new(Relay::new(options.max_lp_iterations));
     let (tx, rx) = mpsc::channel();
     let (theirs, opts, warm) = (Arc::clone(&relay), options.clone(), start.to_vec());
     std::thread::Builder::new()
@@ -117,6 +117,7 @@ fn abandon(relay: &Relay, cancelled: bool) -> MipSolution {
         objective: seen.objective,
         dual_bound: seen.dual_bound,
         nodes: seen.nodes,
+        lp_iterations: seen.lp_iterations,
         abandoned: true,
     }
 }

@@ -1,6 +1,7 @@
 //! HiGHS' callback, installed through `highs-sys` (the `highs` crate exposes none): the
-//! `Relay` a guarded solve shares with HiGHS' thread. At every MIP-interrupt check HiGHS
-//! reads the relay's stop flag and leaves its dual bound and node count there; on every
+//! `Relay` a guarded solve shares with HiGHS' thread (or an unguarded one with an iteration
+//! cap keeps on its own). At every MIP-interrupt check HiGHS reads the relay's stop flag and
+//! iteration cap and leaves its dual bound and node count there; on every
 //! improving solution it leaves the solution's columns and bounds. The caller's thread
 //! forwards its own stop flag to the relay and the improving solutions to the progress
 //! callback ([`super::overrun`]). HiGHS polls at its limit checks, so a stop can lag by around
@@ -69,6 +70,8 @@ pub(crate) struct Seen {
     pub(crate) dual_bound: Option<f64>,
     /// Branch-and-bound nodes at the last report.
     pub(crate) nodes: Option<u64>,
+    /// LP iterations in all at the last report.
+    pub(crate) lp_iterations: Option<u64>,
     /// Improving solutions (primal, dual objective values) not yet passed to the progress
     /// callback.
     pub(crate) pending: Vec<(f64, f64)>,
@@ -79,6 +82,11 @@ pub(crate) struct Seen {
 pub(crate) struct Relay {
     /// Raised by the caller: HiGHS stops at its next MIP-interrupt check.
     pub(crate) stop: AtomicBool,
+    /// HiGHS stops at the first MIP-interrupt check with at least this many LP iterations in
+    /// all ([`MipOptions::max_lp_iterations`](super::MipOptions::max_lp_iterations)).
+    pub(crate) lp_cap: Option<u64>,
+    /// Set by the callback when it stopped HiGHS for [`Relay::lp_cap`].
+    pub(crate) capped: AtomicBool,
     /// When HiGHS started solving (its time limit counts from there).
     pub(crate) started: OnceLock<Instant>,
     /// What HiGHS reported.
@@ -86,6 +94,14 @@ pub(crate) struct Relay {
 }
 
 impl Relay {
+    /// A relay for a solve whose LP iterations are capped at `lp_cap`.
+    pub(crate) fn new(lp_cap: Option<u64>) -> Self {
+        Relay {
+            lp_cap,
+            ..Relay::default()
+        }
+    }
+
     /// What HiGHS reported so far (a poisoned lock is still read: the data stays whole).
     pub(crate) fn seen(&self) -> MutexGuard<'_, Seen> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
@@ -97,8 +113,9 @@ fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
-/// The HiGHS callback: asks for an interrupt when the relay's flag is raised, and records
-/// the dual bound and nodes of every interrupt check and every improving solution.
+/// The HiGHS callback: asks for an interrupt when the relay's flag is raised or its LP
+/// iteration cap is reached, and records the dual bound and nodes of every interrupt check and
+/// every improving solution.
 ///
 /// # Safety
 /// `user` must be null or point to a [`Relay`] alive for the whole solve; `data_in` and
@@ -121,6 +138,9 @@ unsafe extern "C" fn callback(
         let mut seen = relay.seen();
         seen.dual_bound = finite(out.mip_dual_bound).or(seen.dual_bound);
         seen.nodes = u64::try_from(out.mip_node_count).ok().or(seen.nodes);
+        seen.lp_iterations = u64::try_from(out.mip_total_lp_iterations)
+            .ok()
+            .or(seen.lp_iterations);
         if kind == highs_sys::kHighsCallbackMipImprovingSolution {
             let len = usize::try_from(out.mip_solution_size).unwrap_or(0);
             if !out.mip_solution.is_null() && len > 0 {
@@ -133,12 +153,17 @@ unsafe extern "C" fn callback(
                 .push((out.mip_primal_bound, out.mip_dual_bound));
         }
     }));
-    if kind == highs_sys::kHighsCallbackMipInterrupt
-        && !data_in.is_null()
-        && relay.stop.load(Ordering::Relaxed)
-    {
-        // SAFETY: `data_in` is valid (checked non-null; HiGHS owns it for this call).
-        unsafe { (*data_in).user_interrupt = 1 };
+    if kind == highs_sys::kHighsCallbackMipInterrupt && !data_in.is_null() {
+        let capped = relay
+            .lp_cap
+            .is_some_and(|cap| u64::try_from(out.mip_total_lp_iterations).unwrap_or(0) >= cap);
+        if capped {
+            relay.capped.store(true, Ordering::Relaxed);
+        }
+        if capped || relay.stop.load(Ordering::Relaxed) {
+            // SAFETY: `data_in` is valid (checked non-null; HiGHS owns it for this call).
+            unsafe { (*data_in).user_interrupt = 1 };
+        }
     }
 }
 

@@ -4,7 +4,9 @@
 //! dependency rows, the memory rows), solves it through [`crate::mip`] and decodes the order
 //! and the bound HiGHS found.
 
-use super::program::{OrderIlpError, OrderIlpOptions, DEFAULT_NODES_PER_MODEL};
+use super::program::{
+    OrderIlpError, OrderIlpOptions, DEFAULT_NODES_PER_MODEL, DEFAULT_WORK_PER_MODEL,
+};
 use super::{LifetimeOptions, OrderProblem};
 use crate::limits::{LimitsClock, SolveStatus};
 use crate::mip::{self, Col, MipOptions, MipSolution, MipStatus, Model, Watch};
@@ -21,7 +23,9 @@ pub(crate) struct WindowResult {
     pub optimal: bool,
 }
 
-/// Builds and solves the model of window `[a, b)` of `order` (`prof` = its live bytes).
+/// Builds and solves the model of window `[a, b)` of `order` (`prof` = its live bytes);
+/// `None` when the model is over [`OrderIlpOptions::work_per_model`] before its first LP
+/// (module doc of [`super::program`], *Work*).
 pub(crate) fn solve_window(
     problem: &OrderProblem,
     order: &[usize],
@@ -30,7 +34,7 @@ pub(crate) fn solve_window(
     b: usize,
     opts: &OrderIlpOptions,
     clock: &LimitsClock,
-) -> Result<WindowResult, OrderIlpError> {
+) -> Result<Option<WindowResult>, OrderIlpError> {
     let win = Window::new(problem, order, a, b);
     let scale = byte_scale(problem);
     let old_peak = prof[a..b].iter().copied().max().unwrap_or(0);
@@ -45,6 +49,19 @@ pub(crate) fn solve_window(
     let mut built = Built::steps(&win, old_peak as f64 / scale, floor);
     built.memory(&win, prof, scale);
 
+    let (rows, nonzeros) = (
+        built.model.num_rows() as u64,
+        built.model.num_nonzeros().max(1) as u64,
+    );
+    let work = opts
+        .work_per_model
+        .or(match (opts.limits.time, opts.limits.nodes) {
+            (None, None) => Some(DEFAULT_WORK_PER_MODEL),
+            _ => None,
+        });
+    if work.is_some_and(|w| rows.saturating_mul(nonzeros) > w) {
+        return Ok(None);
+    }
     let limits = &opts.limits;
     let options = MipOptions {
         threads: i32::try_from(opts.threads.max(1)).unwrap_or(1),
@@ -56,6 +73,13 @@ pub(crate) fn solve_window(
         max_nodes: match (limits.time, limits.nodes) {
             (None, None) => Some(DEFAULT_NODES_PER_MODEL),
             (_, n) => n,
+        },
+        max_lp_iterations: work.map(|w| w / nonzeros),
+        // Root heuristics whose sub-MIPs the iteration count does not see.
+        switched_off: if work.is_some() {
+            mip::NODE_CAPPED_OFF.to_vec()
+        } else {
+            Vec::new()
         },
         ..MipOptions::default()
     };
@@ -74,12 +98,12 @@ pub(crate) fn solve_window(
         MipStatus::IterationLimit => Some(SolveStatus::NodeLimit),
         _ => None,
     };
-    Ok(WindowResult {
+    Ok(Some(WindowResult {
         order: decode_order(&win, &xs, &solution),
         bound: decode_bound(&solution, scale, old_peak),
         stopped,
         optimal: solution.status == MipStatus::Optimal && opts.mip_rel_gap <= 0.0,
-    })
+    }))
 }
 
 /// The nodes of window `[a, b)` of an order and the steps each may take.

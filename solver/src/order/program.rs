@@ -32,6 +32,17 @@
 //! peak step. A window that cannot improve is remembered and the next peak step, then a
 //! shifted and finally a wider window (up to [`OrderIlpOptions::max_window`]) are tried.
 //!
+//! **Work.** HiGHS' node cap does not bound the root node, where a large model spends its
+//! time in the first LP and in cut rounds (a 59-op graph with wide ASAP/ALAP ranges: 7,193
+//! rows, 293,832 nonzeros, 20 s in the root without a node). So each model gets a
+//! deterministic work cap ([`OrderIlpOptions::work_per_model`], in LP iterations × model
+//! nonzeros, about the time of one simplex iteration per nonzero): HiGHS stops at its first
+//! check past `work / nonzeros` LP iterations ([`crate::mip::MipOptions::max_lp_iterations`]),
+//! and a model whose first LP alone would exceed it (estimated as rows × nonzeros: the simplex
+//! takes about one iteration per row) is not solved at all: the whole graph then goes to
+//! windows, a window counts as one that did not improve. The same model stops at the same
+//! point on any machine; the clock stays a cap.
+//!
 //! **Bound.** Only a model of the whole graph bounds every order: its proven dual bound
 //! (`mip_dual_bound`, read through [`crate::mip`]) is reported, never below the caller's
 //! order-independent bound; window proofs only bound orders that move the window.
@@ -86,6 +97,10 @@ pub struct OrderIlpOptions {
     pub max_window: usize,
     /// Largest number of models solved.
     pub max_models: usize,
+    /// Work cap of one model, in LP iterations × the model's nonzeros (module doc, *Work*);
+    /// `None`: none, unless the limits have neither time nor nodes, when each model gets
+    /// [`DEFAULT_WORK_PER_MODEL`].
+    pub work_per_model: Option<u64>,
     /// A lower bound valid for every order (e.g. the order-independent bound), used to cut the
     /// search (it stops at the bound, and a whole-graph model's peak column starts at it) and
     /// reported when the model proves less.
@@ -98,6 +113,11 @@ pub struct OrderIlpOptions {
 /// HiGHS branch-and-bound nodes per model when the caller gives no limit.
 pub const DEFAULT_NODES_PER_MODEL: u64 = 5_000;
 
+/// Work cap per model (LP iterations × nonzeros) when the caller gives no limit: about 10 s
+/// of HiGHS on one core of a 2-core machine (4.5–6.5 ns a unit measured, with the sub-MIP
+/// heuristics off as a work cap switches them).
+pub const DEFAULT_WORK_PER_MODEL: u64 = 2_000_000_000;
+
 impl Default for OrderIlpOptions {
     fn default() -> Self {
         OrderIlpOptions {
@@ -108,6 +128,7 @@ impl Default for OrderIlpOptions {
             window: 24,
             max_window: 64,
             max_models: 64,
+            work_per_model: None,
             known_bound: 0,
             progress: None,
         }
@@ -169,32 +190,38 @@ pub fn optimise_order(
     let mut clock: LimitsClock = opts.limits.start();
     let mut stop: Option<SolveStatus> = None;
     let (mut models, mut improved) = (0usize, 0usize);
-    let whole = n <= opts.global_nodes;
+    let mut whole = n <= opts.global_nodes;
     if whole {
         if let Some(s) = clock.exhausted() {
             stop = Some(s);
         } else if load > lower && n > 1 {
-            let w = solve_window(problem, &order, &prof, 0, n, opts, &clock)?;
-            models = 1;
-            if let Some(o) = w.order {
-                problem.check_order(&o)?;
-                let p = profile(problem, &o);
-                let l = p.iter().copied().max().unwrap_or(0);
-                if l < load {
-                    (order, load) = (o, l);
-                    improved = 1;
+            match solve_window(problem, &order, &prof, 0, n, opts, &clock)? {
+                Some(w) => {
+                    models = 1;
+                    if let Some(o) = w.order {
+                        problem.check_order(&o)?;
+                        let p = profile(problem, &o);
+                        let l = p.iter().copied().max().unwrap_or(0);
+                        if l < load {
+                            (order, prof, load) = (o, p, l);
+                            improved = 1;
+                        }
+                    }
+                    // Proven optimal: the bound is the optimum itself, which the dual bound
+                    // only meets up to HiGHS' tolerances.
+                    lower = if w.optimal {
+                        load
+                    } else {
+                        lower.max(w.bound).min(load)
+                    };
+                    stop = w.stopped;
                 }
+                // Over the work cap before its first LP: windows instead.
+                None => whole = false,
             }
-            // Proven optimal: the bound is the optimum itself, which the dual bound only meets up
-            // to HiGHS' tolerances.
-            lower = if w.optimal {
-                load
-            } else {
-                lower.max(w.bound).min(load)
-            };
-            stop = w.stopped;
         }
-    } else {
+    }
+    if !whole && stop.is_none() {
         // Windows already tried without success, by (start, end) at the current order.
         let mut failed: Vec<(usize, usize)> = Vec::new();
         let mut width = opts.window.clamp(2, n);
@@ -210,7 +237,11 @@ pub fn optimise_order(
                 width = (width * 3 / 2).min(opts.max_window.min(n)).max(width + 1);
                 continue;
             };
-            let w = solve_window(problem, &order, &prof, a, b, opts, &clock)?;
+            let Some(w) = solve_window(problem, &order, &prof, a, b, opts, &clock)? else {
+                // Over the work cap before its first LP.
+                failed.push((a, b));
+                continue;
+            };
             models += 1;
             clock.tick();
             let old_peak = prof[a..b].iter().copied().max().unwrap_or(0);
@@ -440,6 +471,63 @@ mod tests {
         assert_eq!(out.order, start);
         assert_eq!(out.models, 0);
         assert_eq!(out.stats.status, SolveStatus::TimeLimit);
+    }
+
+    #[test]
+    fn a_work_capped_model_stops_at_the_same_point_every_time() {
+        // 20 random ops modelled whole: unbounded, HiGHS proves the optimum after about 150,000
+        // LP iterations; capped at 2·10⁷ units (about 1,500 iterations) it stops in the root.
+        let p = random_problem(1, 20);
+        let listed = p.listed_topological_order().unwrap();
+        let start_load = p.load(&listed, &LifetimeOptions::default());
+        let opts = OrderIlpOptions {
+            work_per_model: Some(20_000_000),
+            ..OrderIlpOptions::default()
+        };
+        let runs: Vec<_> = (0..2)
+            .map(|_| optimise_order(&p, &listed, &opts).unwrap())
+            .collect();
+        assert!(runs[0].whole);
+        assert_eq!(runs[0].models, 1);
+        assert_eq!(runs[0].stats.status, SolveStatus::NodeLimit);
+        assert!(runs[0].stats.objective <= start_load);
+        assert!(runs[0].stats.lower_bound < runs[0].stats.objective);
+        assert_eq!(runs[0].order, runs[1].order);
+        assert_eq!(
+            (runs[0].stats.objective, runs[0].stats.lower_bound),
+            (runs[1].stats.objective, runs[1].stats.lower_bound)
+        );
+    }
+
+    #[test]
+    fn a_whole_model_over_the_work_cap_gives_way_to_windows() {
+        // 40 random ops: the whole model has about 6·10⁸ rows × nonzeros, a 24-step window's
+        // about 5·10⁷.
+        let p = random_problem(1, 40);
+        let listed = p.listed_topological_order().unwrap();
+        let start_load = p.load(&listed, &LifetimeOptions::default());
+        let opts = OrderIlpOptions {
+            work_per_model: Some(100_000_000),
+            max_models: 2,
+            ..OrderIlpOptions::default()
+        };
+        let out = optimise_order(&p, &listed, &opts).unwrap();
+        assert!(!out.whole);
+        assert!(out.models >= 1);
+        assert!(out.stats.objective <= start_load);
+        assert_eq!(
+            p.load(&out.order, &LifetimeOptions::default()),
+            out.stats.objective
+        );
+        // With no model under the cap nothing is solved, and the start comes back.
+        let none = OrderIlpOptions {
+            work_per_model: Some(1),
+            ..OrderIlpOptions::default()
+        };
+        let out = optimise_order(&p, &listed, &none).unwrap();
+        assert_eq!((out.whole, out.models), (false, 0));
+        assert_eq!(out.order, listed);
+        assert_eq!(out.stats.status, SolveStatus::Heuristic);
     }
 
     #[test]
