@@ -21,9 +21,10 @@ pub struct MipOptions {
     /// HiGHS `mip_max_nodes`, branch-and-bound nodes (`None`: none); unlike time, a limit
     /// that keeps results deterministic. Capped at `i32::MAX`.
     pub max_nodes: Option<u64>,
-    /// Cap on HiGHS' simplex iterations in all (its `mip_total_lp_iterations`: the root, the
-    /// nodes, separation and heuristics' LPs; `None`: none), checked by the callback at every
-    /// MIP-interrupt check. Unlike a node cap it also bounds the root node, where a large model
+    /// Cap on HiGHS' simplex iterations in all (its `mip_total_lp_iterations`: the root's, the
+    /// nodes' and separation's LPs, not those of the sub-MIPs its heuristics solve, so a program
+    /// that wants the cap to bound its work switches those off, [`NODE_CAPPED_OFF`]; `None`:
+    /// none), checked by the callback at every MIP-interrupt check. Unlike a node cap it also bounds the root node, where a large model
     /// can spend minutes in cut rounds without a node; unlike time it is deterministic: the
     /// same model stops at the same check on any machine. A check comes between LP solves, so
     /// an LP in progress (the root LP above all) finishes first. Ends with

@@ -40,8 +40,9 @@
 //! check past `work / nonzeros` LP iterations ([`crate::mip::MipOptions::max_lp_iterations`]),
 //! and a model whose first LP alone would exceed it (estimated as rows × nonzeros: the simplex
 //! takes about one iteration per row) is not solved at all: the whole graph then goes to
-//! windows, a window counts as one that did not improve. The same model stops at the same
-//! point on any machine; the clock stays a cap.
+//! windows, a window counts as one that did not improve (and against
+//! [`OrderIlpOptions::max_models`]). The same model stops at the same point on any machine;
+//! the clock stays a cap.
 //!
 //! **Bound.** Only a model of the whole graph bounds every order: its proven dual bound
 //! (`mip_dual_bound`, read through [`crate::mip`]) is reported, never below the caller's
@@ -95,7 +96,7 @@ pub struct OrderIlpOptions {
     pub window: usize,
     /// Widest window tried.
     pub max_window: usize,
-    /// Largest number of models solved.
+    /// Largest number of models solved (windows over the work cap count too).
     pub max_models: usize,
     /// Work cap of one model, in LP iterations × the model's nonzeros (module doc, *Work*);
     /// `None`: none, unless the limits have neither time nor nodes, when each model gets
@@ -203,7 +204,7 @@ pub fn optimise_order(
                         let p = profile(problem, &o);
                         let l = p.iter().copied().max().unwrap_or(0);
                         if l < load {
-                            (order, prof, load) = (o, p, l);
+                            (order, load) = (o, l);
                             improved = 1;
                         }
                     }
@@ -225,7 +226,10 @@ pub fn optimise_order(
         // Windows already tried without success, by (start, end) at the current order.
         let mut failed: Vec<(usize, usize)> = Vec::new();
         let mut width = opts.window.clamp(2, n);
-        while load > lower && models < opts.max_models {
+        // Windows over the work cap before their first LP count against `max_models` too, so
+        // that a graph of many peak steps does not build models without end.
+        let mut skipped = 0usize;
+        while load > lower && models + skipped < opts.max_models {
             if let Some(s) = clock.exhausted() {
                 stop = Some(s);
                 break;
@@ -240,6 +244,7 @@ pub fn optimise_order(
             let Some(w) = solve_window(problem, &order, &prof, a, b, opts, &clock)? else {
                 // Over the work cap before its first LP.
                 failed.push((a, b));
+                skipped += 1;
                 continue;
             };
             models += 1;
