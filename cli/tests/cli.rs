@@ -442,6 +442,14 @@ fn plan_with_a_percentage_budget_fits_it_and_check_and_run_accept_the_plan() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let budget = v["stats"]["budget"]["budget_bytes"].as_u64().unwrap();
     assert!(v["arena_bytes"].as_u64().unwrap() <= budget);
+    // The summary's gap is the plan's, not a 0.00 % standing in for a missing one.
+    let gap = v["stats"]["gap"]
+        .as_f64()
+        .expect("a budgeted plan reports its gap");
+    assert!(
+        err.contains(&format!("(gap {:.2}%)", gap * 100.0)),
+        "{gap}: {err}"
+    );
     let c = memplan(&[
         "check",
         &sample(),

@@ -1024,6 +1024,13 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
     let load = res.live(ctx).into_iter().max().unwrap_or(0);
     plan.stats.lower_bound_bytes = load;
     plan.stats.load_bytes = Some(load);
+    // LOAD of the spilled schedule bounds every placement of it (workspaces included), so the
+    // gap is that of the placement, as for an unbudgeted plan.
+    plan.stats.gap = Some(if peak == 0 {
+        0.0
+    } else {
+        peak.saturating_sub(load) as f64 / peak as f64
+    });
     Ok(Built {
         plan,
         peak,

@@ -41,6 +41,14 @@ fn a_tight_budget_is_met_with_a_valid_plan_that_spills_or_recomputes() {
         let st = p.stats.budget.as_ref().unwrap();
         assert!(p.arena_bytes <= 130);
         assert!(st.spills + st.recomputed_ops > 0, "{st:?}");
+        // The gap is the placement's against the spilled schedule's LOAD, as without a budget.
+        let (peak, lb) = (p.stats.peak_bytes, p.stats.lower_bound_bytes);
+        assert!(lb <= peak, "{s}: bound {lb} above the peak {peak}");
+        let gap = p
+            .stats
+            .gap
+            .unwrap_or_else(|| panic!("{s}: a budgeted plan without a gap"));
+        assert_eq!(gap, (peak - lb) as f64 / peak as f64, "{s}");
     }
 }
 

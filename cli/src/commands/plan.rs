@@ -267,13 +267,13 @@ fn report_plan(original: &Graph, r: &memplan::PipelineResult) {
         );
     }
     eprintln!(
-        "{}: {} ops, peak {} B ({}), lower bound {} B (gap {:.2}%), LOAD of order {} B, order {}, placement {} ({}), status {}, {:.1} ms",
+        "{}: {} ops, peak {} B ({}), lower bound {} B (gap {}), LOAD of order {} B, order {}, placement {} ({}), status {}, {:.1} ms",
         g.name,
         g.ops.len(),
         s.peak_bytes,
         mib(s.peak_bytes),
         s.lower_bound_bytes,
-        s.gap.unwrap_or(0.0) * 100.0,
+        s.gap.map_or("-".to_string(), |g| format!("{:.2}%", g * 100.0)),
         s.load_bytes.unwrap_or(0),
         s.order_method.as_deref().unwrap_or("-"),
         s.method,
