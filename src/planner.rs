@@ -139,7 +139,8 @@ pub const EFFORT_ORDER_WHOLE_NODES: u64 = 2_000;
 
 /// One unit of effort: work cap of one order-program model, in LP iterations × the model's
 /// nonzeros (`OrderIlpOptions::work_per_model`; 4.5–6.5 ns a unit on one core of a 2-core
-/// machine, so about 5 s). The node caps do not bound HiGHS' root node: without this cap
+/// machine, so about 5 s, but up to 13 ns, 14 s, where the cuts HiGHS adds make its iterations
+/// dearer than the model's nonzeros say, and an LP in progress finishes past the cap). The node caps do not bound HiGHS' root node: without this cap
 /// 23–59-op graphs with wide ASAP/ALAP ranges ran their whole-graph model until the time limit
 /// (60 s by default), and the plan depended on the machine's speed.
 pub const EFFORT_ORDER_WORK: u64 = 1_000_000_000;
