@@ -319,6 +319,18 @@ pub struct PlanStats {
     pub tiers: Vec<TierStat>,
 }
 
+impl PlanStats {
+    /// The relative gap `(peak - lower bound) / peak` of [`PlanStats::gap`] (0 for a zero
+    /// peak; a bound above the peak counts as the peak).
+    pub fn gap_of(peak: u64, lower_bound: u64) -> f64 {
+        if peak == 0 {
+            0.0
+        } else {
+            peak.saturating_sub(lower_bound) as f64 / peak as f64
+        }
+    }
+}
+
 /// The one status of a plan, the same in plan stats, the CLI summary, the HTTP service, job
 /// progress and the zoo report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -664,6 +676,14 @@ mod tests {
         let back = Plan::parse(&p.to_json()).unwrap();
         assert_eq!(back, p);
         assert!(p.to_json().contains("\"workspace_offset\": null"));
+    }
+
+    #[test]
+    fn the_gap_is_relative_to_the_peak_and_zero_without_one() {
+        assert_eq!(PlanStats::gap_of(200, 150), 0.25);
+        assert_eq!(PlanStats::gap_of(200, 200), 0.0);
+        assert_eq!(PlanStats::gap_of(200, 300), 0.0);
+        assert_eq!(PlanStats::gap_of(0, 0), 0.0);
     }
 
     #[test]

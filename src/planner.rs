@@ -122,8 +122,8 @@ impl Strategy {
 /// order. A node costs about 5–15 µs on graphs of 150–2,500 ops (2 cores), so a search that
 /// uses them all takes 3–8 s; most stop far earlier, at their order's LOAD or where the
 /// bisection closes (the zoo's graphs need at most 90,000 nodes, 0.2–3.6 s). Chosen on random
-/// DAGs (README, "Effort and limits"): 2,000 nodes left 10 of 20 such graphs above what 500,000 reach
-/// (five by 2.3–7.5 %), for 7 % more time in all.
+/// DAGs (README, "Effort and limits"): 2,000 nodes left 10 of 20 such graphs above what
+/// 500,000 reach (five by 2.3–7.5 %), for 7 % more time in all.
 pub const EFFORT_EXACT_NODES: u64 = 500_000;
 
 /// One unit of effort: HiGHS placement models per candidate order.
@@ -140,9 +140,10 @@ pub const EFFORT_ORDER_WHOLE_NODES: u64 = 2_000;
 /// One unit of effort: work cap of one order-program model, in LP iterations × the model's
 /// nonzeros (`OrderIlpOptions::work_per_model`; 4.5–6.5 ns a unit on one core of a 2-core
 /// machine, so about 5 s, but up to 13 ns, 14 s, where the cuts HiGHS adds make its iterations
-/// dearer than the model's nonzeros say, and an LP in progress finishes past the cap). The node caps do not bound HiGHS' root node: without this cap
-/// 23–59-op graphs with wide ASAP/ALAP ranges ran their whole-graph model until the time limit
-/// (60 s by default), and the plan depended on the machine's speed.
+/// dearer than the model's nonzeros say, and an LP in progress finishes past the cap). The
+/// node caps do not bound HiGHS' root node: without this cap 23–59-op graphs with wide
+/// ASAP/ALAP ranges ran their whole-graph model until the time limit (60 s by default), and the
+/// plan depended on the machine's speed.
 pub const EFFORT_ORDER_WORK: u64 = 1_000_000_000;
 
 /// One unit of effort: branch-and-bound nodes per window model of the order program.

@@ -1016,7 +1016,7 @@ pub fn parallelise(
     // The single-stream bounds still hold: the listed order is one order of the graph.
     let (peak, lb) = (out.stats.peak_bytes, out.stats.lower_bound_bytes);
     if out.stats.gap.is_some() && peak > 0 {
-        out.stats.gap = Some(peak.saturating_sub(lb) as f64 / peak as f64);
+        out.stats.gap = Some(crate::plan::PlanStats::gap_of(peak, lb));
     }
     Ok((out, Some(stat)))
 }

@@ -282,11 +282,7 @@ pub fn plan_tiered(
     }
     .min(peak);
     plan.stats.lower_bound_bytes = bound;
-    plan.stats.gap = Some(if peak == 0 {
-        0.0
-    } else {
-        (peak - bound) as f64 / peak as f64
-    });
+    plan.stats.gap = Some(crate::plan::PlanStats::gap_of(peak, bound));
     if plan.stats.status == Some(crate::plan::PlanStatus::Optimal) && bound < peak {
         // Optimal for the activations; the alignment padding of A is not proven minimal.
         plan.stats.status = Some(crate::plan::PlanStatus::Feasible);

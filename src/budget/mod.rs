@@ -44,7 +44,7 @@ use crate::cost::DeviceProfile;
 use crate::graph::{Graph, TensorId, TensorKind};
 /// The budget figures of a plan's stats, defined with the plan format.
 pub use crate::plan::{BudgetStat, TriedStat};
-use crate::plan::{Instruction, Plan};
+use crate::plan::{Instruction, Plan, PlanStats};
 use memplan_solver::placement::step as place;
 use memplan_solver::{Buffer, Lifetime, Limits, PlacementError, PlacementProblem};
 use residency::Residency;
@@ -1026,11 +1026,7 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
     plan.stats.load_bytes = Some(load);
     // LOAD of the spilled schedule bounds every placement of it (workspaces included), so the
     // gap is that of the placement, as for an unbudgeted plan.
-    plan.stats.gap = Some(if peak == 0 {
-        0.0
-    } else {
-        peak.saturating_sub(load) as f64 / peak as f64
-    });
+    plan.stats.gap = Some(PlanStats::gap_of(peak, load));
     Ok(Built {
         plan,
         peak,

@@ -1069,7 +1069,7 @@ impl SymbolicPlan {
                 lower_bound_bytes: load,
                 method: METHOD.to_string(),
                 status: Some(status),
-                gap: (peak > 0).then(|| (peak - load.min(peak)) as f64 / peak as f64),
+                gap: (peak > 0).then(|| PlanStats::gap_of(peak, load)),
                 load_bytes: Some(load),
                 ..PlanStats::default()
             },
