@@ -9,7 +9,13 @@
 //! a different offset), places the host copies in a host pool the same way (`host_bytes`),
 //! emits the instruction stream and replays it with the validator under the budget.
 //! Placement adds fragmentation on top of live bytes, so adaptive strategies are re-run with
-//! a lower target until the placed peak fits (at most [`MAX_ATTEMPTS`] times).
+//! a lower target until the placed peak fits (at most [`MAX_ATTEMPTS`] times), then bisect
+//! between that target and the failing one above it ([`TARGET_BISECTIONS`] attempts): the
+//! first cut lowers the target by the placement's whole excess and often overshoots. A
+//! schedule whose heuristic placement misses the budget while its aligned LOAD does not gets
+//! the exact search, asked to fit the budget ([`FIT_NODES_PER_BUFFER`], [`FIT_WORK`]).
+//! Measured (2026-12-06, `best`, effort 1) on random DAGs of 80–300 ops at 75 % and 60 % of
+//! their peak: the simulated overhead falls by up to half (README, *Fitting a memory budget*).
 //!
 //! The modelled step time comes from [`simulate`]: one compute stream and one copy stream per
 //! direction; a copy or an exec waits for the memory it reserves to be released (the readers
@@ -26,7 +32,8 @@
 //!
 //! **Limits.** With [`BudgetOptions::effort`] `Some(k)` every stage stops at deterministic
 //! work caps (the integer program at `k ×` [`program::DEFAULT_NODES`] branch-and-bound nodes per
-//! model, the placements at the heuristics' own caps), so the same graph, order and options
+//! model, the placements at the heuristics' own caps and `k ×` [`fit_nodes`] exact search
+//! nodes), so the same graph, order and options
 //! give the same plan on any machine and under any load. [`BudgetOptions::cancel`] is the
 //! only time cap: it is checked before every strategy and attempt, inside the sweep and the
 //! √n schedule, by the placements and by HiGHS; once raised, the best fitting plan so far is
@@ -135,6 +142,14 @@ pub struct BudgetOptions {
     /// Deterministic effort (a multiplier of the strategies' work caps, e.g. the integer
     /// program's branch-and-bound nodes); `None`: their default time-based limits.
     pub effort: Option<u64>,
+    /// Extra attempts of an adaptive strategy between the target it first fitted at and the
+    /// failing target above it (`refine_target`; 0: none): default [`TARGET_BISECTIONS`].
+    pub target_bisections: usize,
+    /// Exact search work, per device buffer and unit of effort (node limits of its runs, as
+    /// [`memplan_solver::placement::step::RefineWork::exact_nodes`]), for a schedule whose
+    /// heuristic placement misses the budget though its aligned LOAD is under it (`fit_budget`;
+    /// 0: heuristics only): default [`FIT_NODES_PER_BUFFER`].
+    pub fit_nodes_per_buffer: u64,
 }
 
 impl Default for BudgetOptions {
@@ -147,6 +162,8 @@ impl Default for BudgetOptions {
             placement_time: None,
             cancel: None,
             effort: None,
+            target_bisections: TARGET_BISECTIONS,
+            fit_nodes_per_buffer: FIT_NODES_PER_BUFFER,
         }
     }
 }
@@ -478,6 +495,9 @@ pub fn op_min_bytes(graph: &Graph) -> (u64, String) {
 struct Built {
     plan: Plan,
     peak: u64,
+    /// The heuristic portfolio's peak for the same buffers (above `peak` when the exact search
+    /// fitted the budget, [`fit_budget`]).
+    heuristic_peak: u64,
     /// What was placed; its graph is the one the plan refers to (the context's with the
     /// schedule's conv downgrades).
     residency: Residency,
@@ -795,6 +815,62 @@ fn size_of(graph: &Graph, ids: &HashMap<&str, TensorId>, name: &str) -> u64 {
     ids.get(name).map_or(0, |&t| graph.tensor(t).size)
 }
 
+/// Places the device buffers of one schedule (returns the placement and the heuristics'
+/// peak): the heuristic portfolio, then, when its peak
+/// is over the budget but the buffers' aligned LOAD is not, the exact search asked to fit the
+/// budget within [`fit_nodes`] `×` effort nodes (the stop flag on top). A fit found there
+/// saves the strategy an attempt at a lower target (more spills and recomputes), and lets the
+/// joint program keep a window whose heuristic placement misses the budget by a few bytes.
+fn fit_budget(
+    device: &PlacementProblem,
+    opts: &BudgetOptions,
+    limits: &Limits,
+) -> Result<(memplan_solver::Placement, u64), BudgetError> {
+    let heur = place::heuristics(device, limits)?;
+    let peak = heur.stats.objective;
+    if peak <= opts.budget || opts.fit_nodes_per_buffer == 0 || device.aligned_load() > opts.budget
+    {
+        return Ok((heur.placement, peak));
+    }
+    let capped = PlacementProblem {
+        capacity: Some(opts.budget),
+        ..device.clone()
+    };
+    let work = place::RefineWork {
+        exact_nodes: fit_nodes(opts.fit_nodes_per_buffer, device.buffers.len())
+            .saturating_mul(opts.effort.unwrap_or(1).max(1)),
+        ilp_models: 0,
+        ilp_nodes_per_model: 0,
+    };
+    let out = place::refine_with(&capped, &heur, limits, Some(work))?;
+    Ok((
+        if out.fits {
+            out.placement
+        } else {
+            heur.placement
+        },
+        peak,
+    ))
+}
+
+/// Exact search nodes (the sum of its runs' node limits, [`memplan_solver::exact::solve`])
+/// per device buffer and unit of effort that `fit_budget` gives a schedule whose heuristic
+/// placement misses the budget, up to [`FIT_WORK`] `/` buffers. On random DAGs of 200–300
+/// ops at 60 % the fits that succeed take 1,600–850,000 nodes (5–1,700 per buffer).
+pub const FIT_NODES_PER_BUFFER: u64 = 2048;
+
+/// Cap on nodes `×` buffers of one budget fit ([`fit_nodes`]): a node costs about as many
+/// buffers' work, so a 2,700-buffer schedule (densenet121 training at 60 %) gets 49,000
+/// nodes (seconds) where 2,048 per buffer would take a minute to fail.
+pub const FIT_WORK: u64 = 1 << 27;
+
+/// The exact search nodes of one budget fit of `buffers` buffers at `per_buffer` nodes per
+/// buffer (effort 1): `min(per_buffer × buffers, FIT_WORK / buffers)`.
+pub fn fit_nodes(per_buffer: u64, buffers: usize) -> u64 {
+    let n = buffers.max(1) as u64;
+    per_buffer.saturating_mul(n).min(FIT_WORK / n)
+}
+
 /// What a buffer of the device placement problem is.
 #[derive(Debug, Clone, Copy)]
 enum Role {
@@ -818,6 +894,7 @@ fn run_strategy(
     let mut lowest = u64::MAX;
     let mut attempts = 0;
     let mut tried_zero = false;
+    let mut last_over = opts.budget;
     while attempts < MAX_ATTEMPTS {
         if ctx.cancelled() {
             break;
@@ -827,13 +904,15 @@ fn run_strategy(
         let built = build(ctx, &Residency::of_sched(ctx, &sched), opts)?;
         lowest = lowest.min(built.peak);
         if built.peak <= opts.budget {
-            return Ok((Some((built, target)), lowest, attempts));
+            let over_target = (target < opts.budget).then_some(last_over);
+            let fit = (built, target);
+            return refine_target(ctx, strategy, opts, fit, over_target, lowest, attempts);
         }
+        last_over = target;
         if !strategy.adapts() || tried_zero {
             break;
         }
-        let cut = (built.peak - opts.budget).max(opts.budget / 50).max(1);
-        target = target.saturating_sub(cut);
+        target = target.saturating_sub(cut(built.peak, opts.budget));
         if target == 0 || attempts + 1 == MAX_ATTEMPTS {
             // The last try evicts everything the strategy can: the smallest it reaches.
             target = 0;
@@ -841,6 +920,82 @@ fn run_strategy(
         }
     }
     Ok((None, lowest, attempts))
+}
+
+/// Once an adaptive strategy fitted at target `fit.1`: where the exact search made the fit
+/// (the heuristics' placement missed the budget), one attempt at the target the heuristics
+/// alone would have tried next; then, where a target `over` above `fit.1` did not fit,
+/// bisection between the two for at most [`BudgetOptions::target_bisections`] more attempts
+/// (stopping once they are within 0.5 % of the budget): a higher target spills less, and the
+/// first cut may have overshot (it lowers the target by the placement's whole excess). Keeps
+/// the fitting plan with the lowest simulated overhead.
+fn refine_target(
+    ctx: &Ctx,
+    strategy: &dyn SpillStrategy,
+    opts: &BudgetOptions,
+    fit: (Built, u64),
+    over: Option<u64>,
+    mut lowest: u64,
+    mut attempts: usize,
+) -> Result<Outcome, BudgetError> {
+    if !strategy.adapts() {
+        return Ok((Some(fit), lowest, attempts));
+    }
+    let mut lo = fit.1;
+    let mut best_over = timing(ctx, &fit.0).overhead_pct();
+    // The exact search fitted what the heuristics' placement missed: the heuristics alone
+    // would have gone on at a lower target, which may spill more but cost less (a strategy's
+    // overhead is not monotone in its target); that attempt is made too.
+    let below = lo.saturating_sub(cut(fit.0.heuristic_peak, opts.budget));
+    let probe = fit.0.heuristic_peak > opts.budget && below > 0 && !ctx.cancelled();
+    let mut best = fit;
+    if probe {
+        attempts += 1;
+        let sched = strategy.schedule(ctx, below);
+        let built = build(ctx, &Residency::of_sched(ctx, &sched), opts)?;
+        lowest = lowest.min(built.peak);
+        if built.peak <= opts.budget {
+            let o = timing(ctx, &built).overhead_pct();
+            if o < best_over {
+                best_over = o;
+                best = (built, below);
+            }
+        }
+    }
+    let Some(mut hi) = over else {
+        return Ok((Some(best), lowest, attempts));
+    };
+    for _ in 0..opts.target_bisections {
+        if ctx.cancelled() || hi - lo <= (opts.budget / 200).max(1) {
+            break;
+        }
+        let mid = lo + (hi - lo) / 2;
+        attempts += 1;
+        let sched = strategy.schedule(ctx, mid);
+        let built = build(ctx, &Residency::of_sched(ctx, &sched), opts)?;
+        lowest = lowest.min(built.peak);
+        if built.peak <= opts.budget {
+            lo = mid;
+            let o = timing(ctx, &built).overhead_pct();
+            if o < best_over {
+                best_over = o;
+                best = (built, mid);
+            }
+        } else {
+            hi = mid;
+        }
+    }
+    Ok((Some(best), lowest, attempts))
+}
+
+/// Most extra attempts `refine_target` makes between a fitting target and the failing one
+/// above it.
+pub const TARGET_BISECTIONS: usize = 3;
+
+/// How far an adaptive strategy lowers its target after a placement peaked at `peak` over
+/// `budget`: the excess, at least 2 % of the budget (and a byte).
+fn cut(peak: u64, budget: u64) -> u64 {
+    peak.saturating_sub(budget).max(budget / 50).max(1)
 }
 
 /// Places a residency's buffers and host copies and emits the plan on `ctx`'s order.
@@ -907,7 +1062,7 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
         cancel: opts.cancel.clone(),
     };
     let device = PlacementProblem::new(buffers.clone());
-    let placed = place::heuristics(&device, &budget)?.placement;
+    let (placed, heuristic_peak) = fit_budget(&device, opts, &budget)?;
     let host_problem = PlacementProblem::new(host_buffers.clone());
     let host_placed = if host_buffers.is_empty() {
         Default::default()
@@ -1030,6 +1185,7 @@ fn build(ctx: &Ctx, res: &Residency, opts: &BudgetOptions) -> Result<Built, Budg
     Ok(Built {
         plan,
         peak,
+        heuristic_peak,
         residency: res.clone(),
     })
 }

@@ -553,3 +553,14 @@ fn the_eviction_bound_is_below_the_cheapest_cost_of_every_plan_and_positive_when
     }
     assert!(positive >= 4, "{positive}");
 }
+
+#[test]
+fn the_budget_fit_gets_fewer_nodes_per_buffer_on_large_schedules() {
+    assert_eq!(
+        fit_nodes(FIT_NODES_PER_BUFFER, 100),
+        FIT_NODES_PER_BUFFER * 100
+    );
+    assert_eq!(fit_nodes(FIT_NODES_PER_BUFFER, 2700), FIT_WORK / 2700);
+    assert_eq!(fit_nodes(0, 50), 0);
+    assert_eq!(fit_nodes(u64::MAX, 0), FIT_WORK);
+}
