@@ -70,7 +70,11 @@ use std::time::Duration;
 /// Options of the exact search: the budget and one switch per technique (all on by default).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExactOptions {
-    /// Time and node limits; a node is one partial placement entered by the search.
+    /// Time and node limits; a node is one partial placement entered by the search. With
+    /// restarts the node limit bounds the sum of the runs' *limits* (each run's limit counted
+    /// whole, however early it ends), so that the answer does not depend on the threads: a
+    /// budget buys only the schedule's first runs (above LOAD the first are the discrepancy
+    /// passes, `max(n, 64) ×` [`DISCREPANCY_NODES`] each for n buffers).
     pub limits: Limits,
     /// Section inference: prune when, in some section, the floor (or the current level) plus
     /// the bytes still to place there (plus fixed bytes above the floor) exceeds the capacity.
