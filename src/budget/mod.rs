@@ -900,8 +900,7 @@ fn run_strategy(
             break;
         }
         attempts += 1;
-        let sched = strategy.schedule(ctx, target);
-        let built = build(ctx, &Residency::of_sched(ctx, &sched), opts)?;
+        let built = attempt(ctx, strategy, opts, target)?;
         lowest = lowest.min(built.peak);
         if built.peak <= opts.budget {
             let over_target = (target < opts.budget).then_some(last_over);
@@ -942,50 +941,68 @@ fn refine_target(
         return Ok((Some(fit), lowest, attempts));
     }
     let mut lo = fit.1;
-    let mut best_over = timing(ctx, &fit.0).overhead_pct();
     // The exact search fitted what the heuristics' placement missed: the heuristics alone
     // would have gone on at a lower target, which may spill more but cost less (a strategy's
     // overhead is not monotone in its target); that attempt is made too.
     let below = lo.saturating_sub(cut(fit.0.heuristic_peak, opts.budget));
     let probe = fit.0.heuristic_peak > opts.budget && below > 0 && !ctx.cancelled();
-    let mut best = fit;
+    let over_fit = timing(ctx, &fit.0).overhead_pct();
+    let mut best = (fit.0, fit.1, over_fit);
     if probe {
         attempts += 1;
-        let sched = strategy.schedule(ctx, below);
-        let built = build(ctx, &Residency::of_sched(ctx, &sched), opts)?;
-        lowest = lowest.min(built.peak);
-        if built.peak <= opts.budget {
-            let o = timing(ctx, &built).overhead_pct();
-            if o < best_over {
-                best_over = o;
-                best = (built, below);
+        try_target(ctx, strategy, opts, below, &mut best, &mut lowest)?;
+    }
+    if let Some(mut hi) = over {
+        for _ in 0..opts.target_bisections {
+            if ctx.cancelled() || hi - lo <= (opts.budget / 200).max(1) {
+                break;
+            }
+            let mid = lo + (hi - lo) / 2;
+            attempts += 1;
+            if try_target(ctx, strategy, opts, mid, &mut best, &mut lowest)? {
+                lo = mid;
+            } else {
+                hi = mid;
             }
         }
     }
-    let Some(mut hi) = over else {
-        return Ok((Some(best), lowest, attempts));
-    };
-    for _ in 0..opts.target_bisections {
-        if ctx.cancelled() || hi - lo <= (opts.budget / 200).max(1) {
-            break;
-        }
-        let mid = lo + (hi - lo) / 2;
-        attempts += 1;
-        let sched = strategy.schedule(ctx, mid);
-        let built = build(ctx, &Residency::of_sched(ctx, &sched), opts)?;
-        lowest = lowest.min(built.peak);
-        if built.peak <= opts.budget {
-            lo = mid;
-            let o = timing(ctx, &built).overhead_pct();
-            if o < best_over {
-                best_over = o;
-                best = (built, mid);
-            }
-        } else {
-            hi = mid;
-        }
+    Ok((Some((best.0, best.1)), lowest, attempts))
+}
+
+/// One attempt of `strategy` at `target`: its schedule, placed and emitted.
+fn attempt(
+    ctx: &Ctx,
+    strategy: &dyn SpillStrategy,
+    opts: &BudgetOptions,
+    target: u64,
+) -> Result<Built, BudgetError> {
+    build(
+        ctx,
+        &Residency::of_sched(ctx, &strategy.schedule(ctx, target)),
+        opts,
+    )
+}
+
+/// An [`attempt`] at `target` for [`refine_target`]: whether its plan fits the budget; a
+/// fitting plan replaces `best` (plan, target, simulated overhead %) when it is cheaper.
+fn try_target(
+    ctx: &Ctx,
+    strategy: &dyn SpillStrategy,
+    opts: &BudgetOptions,
+    target: u64,
+    best: &mut (Built, u64, f64),
+    lowest: &mut u64,
+) -> Result<bool, BudgetError> {
+    let built = attempt(ctx, strategy, opts, target)?;
+    *lowest = (*lowest).min(built.peak);
+    if built.peak > opts.budget {
+        return Ok(false);
     }
-    Ok((Some(best), lowest, attempts))
+    let over = timing(ctx, &built).overhead_pct();
+    if over < best.2 {
+        *best = (built, target, over);
+    }
+    Ok(true)
 }
 
 /// Most extra attempts `refine_target` makes between a fitting target and the failing one
