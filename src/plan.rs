@@ -282,8 +282,11 @@ pub struct PlanStats {
     /// Each placement heuristic's peak on the chosen order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<MemberStat>,
-    /// Status of the placement step for the chosen order (optimal / heuristic / time_limit /
-    /// node_limit).
+    /// Status of the placement step for the chosen order: `optimal` (the peak is proven
+    /// minimal for this order), `node_limit` / `time_limit` (the exact search or the placement
+    /// model stopped at its node cap / the time limit with a gap left), `heuristic` (no search
+    /// ran, e.g. strategy `heuristic`, or a negligible gap's one question went unanswered),
+    /// `infeasible` (a capacity no placement meets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_status: Option<String>,
     /// What the exact placement search did, when it ran.

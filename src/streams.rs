@@ -1015,7 +1015,7 @@ pub fn parallelise(
     };
     // The single-stream bounds still hold: the listed order is one order of the graph.
     let (peak, lb) = (out.stats.peak_bytes, out.stats.lower_bound_bytes);
-    if out.stats.gap.is_some() && peak > 0 {
+    if out.stats.gap.is_some() {
         out.stats.gap = Some(crate::plan::PlanStats::gap_of(peak, lb));
     }
     Ok((out, Some(stat)))

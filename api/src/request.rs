@@ -610,7 +610,16 @@ pub fn pipeline_error(e: PipelineError) -> ApiError {
             ApiError::graph(e.to_string())
         }
         PipelineError::Pass(_) => ApiError::Unsupported(e.to_string()),
-        PipelineError::Budget(_) => ApiError::options(format!("budget: {e}")),
+        // Most budget messages name the budget already; the others get the field's name.
+        PipelineError::Budget(b) => ApiError::options(match b {
+            BudgetError::UnknownStrategy(..) => format!("spill_strategy: {b}"),
+            BudgetError::Zero
+            | BudgetError::Infeasible { .. }
+            | BudgetError::Parse(_)
+            | BudgetError::Percent(_)
+            | BudgetError::Cancelled { .. } => b.to_string(),
+            _ => format!("budget: {b}"),
+        }),
         _ => ApiError::options(e.to_string()),
     }
 }

@@ -129,6 +129,11 @@ async fn a_budget_gives_a_valid_plan_under_it_and_an_unreachable_one_is_refused(
         .post_json("/v1/plan", &plan_request(sample(), json!({"budget": 1000})))
         .await;
     r.assert_problem(422, "cannot be met");
+    let detail = r.json()["detail"].as_str().unwrap_or_default().to_string();
+    assert!(
+        detail.starts_with("budget of 1000 bytes cannot be met"),
+        "the message names the budget once: {detail}"
+    );
     // A job is accepted, then fails with the same reason.
     let r = api
         .post_json("/v1/jobs", &plan_request(sample(), json!({"budget": 1000})))

@@ -584,7 +584,9 @@ pub struct PlanStatsDoc {
     /// Each placement heuristic's peak (default none).
     #[schema(nullable = false)]
     pub members: Option<Vec<MemberStatDoc>>,
-    /// Status of the placement step.
+    /// Status of the placement step for the chosen order: `optimal`, `node_limit` /
+    /// `time_limit` (a search stopped at its node cap / the time limit with a gap left),
+    /// `heuristic` (no search ran) or `infeasible`.
     pub placement_status: Option<String>,
     /// The exact search's figures.
     pub exact: Option<ExactStatDoc>,

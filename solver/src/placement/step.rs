@@ -292,16 +292,24 @@ pub fn refine_with(
             );
         }
         lower = lower.max(proven).min(peak);
+        // Which limit stopped the search: the time (its share used, or the stop flag raised,
+        // or no node cap at all) or else its node cap.
+        let ran_out = || {
+            let time_used = limits
+                .time
+                .is_some_and(|t| started.elapsed() >= t.mul_f64(share));
+            if time_used || limits.is_cancelled() || eopts.limits.nodes.is_none() {
+                SolveStatus::TimeLimit
+            } else {
+                SolveStatus::NodeLimit
+            }
+        };
         status = match exact_status {
             ExactStatus::Infeasible if problem.capacity.is_some() => SolveStatus::Infeasible,
-            ExactStatus::Timeout
-                if limits
-                    .time
-                    .is_some_and(|t| started.elapsed() >= t.mul_f64(share)) =>
-            {
-                SolveStatus::TimeLimit
-            }
-            ExactStatus::Timeout => SolveStatus::NodeLimit,
+            ExactStatus::Timeout => ran_out(),
+            // A minimisation without proof left a question unanswered: its budget ran out
+            // (the negligible gap's one question reports `Feasible` only when answered).
+            ExactStatus::Feasible if resume.is_some() => ran_out(),
             _ => SolveStatus::Heuristic,
         };
         // The HiGHS model's turn, for minimisation with a gap left.
@@ -521,6 +529,37 @@ mod tests {
                 out.ilp
             );
             assert_eq!(out.stats.status, SolveStatus::TimeLimit, "{:?}", out.ilp);
+        }
+    }
+
+    #[test]
+    fn a_minimisation_stopped_by_its_node_cap_says_node_limit_and_not_heuristic() {
+        use crate::generate::{generate, HardSpec, Variant};
+        let inst = generate(&HardSpec::challenging(101, 450, Variant::Fits));
+        let p = PlacementProblem::new(inst.problem.buffers.clone());
+        let start = heuristics(&p, &Limits::UNLIMITED).unwrap();
+        let work = RefineWork {
+            exact_nodes: 20_000,
+            ilp_models: 0,
+            ilp_nodes_per_model: 0,
+        };
+        let out = refine_with(&p, &start, &Limits::UNLIMITED, Some(work)).unwrap();
+        assert!(p.check(&out.placement).is_ok());
+        // 20,000 nodes do not close a 450-buffer minimisation: a gap is left, and the status
+        // names the cap that stopped the search.
+        assert!(
+            out.stats.objective > out.stats.lower_bound,
+            "{:?}",
+            out.stats
+        );
+        assert_eq!(out.stats.status, SolveStatus::NodeLimit, "{:?}", out.exact);
+        let exact = out.exact.expect("the search ran");
+        assert_eq!(exact.status, ExactStatus::Feasible);
+        // The same budget as a time limit names the time.
+        let timed = Limits::with_time(Duration::from_millis(300));
+        let out = refine_with(&p, &start, &timed, None).unwrap();
+        if out.stats.objective > out.stats.lower_bound {
+            assert_eq!(out.stats.status, SolveStatus::TimeLimit, "{:?}", out.exact);
         }
     }
 
