@@ -149,8 +149,15 @@ pub const EFFORT_ORDER_WORK: u64 = 1_000_000_000;
 /// One unit of effort: branch-and-bound nodes per window model of the order program.
 pub const EFFORT_ORDER_WINDOW_NODES: u64 = 200;
 
-/// One unit of effort: window models of the order program.
-pub const EFFORT_ORDER_WINDOWS: usize = 2;
+/// One unit of effort: window models of the order program at most (a cap on the model count;
+/// [`EFFORT_ORDER_WINDOWS_WORK`] usually stops them first).
+pub const EFFORT_ORDER_WINDOWS: usize = 32;
+
+/// One unit of effort: work of the order program's window models in all, in LP iterations ×
+/// nonzeros (`OrderIlpOptions::work_total`; each model is also capped at
+/// [`EFFORT_ORDER_WORK`]). Windows start 8 steps wide and widen up to 24 where they fail
+/// (`OrderIlpOptions::default`). Chosen on 20 random DAGs (README, "Effort and limits").
+pub const EFFORT_ORDER_WINDOWS_WORK: u64 = 1_000_000_000;
 
 /// Share of the time limit by which the order program stops (strategy `auto`).
 pub const ORDER_ILP_SHARE: f64 = 0.6;
@@ -169,9 +176,10 @@ pub struct PlanOptions {
     /// searches stop at their own node caps, so the result is deterministic.
     pub time_limit: Option<Duration>,
     /// Deterministic effort: `Some(k)` gives the exact placement search `k ×`
-    /// [`EFFORT_EXACT_NODES`] nodes per candidate order and the order program `k ×`
+    /// [`EFFORT_EXACT_NODES`] nodes per candidate order and the order program at most `k ×`
     /// [`EFFORT_ORDER_WINDOWS`] window models of `k ×` [`EFFORT_ORDER_WINDOW_NODES`]
-    /// branch-and-bound nodes each (or one whole-graph model of `k ×`
+    /// branch-and-bound nodes each, `k ×` [`EFFORT_ORDER_WINDOWS_WORK`] LP iterations ×
+    /// nonzeros in all (or one whole-graph model of `k ×`
     /// [`EFFORT_ORDER_WHOLE_NODES`]), each model also capped at `k ×` [`EFFORT_ORDER_WORK`]
     /// LP iterations × nonzeros (with `time_limit: None`, the stages stop at these work caps only, so the plan is the
     /// same on any machine; a wall-clock cap is then a [`CancelToken`], see
@@ -496,6 +504,9 @@ fn order_ilp_candidate(
             None => defaults.max_models,
         },
         work_per_model: opts.effort.map(|e| EFFORT_ORDER_WORK.saturating_mul(e)),
+        work_total: opts
+            .effort
+            .map(|e| EFFORT_ORDER_WINDOWS_WORK.saturating_mul(e)),
         progress,
         known_bound: if opts.inplace { 0 } else { r.stats.lower_bound },
         ..OrderIlpOptions::default()

@@ -21,18 +21,22 @@ pub(crate) struct WindowResult {
     pub stopped: Option<SolveStatus>,
     /// HiGHS proved its solution optimal (no rearrangement of the window has a lower peak).
     pub optimal: bool,
+    /// Work spent: LP iterations × the model's nonzeros (the iterations HiGHS reports; the
+    /// model's cap when it reports none).
+    pub work: u64,
 }
 
 /// Builds and solves the model of window `[a, b)` of `order` (`prof` = its live bytes);
-/// `None` when the model is over [`OrderIlpOptions::work_per_model`] before its first LP
-/// (module doc of [`super::program`], *Work*).
+/// `None` when the model is over its work cap before its first LP (module doc of
+/// [`super::program`], *Work*). The cap: [`OrderIlpOptions::work_per_model`] (or its
+/// default), at most `work_left` (what [`OrderIlpOptions::work_total`] leaves).
 pub(crate) fn solve_window(
     problem: &OrderProblem,
     order: &[usize],
     prof: &[u64],
-    a: usize,
-    b: usize,
+    (a, b): (usize, usize),
     opts: &OrderIlpOptions,
+    work_left: Option<u64>,
     clock: &LimitsClock,
 ) -> Result<Option<WindowResult>, OrderIlpError> {
     let win = Window::new(problem, order, a, b);
@@ -53,12 +57,16 @@ pub(crate) fn solve_window(
         built.model.num_rows() as u64,
         built.model.num_nonzeros().max(1) as u64,
     );
-    let work = opts
+    let per_model = opts
         .work_per_model
         .or(match (opts.limits.time, opts.limits.nodes) {
             (None, None) => Some(DEFAULT_WORK_PER_MODEL),
             _ => None,
         });
+    let work = match (per_model, work_left) {
+        (Some(w), Some(left)) => Some(w.min(left)),
+        (w, left) => w.or(left),
+    };
     if work.is_some_and(|w| rows.saturating_mul(nonzeros) > w) {
         return Ok(None);
     }
@@ -103,6 +111,11 @@ pub(crate) fn solve_window(
         bound: decode_bound(&solution, scale, old_peak),
         stopped,
         optimal: solution.status == MipStatus::Optimal && opts.mip_rel_gap <= 0.0,
+        work: solution
+            .lp_iterations
+            .map(|i| i.saturating_mul(nonzeros))
+            .or(work)
+            .unwrap_or(0),
     }))
 }
 
