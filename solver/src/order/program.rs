@@ -269,7 +269,6 @@ pub fn optimise_order(
             models += 1;
             clock.tick();
             work_left = work_left.map(|left| left.saturating_sub(w.work));
-
             let old_peak = prof[a..b].iter().copied().max().unwrap_or(0);
             let mut kept = false;
             if let Some(o) = w.order {
