@@ -63,10 +63,7 @@ pub(crate) fn solve_window(
             (None, None) => Some(DEFAULT_WORK_PER_MODEL),
             _ => None,
         });
-    let work = match (per_model, work_left) {
-        (Some(w), Some(left)) => Some(w.min(left)),
-        (w, left) => w.or(left),
-    };
+    let work = per_model.into_iter().chain(work_left).min();
     if work.is_some_and(|w| rows.saturating_mul(nonzeros) > w) {
         return Ok(None);
     }
