@@ -227,7 +227,8 @@ pub struct IlpStat {
 /// The order integer program's figures in the plan stats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OrderIlpStat {
-    /// optimal / time_limit / node_limit / heuristic.
+    /// optimal, time_limit, node_limit (a node, work or model-count cap stopped it with
+    /// windows still to try) or heuristic (every window was tried, nothing proven).
     pub status: String,
     /// Whether the whole graph was modelled (else windows around the peak).
     pub whole: bool,

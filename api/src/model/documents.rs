@@ -441,7 +441,8 @@ pub struct IlpStatDoc {
 #[schema(examples(json!({"status": "optimal", "whole": true, "models": 1, "improved": 0,
     "load_bytes": 12800, "lower_bound_bytes": 12800, "ms": 3.0})))]
 pub struct OrderIlpStatDoc {
-    /// How it ended.
+    /// How it ended: optimal, time_limit, node_limit (an effort cap stopped it with windows
+    /// still to try) or heuristic (every window was tried, nothing proven).
     pub status: String,
     /// Whether it modelled the whole graph.
     pub whole: bool,

@@ -154,8 +154,9 @@ pub struct OrderIlpOutcome {
     /// Best order (topological; LOAD never above the start's).
     pub order: Vec<usize>,
     /// Objective = LOAD of `order` (without in-place merging); lower bound = the whole-graph
-    /// model's dual bound when it ran, else `known_bound`; status optimal / time_limit /
-    /// node_limit / heuristic.
+    /// model's dual bound when it ran, else `known_bound`; status optimal, time_limit,
+    /// node_limit (a node, work or model cap stopped it with windows still to try), or
+    /// heuristic (every window was tried).
     pub stats: SolveStats,
     /// Whether the whole graph was modelled (the bound then comes from HiGHS).
     pub whole: bool,
@@ -292,6 +293,10 @@ pub fn optimise_order(
                 stop = w.stopped;
                 break;
             }
+        }
+        // Stopped by the model count with windows still to try: an effort cap, as the work.
+        if stop.is_none() && load > lower && models + skipped >= opts.max_models {
+            stop = Some(SolveStatus::NodeLimit);
         }
     }
     let lower = lower.min(load);
@@ -456,6 +461,15 @@ mod tests {
         // Node limits only: the same run gives the same order.
         let again = optimise_order(&p, &listed, &opts).unwrap();
         assert_eq!(out.order, again.order);
+        // One model where more windows were left to try: the model count stopped it.
+        let one = OrderIlpOptions {
+            max_models: 1,
+            ..opts.clone()
+        };
+        let out = optimise_order(&p, &listed, &one).unwrap();
+        assert_eq!(out.models, 1);
+        assert!(out.stats.objective > out.stats.lower_bound);
+        assert_eq!(out.stats.status, SolveStatus::NodeLimit);
     }
 
     #[test]
