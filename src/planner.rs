@@ -120,11 +120,13 @@ impl Strategy {
 
 /// One unit of effort ([`PlanOptions::effort`]): exact placement search nodes per candidate
 /// order. A node costs about 5–15 µs on graphs of 150–2,500 ops (2 cores), so a search that
-/// uses them all takes 3–8 s; most stop far earlier, at their order's LOAD or where the
-/// bisection closes (the zoo's graphs need at most 90,000 nodes, 0.2–3.6 s). Chosen on random
-/// DAGs (README, "Effort and limits"): 2,000 nodes left 10 of 20 such graphs above what
-/// 500,000 reach (five by 2.3–7.5 %), for 7 % more time in all.
-pub const EFFORT_EXACT_NODES: u64 = 500_000;
+/// uses them all takes 10–30 s; most stop far earlier, at their order's LOAD or where the
+/// bisection closes (the zoo's graphs need at most 62,000 nodes, at most 1.7 s). Chosen on
+/// random DAGs (README, "Effort and limits"): 2,000 nodes left 10 of 20 such graphs above what
+/// 500,000 reach (five by 2.3–7.5 %), for 7 % more time in all; since the order program's
+/// narrow windows (lower LOADs, placed less easily), 500,000 left 7 of 20 others 0.7–3.5 %
+/// above what 2,000,000 reach, for 34 % more time in all.
+pub const EFFORT_EXACT_NODES: u64 = 2_000_000;
 
 /// One unit of effort: HiGHS placement models per candidate order.
 pub const EFFORT_PLACEMENT_ILP_MODELS: usize = 2;
