@@ -118,15 +118,22 @@ impl Strategy {
     }
 }
 
-/// One unit of effort ([`PlanOptions::effort`]): exact placement search nodes per candidate
-/// order. A node costs about 5–15 µs on graphs of 150–2,500 ops (2 cores), so a search that
+/// One unit of effort ([`PlanOptions::effort`]): exact placement search nodes for the first
+/// candidate order refined (the later ones get [`EFFORT_EXACT_NODES_LATER`]). A node costs about 5–15 µs on graphs of 150–2,500 ops (2 cores), so a search that
 /// uses them all takes 10–30 s; most stop far earlier, at their order's LOAD or where the
 /// bisection closes (the zoo's graphs need at most 62,000 nodes, at most 1.7 s). Chosen on
 /// random DAGs (README, "Effort and limits"): 2,000 nodes left 10 of 20 such graphs above what
 /// 500,000 reach (five by 2.3–7.5 %), for 7 % more time in all; since the order program's
 /// narrow windows (lower LOADs, placed less easily), 500,000 left 7 of 20 others 0.7–3.5 %
-/// above what 2,000,000 reach, for 34 % more time in all.
+/// above what 2,000,000 reach.
 pub const EFFORT_EXACT_NODES: u64 = 2_000_000;
+
+/// One unit of effort: exact placement search nodes for each candidate order refined after
+/// the first ([`EFFORT_EXACT_NODES`] go to the first, the one with the lowest heuristic peak).
+/// The later candidates rarely win (on 20 random DAGs, two had a second candidate to refine:
+/// with 2,000,000 nodes each it won once, by 0.03 %, and reached the same peak with 500,000),
+/// and each full search costs 10–13 s there.
+pub const EFFORT_EXACT_NODES_LATER: u64 = 500_000;
 
 /// One unit of effort: HiGHS placement models per candidate order.
 pub const EFFORT_PLACEMENT_ILP_MODELS: usize = 2;
@@ -178,7 +185,8 @@ pub struct PlanOptions {
     /// searches stop at their own node caps, so the result is deterministic.
     pub time_limit: Option<Duration>,
     /// Deterministic effort: `Some(k)` gives the exact placement search `k ×`
-    /// [`EFFORT_EXACT_NODES`] nodes per candidate order and the order program at most `k ×`
+    /// [`EFFORT_EXACT_NODES`] nodes for the first candidate order it refines (`k ×`
+    /// [`EFFORT_EXACT_NODES_LATER`] for each later one) and the order program at most `k ×`
     /// [`EFFORT_ORDER_WINDOWS`] window models of `k ×` [`EFFORT_ORDER_WINDOW_NODES`]
     /// branch-and-bound nodes each, `k ×` [`EFFORT_ORDER_WINDOWS_WORK`] LP iterations ×
     /// nonzeros in all (or one whole-graph model of `k ×`
@@ -539,6 +547,7 @@ fn refine_candidates(
 ) -> Result<(), PlanError> {
     let opts = run.opts;
     let count = candidates.len() as u32;
+    let mut refined = 0u64;
     for k in 0..candidates.len() {
         let best = best_peak(candidates);
         let c = &candidates[k];
@@ -554,8 +563,14 @@ fn refine_candidates(
             time: left.time.map(|t| t / (count - k as u32).max(1)),
             ..left
         };
+        let nodes = if refined == 0 {
+            EFFORT_EXACT_NODES
+        } else {
+            EFFORT_EXACT_NODES_LATER
+        };
+        refined += 1;
         let work = opts.effort.map(|e| place::RefineWork {
-            exact_nodes: EFFORT_EXACT_NODES.saturating_mul(e),
+            exact_nodes: nodes.saturating_mul(e),
             ilp_models: usize::try_from(e)
                 .unwrap_or(usize::MAX)
                 .saturating_mul(EFFORT_PLACEMENT_ILP_MODELS),
