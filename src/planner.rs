@@ -119,13 +119,14 @@ impl Strategy {
 }
 
 /// One unit of effort ([`PlanOptions::effort`]): exact placement search nodes for the first
-/// candidate order refined (the later ones get [`EFFORT_EXACT_NODES_LATER`]). A node costs about 5–15 µs on graphs of 150–2,500 ops (2 cores), so a search that
-/// uses them all takes 10–30 s; most stop far earlier, at their order's LOAD or where the
-/// bisection closes (the zoo's graphs need at most 62,000 nodes, at most 1.7 s). Chosen on
-/// random DAGs (README, "Effort and limits"): 2,000 nodes left 10 of 20 such graphs above what
-/// 500,000 reach (five by 2.3–7.5 %), for 7 % more time in all; since the order program's
-/// narrow windows (lower LOADs, placed less easily), 500,000 left 7 of 20 others 0.7–3.5 %
-/// above what 2,000,000 reach.
+/// candidate order refined (the later ones get [`EFFORT_EXACT_NODES_LATER`]). A node costs
+/// about 5–15 µs on graphs of 150–2,500 ops (2 cores), so a search that uses them all takes
+/// 10–30 s; most stop far earlier, at their order's LOAD or where the bisection closes (the
+/// zoo's graphs need at most 62,000 nodes, at most 1.7 s). Chosen on random DAGs (README,
+/// "Effort and limits"): 2,000 nodes left 10 of 20 such graphs above what 500,000 reach (five
+/// by 2.3–7.5 %), for 7 % more time in all; since the order program's narrow windows (lower
+/// LOADs, placed less easily), 500,000 left 7 of 20 others 0.7–3.5 % above what 2,000,000
+/// reach.
 pub const EFFORT_EXACT_NODES: u64 = 2_000_000;
 
 /// One unit of effort: exact placement search nodes for each candidate order refined after
@@ -547,7 +548,8 @@ fn refine_candidates(
 ) -> Result<(), PlanError> {
     let opts = run.opts;
     let count = candidates.len() as u32;
-    let mut refined = 0u64;
+    // The first candidate refined (the best heuristic peak) gets the larger node cap.
+    let mut first = true;
     for k in 0..candidates.len() {
         let best = best_peak(candidates);
         let c = &candidates[k];
@@ -563,12 +565,12 @@ fn refine_candidates(
             time: left.time.map(|t| t / (count - k as u32).max(1)),
             ..left
         };
-        let nodes = if refined == 0 {
+        let nodes = if first {
             EFFORT_EXACT_NODES
         } else {
             EFFORT_EXACT_NODES_LATER
         };
-        refined += 1;
+        first = false;
         let work = opts.effort.map(|e| place::RefineWork {
             exact_nodes: nodes.saturating_mul(e),
             ilp_models: usize::try_from(e)
