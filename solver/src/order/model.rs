@@ -6,6 +6,7 @@
 
 use super::program::{
     OrderIlpError, OrderIlpOptions, DEFAULT_NODES_PER_MODEL, DEFAULT_WORK_PER_MODEL,
+    MIN_ITERATIONS_PER_ROW,
 };
 use super::{LifetimeOptions, OrderProblem};
 use crate::limits::{LimitsClock, SolveStatus};
@@ -29,7 +30,8 @@ pub(crate) struct WindowResult {
 /// Builds and solves the model of window `[a, b)` of `order` (`prof` = its live bytes);
 /// `None` when the model is over its work cap before its first LP (module doc of
 /// [`super::program`], *Work*). The cap: [`OrderIlpOptions::work_per_model`] (or its
-/// default), at most `work_left` (what [`OrderIlpOptions::work_total`] leaves).
+/// default), at most `work_left` (what [`OrderIlpOptions::work_total`] leaves), which must
+/// also allow [`MIN_ITERATIONS_PER_ROW`] LP iterations per row.
 pub(crate) fn solve_window(
     problem: &OrderProblem,
     order: &[usize],
@@ -42,17 +44,7 @@ pub(crate) fn solve_window(
     let win = Window::new(problem, order, a, b);
     let scale = byte_scale(problem);
     let old_peak = prof[a..b].iter().copied().max().unwrap_or(0);
-    // A window over the whole order bounds every order, so the caller's order-independent
-    // bound (e.g. the min-cut bound) is a valid cut on its peak; a smaller window's peak is not
-    // bounded by it. Slightly below, so LP tolerances never cut the optimum.
-    let floor = if a == 0 && b == order.len() {
-        (opts.known_bound.min(old_peak) as f64 / scale) * (1.0 - 1e-9)
-    } else {
-        0.0
-    };
-    let mut built = Built::steps(&win, old_peak as f64 / scale, floor);
-    built.memory(&win, prof, scale);
-
+    let built = build(&win, prof, opts, scale);
     let (rows, nonzeros) = (
         built.model.num_rows() as u64,
         built.model.num_nonzeros().max(1) as u64,
@@ -64,7 +56,12 @@ pub(crate) fn solve_window(
             _ => None,
         });
     let work = per_model.into_iter().chain(work_left).min();
-    if work.is_some_and(|w| rows.saturating_mul(nonzeros) > w) {
+    let first_lp = rows.saturating_mul(nonzeros);
+    // What the windows' total leaves must also allow a few iterations per row
+    // ([`MIN_ITERATIONS_PER_ROW`]): HiGHS would run past a smaller cap.
+    let too_little_left =
+        work_left.is_some_and(|l| first_lp.saturating_mul(MIN_ITERATIONS_PER_ROW) > l);
+    if work.is_some_and(|w| first_lp > w) || too_little_left {
         return Ok(None);
     }
     let limits = &opts.limits;
@@ -114,6 +111,40 @@ pub(crate) fn solve_window(
             .or(work)
             .unwrap_or(0),
     }))
+}
+
+/// The model of window `win` (`prof`: the order's live bytes), in units of `scale` bytes.
+fn build(win: &Window<'_>, prof: &[u64], opts: &OrderIlpOptions, scale: f64) -> Built {
+    let (a, b) = (win.a, win.b);
+    let old_peak = prof[a..b].iter().copied().max().unwrap_or(0);
+    // A window over the whole order bounds every order, so the caller's order-independent
+    // bound (e.g. the min-cut bound) is a valid cut on its peak; a smaller window's peak is not
+    // bounded by it. Slightly below, so LP tolerances never cut the optimum.
+    let floor = if a == 0 && b == win.order.len() {
+        (opts.known_bound.min(old_peak) as f64 / scale) * (1.0 - 1e-9)
+    } else {
+        0.0
+    };
+    let mut built = Built::steps(win, old_peak as f64 / scale, floor);
+    built.memory(win, prof, scale);
+    built
+}
+
+/// Rows and nonzeros of the model [`solve_window`] would solve (for tests of the work caps).
+#[cfg(test)]
+pub(crate) fn model_size(
+    problem: &OrderProblem,
+    order: &[usize],
+    prof: &[u64],
+    (a, b): (usize, usize),
+    opts: &OrderIlpOptions,
+) -> (u64, u64) {
+    let win = Window::new(problem, order, a, b);
+    let built = build(&win, prof, opts, byte_scale(problem));
+    (
+        built.model.num_rows() as u64,
+        built.model.num_nonzeros() as u64,
+    )
 }
 
 /// The nodes of window `[a, b)` of an order and the steps each may take.
