@@ -49,8 +49,8 @@
 //! [`OrderIlpOptions::max_models`]). A window model is not solved either when what the
 //! windows' total leaves allows fewer than [`MIN_ITERATIONS_PER_ROW`] iterations per row: the
 //! checks come between LP solves and nodes, and such a model ran up to 6.9 times past its cap
-//! (13.6 s) for nothing. The same model stops at the same point on any machine; the clock
-//! stays a cap.
+//! (13.6 s), rarely improving the order. The same model stops at the same point on any
+//! machine; the clock stays a cap.
 //!
 //! **Bound.** Only a model of the whole graph bounds every order: its proven dual bound
 //! (`mip_dual_bound`, read through [`crate::mip`]) is reported, never below the caller's
@@ -140,7 +140,8 @@ pub const DEFAULT_WORK_PER_MODEL: u64 = 2_000_000_000;
 /// models of the default plans of 40 random DAGs (60–400 ops) were started with 1.2–30
 /// iterations per row left, ran to 1.0–6.9 times that (up to 13.6 s, 28 % of the order
 /// program's time in all) and one of those 21 improved the order (started with 8.0 per row);
-/// the windows that improved an order had 41–400 per row left and used at most 41.
+/// the other 101 windows that improved an order had at least 41 per row left and used at most
+/// 41.
 pub const MIN_ITERATIONS_PER_ROW: u64 = 8;
 
 impl Default for OrderIlpOptions {
