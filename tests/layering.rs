@@ -391,8 +391,8 @@ fn root_crate_modules_form_no_cycle() {
 
 #[test]
 fn the_checker_finds_a_cycle_and_ignores_test_code_comments_and_strings() {
-    let dir = std::env::temp_dir().join(format!("memplan-layering-{}", std::process::id()));
-    let src = dir.join("src");
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
     fs::create_dir_all(src.join("b")).unwrap();
     fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\npub mod c;\n").unwrap();
     fs::write(src.join("a.rs"), "use crate::{b::X, c};\n").unwrap();
@@ -413,7 +413,6 @@ fn the_checker_finds_a_cycle_and_ignores_test_code_comments_and_strings() {
     )
     .unwrap();
     let edges = module_graph(&src);
-    fs::remove_dir_all(&dir).unwrap();
     assert_eq!(edges["a"].keys().collect::<Vec<_>>(), ["b", "c"]);
     assert!(edges["b"].is_empty(), "{edges:?}");
     assert_eq!(edges["c"].keys().collect::<Vec<_>>(), ["b"]);

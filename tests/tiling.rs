@@ -20,12 +20,6 @@ fn zoo(name: &str) -> Option<(PathBuf, Graph)> {
     Some((p, g))
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memplan-tiling-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 fn heuristic() -> PlanOptions {
     PlanOptions {
         order: OrderMode::Auto,
@@ -52,6 +46,7 @@ fn check_plan_py(graph: &Path, plan: &Path) {
 
 #[test]
 fn resnet18_tiled_into_2_and_4_strips_plans_validates_and_computes_the_same_outputs() {
+    let dir = tempfile::tempdir().unwrap();
     let Some((_, g)) = zoo("resnet18.1.inference") else {
         return;
     };
@@ -65,13 +60,13 @@ fn resnet18_tiled_into_2_and_4_strips_plans_validates_and_computes_the_same_outp
             reports[0].notes
         );
         // What `memplan plan --graph-out` writes, read back as the checker reads it.
-        let graph_path = tmp(&format!("resnet18.tile{n}.json"));
+        let graph_path = dir.path().join(format!("resnet18.tile{n}.json"));
         std::fs::write(&graph_path, tiled.to_json()).unwrap();
         let reread = Graph::parse(&std::fs::read_to_string(&graph_path).unwrap()).unwrap();
         assert_eq!(reread, tiled);
         let p = plan(&tiled, &heuristic()).unwrap();
         validate(&tiled, &p, None).unwrap();
-        let plan_path = tmp(&format!("resnet18.tile{n}.plan.json"));
+        let plan_path = dir.path().join(format!("resnet18.tile{n}.plan.json"));
         std::fs::write(&plan_path, p.to_json()).unwrap();
         check_plan_py(&graph_path, &plan_path);
         assert!(
@@ -112,13 +107,14 @@ fn script() -> PathBuf {
 
 #[test]
 fn the_resolution_script_scales_vgg16_to_512_pixels() {
+    let dir = tempfile::tempdir().unwrap();
     let Some((src, g)) = zoo("vgg16.1.inference") else {
         return;
     };
     if !shared::python3() {
         return;
     }
-    let out = tmp("vgg16.512.json");
+    let out = dir.path().join("vgg16.512.json");
     let r = Command::new("python3")
         .arg(script())
         .arg(&src)
@@ -143,10 +139,11 @@ fn the_resolution_script_scales_vgg16_to_512_pixels() {
 
 #[test]
 fn the_resolution_script_names_the_op_it_cannot_scale() {
+    let dir = tempfile::tempdir().unwrap();
     if !shared::python3() {
         return;
     }
-    let src = tmp("upsample.json");
+    let src = dir.path().join("upsample.json");
     std::fs::write(
         &src,
         r#"{"format": "memplan-graph/1", "name": "u",
@@ -158,7 +155,7 @@ fn the_resolution_script_names_the_op_it_cannot_scale() {
     let r = Command::new("python3")
         .arg(script())
         .arg(&src)
-        .arg(tmp("upsample.out.json"))
+        .arg(dir.path().join("upsample.out.json"))
         .args(["--size", "512"])
         .output()
         .unwrap();

@@ -1,6 +1,5 @@
 //! The `memplan` binary: commands, exit codes, and messages on stderr.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;
@@ -13,15 +12,10 @@ fn memplan(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memplan-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 #[test]
 fn plan_of_the_bundled_sample_writes_a_plan_that_check_accepts() {
-    let out = tmp("sample.plan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sample.plan.json");
     // --no-fuse: the plan is checked against the input graph, not a fused rewrite of it
     let r = memplan(&["plan", "sample", "--no-fuse", "-o", out.to_str().unwrap()]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
@@ -42,7 +36,8 @@ fn plan_prints_json_on_stdout_without_an_output_file() {
 
 #[test]
 fn check_exits_1_with_the_reason_when_the_budget_is_too_small() {
-    let out = tmp("budget.plan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("budget.plan.json");
     assert!(
         memplan(&["plan", &sample(), "--no-fuse", "-o", out.to_str().unwrap()])
             .status
@@ -61,7 +56,8 @@ fn check_exits_1_with_the_reason_when_the_budget_is_too_small() {
 
 #[test]
 fn bad_graph_input_exits_2_naming_the_culprit() {
-    let bad = tmp("bad.json");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
     std::fs::write(
         &bad,
         r#"{"format":"memplan-graph/1","tensors":[{"name":"t","size":0,"kind":"input"}],"ops":[]}"#,
@@ -83,7 +79,8 @@ fn a_missing_file_exits_2() {
 
 #[test]
 fn a_plan_file_with_a_syntax_error_exits_2_with_its_position() {
-    let p = tmp("broken.plan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("broken.plan.json");
     std::fs::write(&p, "{\"format\": \"memplan-plan/1\",\n \"arena_bytes\": }").unwrap();
     let r = memplan(&["check", &sample(), p.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(2));
@@ -92,13 +89,14 @@ fn a_plan_file_with_a_syntax_error_exits_2_with_its_position() {
 
 #[test]
 fn place_writes_offsets_and_exits_1_when_over_capacity() {
-    let csv = tmp("bufs.csv");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("bufs.csv");
     std::fs::write(
         &csv,
         "id,lower,upper,size\n0,0,2,100\n1,1,3,50\n2,2,4,100\n",
     )
     .unwrap();
-    let placed = tmp("placed.csv");
+    let placed = dir.path().join("placed.csv");
     let r = memplan(&[
         "place",
         csv.to_str().unwrap(),
@@ -125,10 +123,11 @@ fn place_writes_offsets_and_exits_1_when_over_capacity() {
 
 #[test]
 fn place_proves_optimal_a_peak_above_load_that_only_alignment_causes() {
+    let dir = tempfile::tempdir().unwrap();
     // Three 256-aligned buffers alive together: LOAD 315 B, but only the topmost can end
     // short of a multiple of 256, so 773 B (300 and 10 rounded up, 5 on top) is the optimum,
     // which the bound proves without the exact search (`--heuristic`).
-    let csv = tmp("aligned.csv");
+    let csv = dir.path().join("aligned.csv");
     std::fs::write(
         &csv,
         "id,lower,upper,size,alignment\na,0,2,5,256\nb,0,2,300,256\nc,1,3,10,256\n",
@@ -139,7 +138,7 @@ fn place_proves_optimal_a_peak_above_load_that_only_alignment_causes() {
         csv.to_str().unwrap(),
         "--heuristic",
         "-o",
-        tmp("aligned.placed.csv").to_str().unwrap(),
+        dir.path().join("aligned.placed.csv").to_str().unwrap(),
     ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let err = String::from_utf8_lossy(&r.stderr);
@@ -156,11 +155,12 @@ fn place_proves_optimal_a_peak_above_load_that_only_alignment_causes() {
 /// with `time_limit` seconds; its exit code (1: no placement) and what it said.
 fn place_generated_at_load(seed: u64, buffers: usize, time_limit: &str) -> (Option<i32>, String) {
     use memplan_solver::generate::{generate, HardSpec, Variant};
+    let dir = tempfile::tempdir().unwrap();
     let inst = generate(&HardSpec::challenging(seed, buffers, Variant::Fits));
     let ids: Vec<String> = (0..inst.problem.buffers.len())
         .map(|i| i.to_string())
         .collect();
-    let csv = tmp(&format!("hard-{buffers}.csv"));
+    let csv = dir.path().join(format!("hard-{buffers}.csv"));
     std::fs::write(
         &csv,
         memplan_solver::csv::write_buffers(&ids, &inst.problem),
@@ -175,7 +175,10 @@ fn place_generated_at_load(seed: u64, buffers: usize, time_limit: &str) -> (Opti
         "--time-limit",
         time_limit,
         "-o",
-        tmp(&format!("hard-{buffers}.placed.csv")).to_str().unwrap(),
+        dir.path()
+            .join(format!("hard-{buffers}.placed.csv"))
+            .to_str()
+            .unwrap(),
     ]);
     (
         r.status.code(),
@@ -216,7 +219,8 @@ fn place_tells_how_far_an_unfinished_search_got() {
 
 #[test]
 fn place_rejects_a_malformed_csv_with_line_and_column() {
-    let csv = tmp("malformed.csv");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("malformed.csv");
     std::fs::write(&csv, "id,lower,upper,size\n0,0,2,ten\n").unwrap();
     let r = memplan(&["place", csv.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(2));
@@ -225,9 +229,10 @@ fn place_rejects_a_malformed_csv_with_line_and_column() {
 
 #[test]
 fn place_refuses_buffers_that_no_64_bit_arena_holds_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
     // Three buffers of 2^63 - 1 bytes alive together: before, a placer's overflow ended the
     // run with exit 3 and "buffer 2: offset + size overflows u64".
-    let csv = tmp("too-large.csv");
+    let csv = dir.path().join("too-large.csv");
     let big = i64::MAX;
     std::fs::write(
         &csv,
@@ -284,7 +289,8 @@ fn every_command_has_help() {
 
 #[test]
 fn run_executes_a_plan_and_reports_equal_outputs_and_memory() {
-    let out = tmp("run.plan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.plan.json");
     assert!(memplan(&[
         "plan",
         "sample",
@@ -324,7 +330,8 @@ fn run_executes_a_plan_and_reports_equal_outputs_and_memory() {
 
 #[test]
 fn run_rejects_an_invalid_plan_and_shows_its_damage_with_skip_validation() {
-    let out = tmp("corrupt.plan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("corrupt.plan.json");
     assert!(memplan(&[
         "plan",
         "sample",
@@ -364,7 +371,8 @@ fn run_rejects_an_invalid_plan_and_shows_its_damage_with_skip_validation() {
 
 #[test]
 fn run_on_cuda_without_a_gpu_build_or_device_exits_2_with_a_message() {
-    let out = tmp("cuda.plan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cuda.plan.json");
     assert!(memplan(&[
         "plan",
         "sample",
@@ -388,8 +396,9 @@ fn run_on_cuda_without_a_gpu_build_or_device_exits_2_with_a_message() {
 
 #[test]
 fn every_strategy_plans_the_sample_optimally_and_the_solving_ones_report_the_order_program() {
+    let dir = tempfile::tempdir().unwrap();
     for strategy in ["heuristic", "ilp", "auto"] {
-        let out = tmp(&format!("sample.{strategy}.plan.json"));
+        let out = dir.path().join(format!("sample.{strategy}.plan.json"));
         // The default effort and cap: work limits decide, so the status is the same on any
         // machine under any load.
         let r = memplan(&[
@@ -426,7 +435,8 @@ fn every_strategy_plans_the_sample_optimally_and_the_solving_ones_report_the_ord
 
 #[test]
 fn plan_with_a_percentage_budget_fits_it_and_check_and_run_accept_the_plan() {
-    let out = tmp("budget60.plan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("budget60.plan.json");
     let r = memplan(&[
         "plan",
         "sample",
@@ -469,6 +479,7 @@ fn plan_with_a_percentage_budget_fits_it_and_check_and_run_accept_the_plan() {
 
 #[test]
 fn zero_unparsable_and_unreachable_budgets_exit_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
     for (budget, needle) in [
         ("0", "more than 0 bytes"),
         ("lots", "is not BYTES"),
@@ -480,7 +491,7 @@ fn zero_unparsable_and_unreachable_budgets_exit_2_with_a_clear_message() {
         let err = String::from_utf8_lossy(&r.stderr);
         assert!(err.contains(needle), "--budget {budget}: {err}");
     }
-    let profile = tmp("bad-profile.json");
+    let profile = dir.path().join("bad-profile.json");
     std::fs::write(&profile, r#"{"h2d_bytes_per_s": -1}"#).unwrap();
     let r = memplan(&[
         "plan",

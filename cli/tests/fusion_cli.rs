@@ -13,9 +13,8 @@ fn the_cli_plans_the_fused_graph_and_the_checker_accepts_it() {
     let Some(g) = shared::zoo_path("resnet18.1.inference") else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("memplan-fusion-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (f, p) = (dir.join("fused.json"), dir.join("plan.json"));
+    let dir = tempfile::tempdir().unwrap();
+    let (f, p) = (dir.path().join("fused.json"), dir.path().join("plan.json"));
     let bin = env!("CARGO_BIN_EXE_memplan");
     let out = Command::new(bin)
         .args([
@@ -63,5 +62,4 @@ fn the_cli_plans_the_fused_graph_and_the_checker_accepts_it() {
     assert!(out.status.success());
     let same = Graph::parse(&std::fs::read_to_string(&f).unwrap()).unwrap();
     assert!(same.ops.iter().all(|o| o.fused.is_none()));
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -263,9 +263,10 @@ fn running_data_through_a_mixing_kernel_warns_and_fails_when_real_kernels_are_re
 
 #[test]
 fn import_with_a_symbol_writes_a_symbolic_graph_that_plans_and_instantiates() {
-    let model = common::tmp_file("import-symbol", "cnn.onnx");
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("cnn.onnx");
     std::fs::write(&model, onnx_writer::small_cnn(true)).unwrap();
-    let graph = common::tmp_file("import-symbol", "cnn.sym.json");
+    let graph = dir.path().join("cnn.sym.json");
     let m = model.to_str().unwrap();
     let g = graph.to_str().unwrap();
     let out = common::memplan(&["import", "onnx", m, "--symbol", "batch=1..16", "-o", g]);
@@ -283,7 +284,7 @@ fn import_with_a_symbol_writes_a_symbolic_graph_that_plans_and_instantiates() {
         .unwrap();
     assert_eq!(x["size"], "768*batch");
     // `memplan plan` plans it for the whole range; `instantiate` gives a concrete graph.
-    let plan = common::tmp_file("import-symbol", "cnn.sym.plan.json");
+    let plan = dir.path().join("cnn.sym.plan.json");
     let p = plan.to_str().unwrap();
     let out = common::memplan(&["plan", g, "-o", p]);
     assert!(
@@ -291,7 +292,7 @@ fn import_with_a_symbol_writes_a_symbolic_graph_that_plans_and_instantiates() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let at3 = common::tmp_file("import-symbol", "cnn.3.json");
+    let at3 = dir.path().join("cnn.3.json");
     let out = common::memplan(&["instantiate", g, "batch=3", "-o", at3.to_str().unwrap()]);
     assert!(
         out.status.success(),
@@ -307,9 +308,10 @@ fn import_with_a_symbol_writes_a_symbolic_graph_that_plans_and_instantiates() {
 
 #[test]
 fn bad_symbol_options_fail_naming_the_option_and_write_nothing() {
-    let model = common::tmp_file("import-badsym", "cnn.onnx");
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("cnn.onnx");
     std::fs::write(&model, onnx_writer::small_cnn(true)).unwrap();
-    let graph = common::tmp_file("import-badsym", "g.json");
+    let graph = dir.path().join("g.json");
     let m = model.to_str().unwrap();
     let g = graph.to_str().unwrap();
     for (spec, want) in [

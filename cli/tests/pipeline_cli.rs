@@ -5,7 +5,6 @@
 use memplan::pipeline::{self, PipelineOptions, Rewrite};
 use memplan::zoo::determinism::without_timing;
 use memplan::{Graph, Plan, Strategy};
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;
@@ -16,12 +15,6 @@ fn memplan(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memplan-pipeline-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 fn ok(r: &Output, what: &str) {
@@ -36,10 +29,11 @@ fn ok(r: &Output, what: &str) {
 
 #[test]
 fn the_default_plan_of_a_zoo_graph_checks_and_runs_against_that_graph() {
+    let dir = tempfile::tempdir().unwrap();
     let Some(g) = zoo("resnet50.1.inference") else {
         return;
     };
-    let out = tmp("default.plan.json");
+    let out = dir.path().join("default.plan.json");
     let out = out.to_str().unwrap();
     ok(&memplan(&["plan", &g, "-o", out]), "plan");
     let plan = Plan::parse(&std::fs::read_to_string(out).unwrap()).unwrap();
@@ -54,10 +48,14 @@ fn the_default_plan_of_a_zoo_graph_checks_and_runs_against_that_graph() {
 
 #[test]
 fn a_rewritten_plan_checks_and_runs_against_the_original_graph() {
+    let dir = tempfile::tempdir().unwrap();
     let Some(g) = zoo("resnet18.1.inference") else {
         return;
     };
-    let (out, written) = (tmp("rewritten.plan.json"), tmp("rewritten.graph.json"));
+    let (out, written) = (
+        dir.path().join("rewritten.plan.json"),
+        dir.path().join("rewritten.graph.json"),
+    );
     let (out, written) = (out.to_str().unwrap(), written.to_str().unwrap());
     let r = memplan(&[
         "plan",
@@ -91,10 +89,11 @@ fn a_rewritten_plan_checks_and_runs_against_the_original_graph() {
 
 #[test]
 fn a_carried_graph_from_another_model_is_refused_naming_the_difference() {
+    let dir = tempfile::tempdir().unwrap();
     let (Some(g), Some(other)) = (zoo("resnet18.1.inference"), zoo("resnet50.1.inference")) else {
         return;
     };
-    let out = tmp("other.plan.json");
+    let out = dir.path().join("other.plan.json");
     let out = out.to_str().unwrap();
     ok(
         &memplan(&["plan", &g, "--rewrite", "fuse", "-o", out]),
@@ -108,10 +107,11 @@ fn a_carried_graph_from_another_model_is_refused_naming_the_difference() {
 
 #[test]
 fn the_cli_plan_equals_the_library_pipeline_plan_for_the_same_options() {
+    let dir = tempfile::tempdir().unwrap();
     let Some(g) = zoo("mobilenet_v2.1.inference") else {
         return;
     };
-    let out = tmp("equal.plan.json");
+    let out = dir.path().join("equal.plan.json");
     let out = out.to_str().unwrap();
     let r = memplan(&[
         "plan",

@@ -2,8 +2,9 @@
 //! `memplan plan` (`--max-ratio`, `--max-pieces`) on the bundled symbolic sample.
 
 mod common;
-use common::{memplan, tmp_file};
+use common::memplan;
 use serde_json::{json, Value};
+use std::path::Path;
 
 /// The bundled symbolic sample (B in 1..=32).
 fn symbolic_sample() -> String {
@@ -13,9 +14,10 @@ fn symbolic_sample() -> String {
     )
 }
 
-/// Plans the symbolic sample with `extra` flags and returns the plan's path.
-fn symbolic_plan(name: &str, extra: &[&str]) -> String {
-    let out = tmp_file("reserve", name);
+/// Plans the symbolic sample with `extra` flags into `name` in `dir` and returns the plan's
+/// path.
+fn symbolic_plan(dir: &Path, name: &str, extra: &[&str]) -> String {
+    let out = dir.join(name);
     let sample = symbolic_sample();
     let mut args = vec!["plan", sample.as_str(), "-o", out.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -24,20 +26,22 @@ fn symbolic_plan(name: &str, extra: &[&str]) -> String {
     out.to_string_lossy().into_owned()
 }
 
-/// B geometric with ratio 0.5 over 1, 2, 4, …, 32 as request counts.
-fn histogram(name: &str) -> String {
-    let path = tmp_file("reserve", name);
+/// B geometric with ratio 0.5 over 1, 2, 4, …, 32 as request counts, written to `name` in
+/// `dir`.
+fn histogram(dir: &Path, name: &str) -> String {
+    let path = dir.join(name);
     let h = json!({"B": {"1": 320, "2": 160, "4": 80, "8": 40, "16": 20, "32": 1}});
     std::fs::write(&path, h.to_string()).unwrap();
     path.to_string_lossy().into_owned()
 }
 
 /// Runs `memplan reserve` on a fresh plan of the symbolic sample and [`histogram`], with
-/// `extra` flags and `-o`; returns (plan path, histogram path, stdout, the JSON written).
-fn reserve_run(name: &str, extra: &[&str]) -> (String, String, String, Value) {
-    let plan = symbolic_plan(&format!("plan-{name}.json"), &[]);
-    let hist = histogram(&format!("hist-{name}.json"));
-    let out = tmp_file("reserve", &format!("reservation-{name}.json"));
+/// `extra` flags and `-o`, its files in `dir`; returns (plan path, histogram path, stdout, the
+/// JSON written).
+fn reserve_run(dir: &Path, name: &str, extra: &[&str]) -> (String, String, String, Value) {
+    let plan = symbolic_plan(dir, &format!("plan-{name}.json"), &[]);
+    let hist = histogram(dir, &format!("hist-{name}.json"));
+    let out = dir.join(format!("reservation-{name}.json"));
     let mut args = vec!["reserve", plan.as_str(), hist.as_str()];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["-o", out.to_str().unwrap()]);
@@ -50,7 +54,9 @@ fn reserve_run(name: &str, extra: &[&str]) -> (String, String, String, Value) {
 
 #[test]
 fn reserve_prints_a_table_and_writes_the_reservation_with_the_splits_above_the_quantile() {
-    let (_, _, stdout, r) = reserve_run("table", &["--quantile", "0.99", "--split", "B"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, stdout, r) =
+        reserve_run(dir.path(), "table", &["--quantile", "0.99", "--split", "B"]);
     // 621 requests: B ≤ 16 holds 620 of them (99.8 %), so the quantile batch is 16.
     assert!(stdout.contains("binding B=16"), "{stdout}");
     assert!(stdout.contains("split B=32 → 2 × B=16"), "{stdout}");
@@ -68,7 +74,9 @@ fn reserve_prints_a_table_and_writes_the_reservation_with_the_splits_above_the_q
 
 #[test]
 fn reserve_with_batching_merges_small_requests_and_reports_a_higher_utilisation() {
+    let dir = tempfile::tempdir().unwrap();
     let (plan, hist, stdout, r) = reserve_run(
+        dir.path(),
         "batching",
         &["--split", "B", "--batching", "--requests", "2000"],
     );
@@ -90,9 +98,11 @@ fn reserve_with_batching_merges_small_requests_and_reports_a_higher_utilisation(
 
 #[test]
 fn reserve_with_the_graph_plans_the_budgeted_fallback_above_the_quantile_and_writes_it() {
-    let dir = tmp_file("reserve", "fallbacks");
+    let files = tempfile::tempdir().unwrap();
+    let dir = files.path().join("fallbacks");
     let sample = symbolic_sample();
     let (plan, hist, stdout, r) = reserve_run(
+        files.path(),
         "fallback",
         &[
             "--split",
@@ -129,8 +139,9 @@ fn reserve_with_the_graph_plans_the_budgeted_fallback_above_the_quantile_and_wri
 
 #[test]
 fn reserve_refuses_a_bad_histogram_or_quantile_with_exit_code_2_saying_why() {
-    let plan = symbolic_plan("plan-bad.json", &[]);
-    let hist = tmp_file("reserve", "bad-hist.json");
+    let dir = tempfile::tempdir().unwrap();
+    let plan = symbolic_plan(dir.path(), "plan-bad.json", &[]);
+    let hist = dir.path().join("bad-hist.json");
     std::fs::write(&hist, r#"{"B": {"one": 3}}"#).unwrap();
     let o = memplan(&["reserve", &plan, hist.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
@@ -139,7 +150,7 @@ fn reserve_refuses_a_bad_histogram_or_quantile_with_exit_code_2_saying_why() {
         err.contains("key \"one\" is not a non-negative integer"),
         "{err}"
     );
-    let good = histogram("hist-q.json");
+    let good = histogram(dir.path(), "hist-q.json");
     let o = memplan(&["reserve", &plan, &good, "--quantile", "1.5"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("quantile 1.5 is not in (0, 1]"));
@@ -147,7 +158,8 @@ fn reserve_refuses_a_bad_histogram_or_quantile_with_exit_code_2_saying_why() {
 
 #[test]
 fn plan_split_flags_shape_the_pieces_and_are_refused_on_a_concrete_graph() {
-    let one = symbolic_plan("one-piece.json", &["--max-pieces", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let one = symbolic_plan(dir.path(), "one-piece.json", &["--max-pieces", "1"]);
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(one).unwrap()).unwrap();
     assert!(doc.get("split").is_none());
     let o = memplan(&["plan", &symbolic_sample(), "--max-ratio", "0.5"]);

@@ -4,14 +4,10 @@
 //! `run` accept; bindings out of range or naming unknown symbols are refused (exit 2) naming
 //! the symbol.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod common;
-use common::{check_plan_py, memplan, tmp_file};
-
-fn tmp(name: &str) -> PathBuf {
-    tmp_file("symbolic-cli", name)
-}
+use common::{check_plan_py, memplan};
 
 /// The bundled symbolic sample (the sample's batch as the symbol B in 1..=32).
 fn symbolic_sample() -> String {
@@ -35,7 +31,8 @@ fn ok(args: &[&str]) -> String {
 
 #[test]
 fn a_symbolic_plan_instantiates_at_every_tried_batch_into_plans_that_check_and_run() {
-    let sp = tmp("sample.symplan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let sp = dir.path().join("sample.symplan.json");
     let err = ok(&["plan", &symbolic_sample(), "-o", s(&sp)]);
     assert!(err.contains("symbolic plan for B in [1, 32]"), "{err}");
     assert!(
@@ -47,7 +44,10 @@ fn a_symbolic_plan_instantiates_at_every_tried_batch_into_plans_that_check_and_r
     assert_eq!(doc["format"], "memplan-symbolic-plan/1");
     let mut peaks = Vec::new();
     for b in [1u64, 3, 8, 32] {
-        let (p, g) = (tmp(&format!("p{b}.json")), tmp(&format!("g{b}.json")));
+        let (p, g) = (
+            dir.path().join(format!("p{b}.json")),
+            dir.path().join(format!("g{b}.json")),
+        );
         let binding = format!("B={b}");
         ok(&["instantiate", s(&sp), &binding, "-o", s(&p)]);
         ok(&["instantiate", &symbolic_sample(), &binding, "-o", s(&g)]);
@@ -74,7 +74,8 @@ fn a_symbolic_plan_instantiates_at_every_tried_batch_into_plans_that_check_and_r
 
 #[test]
 fn check_replays_a_symbolic_plan_over_its_range_and_names_the_binding_a_corrupted_one_breaks() {
-    let sp = tmp("check.symplan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let sp = dir.path().join("check.symplan.json");
     ok(&["plan", &symbolic_sample(), "-o", s(&sp)]);
     let r = memplan(&["check", &symbolic_sample(), s(&sp), "--samples", "8"]);
     let out = String::from_utf8_lossy(&r.stdout);
@@ -93,7 +94,7 @@ fn check_replays_a_symbolic_plan_over_its_range_and_names_the_binding_a_corrupte
         serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
     let b0 = &mut doc["buffers"][0];
     b0["size"] = serde_json::json!(format!("256 + {}", b0["size"].as_str().unwrap()));
-    let loose = tmp("loose.symplan.json");
+    let loose = dir.path().join("loose.symplan.json");
     std::fs::write(&loose, doc.to_string()).unwrap();
     let r = memplan(&["check", &symbolic_sample(), s(&loose), "--samples", "8"]);
     let out = String::from_utf8_lossy(&r.stdout);
@@ -115,7 +116,7 @@ fn check_replays_a_symbolic_plan_over_its_range_and_names_the_binding_a_corrupte
         .position(|b| !b["below"].as_array().unwrap().is_empty())
         .unwrap();
     buffers[k]["below"] = serde_json::json!([]);
-    let bad = tmp("corrupt.symplan.json");
+    let bad = dir.path().join("corrupt.symplan.json");
     std::fs::write(&bad, doc.to_string()).unwrap();
     let r = memplan(&["check", &symbolic_sample(), s(&bad)]);
     let err = String::from_utf8_lossy(&r.stderr);
@@ -125,7 +126,8 @@ fn check_replays_a_symbolic_plan_over_its_range_and_names_the_binding_a_corrupte
 
 #[test]
 fn at_the_bundled_batch_the_instantiated_graph_is_the_bundled_sample() {
-    let g = tmp("g8.json");
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g8.json");
     ok(&["instantiate", &symbolic_sample(), "B=8", "-o", s(&g)]);
     let ours: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap();
@@ -148,7 +150,8 @@ fn at_the_bundled_batch_the_instantiated_graph_is_the_bundled_sample() {
 
 #[test]
 fn a_binding_out_of_range_or_naming_an_unknown_symbol_is_refused_naming_it() {
-    let sp = tmp("refuse.symplan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let sp = dir.path().join("refuse.symplan.json");
     ok(&["plan", &symbolic_sample(), "-o", s(&sp)]);
     for (binding, says) in [
         ("B=33", "\"B\" = 33 is out of its range 1..=32"),
@@ -167,10 +170,16 @@ fn a_binding_out_of_range_or_naming_an_unknown_symbol_is_refused_naming_it() {
 
 #[test]
 fn a_symbolic_graph_with_a_budget_or_a_trace_is_refused_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
     let r = memplan(&["plan", &symbolic_sample(), "--budget", "80%"]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("budget"));
-    let r = memplan(&["plan", &symbolic_sample(), "--trace", s(&tmp("t.json"))]);
+    let r = memplan(&[
+        "plan",
+        &symbolic_sample(),
+        "--trace",
+        s(&dir.path().join("t.json")),
+    ]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("memplan instantiate"));
 }

@@ -1,7 +1,6 @@
 //! `memplan plan --tiers`: the tier table on stderr, a plan that `memplan check` accepts, and
 //! bad `--tier-alignment` values refused with exit code 2 and a message naming the culprit.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;
@@ -14,15 +13,10 @@ fn memplan(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memplan-tiers-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 #[test]
 fn plan_with_tiers_prints_the_tier_table_and_writes_a_valid_tiered_plan() {
-    let out = tmp("tiered.plan.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tiered.plan.json");
     let r = memplan(&[
         "plan",
         &sample(),

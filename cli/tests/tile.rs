@@ -1,7 +1,6 @@
 //! `memplan plan --tile`: the rewritten graph written by `--graph-out` is what the plan
 //! refers to, and `memplan run --original` proves it computes the untiled graph's outputs.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;
@@ -13,18 +12,16 @@ fn memplan(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memplan-cli-tile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 #[test]
 fn plan_with_tile_auto_writes_a_graph_that_runs_to_the_original_outputs() {
+    let dir = tempfile::tempdir().unwrap();
     let Some(zoo) = common::zoo("resnet18.1.inference") else {
         return;
     };
-    let (g, p) = (tmp("r18.tiled.json"), tmp("r18.tiled.plan.json"));
+    let (g, p) = (
+        dir.path().join("r18.tiled.json"),
+        dir.path().join("r18.tiled.plan.json"),
+    );
     let r = memplan(&[
         "plan",
         &zoo,

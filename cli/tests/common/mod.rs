@@ -6,7 +6,7 @@
 #[path = "../../../tests/support/shared.rs"]
 pub mod shared;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Runs the `memplan` binary built for these tests with `args`.
@@ -15,13 +15,6 @@ pub fn memplan(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-/// `name` in a temporary folder of this test process (`tag` keeps test files apart).
-pub fn tmp_file(tag: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memplan-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 /// The path of the sample graph (samples/resnet_block.train.json, the one `sample` names on
