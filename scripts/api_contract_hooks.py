@@ -54,8 +54,6 @@ CROSS_FIELD_RULES = [
     ("invalid-options", r"inplace and budget cannot be combined"),
     ("invalid-options", r"^spill_strategy \".*\" needs a budget"),
     ("invalid-options", r"^tier_alignment needs tiers"),
-    ("invalid-options", r"^conv_algos: `off` is the absence of the conv-algos rewrite"),
-    ("invalid-options", r"^tile: `off` is the absence of the tile rewrite"),
     ("invalid-options", r"^tier_alignment \".*\": tier \w+ is given twice"),
     ("invalid-options", r"^budget of \d+ bytes cannot be met"),
     ("invalid-options", r"^planning under the budget of \d+ bytes was stopped"),

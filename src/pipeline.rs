@@ -447,6 +447,34 @@ impl PipelineOptions {
         Ok(p)
     }
 
+    /// Reads `conv_algos` and `tile` as the CLI reads `--conv-algos` and `--tile`, for the
+    /// front ends: where a request named the option (`conv_algos`, `tile`: whether it did), a
+    /// mode other than `off` adds its rewrite and `off` takes the rewrite out (the field back
+    /// at its default), so that a mode a user gives never goes without effect. The CLI, the
+    /// HTTP service and the Python module call it with what their request named; a `tile`
+    /// that does not parse adds the rewrite, so that [`Self::check`] names it.
+    pub fn apply_given_modes(&mut self, conv_algos: bool, tile: bool) {
+        let defaults = PipelineOptions::default();
+        if conv_algos {
+            self.rewrite.retain(|r| *r != Rewrite::ConvAlgos);
+            if self.conv_algos == ConvAlgoMode::Off {
+                self.conv_algos = defaults.conv_algos;
+            } else {
+                self.rewrite.push(Rewrite::ConvAlgos);
+            }
+        }
+        if tile {
+            self.rewrite.retain(|r| *r != Rewrite::Tile);
+            if matches!(passes::tile::TileSpec::parse(&self.tile), Ok(None)) {
+                self.tile = defaults.tile;
+            } else {
+                self.rewrite.push(Rewrite::Tile);
+            }
+        }
+        self.rewrite.sort();
+        self.rewrite.dedup();
+    }
+
     /// The options in canonical form (rewrites sorted, without repeats), as hashed by caches.
     pub fn normalised(&self) -> PipelineOptions {
         let mut o = self.clone();
@@ -837,6 +865,39 @@ mod tests {
         let err = run(&sample(), &opts, &Control::default()).unwrap_err();
         assert!(err.is_bad_input());
         assert!(err.to_string().contains("tiers and budget"), "{err}");
+    }
+
+    #[test]
+    fn a_given_mode_adds_its_rewrite_and_off_takes_it_out() {
+        let given = |json: &str, conv: bool, tile: bool| {
+            let mut o: PipelineOptions = serde_json::from_str(json).unwrap();
+            o.apply_given_modes(conv, tile);
+            o
+        };
+        let o = given(r#"{"conv_algos": "fastest", "tile": "4"}"#, true, true);
+        assert_eq!(o.rewrite, [Rewrite::Tile, Rewrite::ConvAlgos]);
+        assert_eq!(
+            (o.conv_algos, o.tile.as_str()),
+            (ConvAlgoMode::Fastest, "4")
+        );
+        // `off` takes the rewrite out, even from `all`, and leaves the field at its default.
+        let o = given(
+            r#"{"rewrite": ["tile", "fuse", "conv-algos"], "conv_algos": "off", "tile": "off"}"#,
+            true,
+            true,
+        );
+        assert_eq!(o.rewrite, [Rewrite::Fuse]);
+        assert_eq!(o, given(r#"{"rewrite": ["fuse"]}"#, false, false));
+        o.check().unwrap();
+        // Not named: nothing changes (the struct's defaults alone add no rewrite).
+        assert!(given("{}", false, false).rewrite.is_empty());
+        // A tile that does not parse adds the rewrite, so that `check` names it.
+        let e = given(r#"{"tile": "1"}"#, false, true).check().unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("tile: expected auto, off or a strip count"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@
 /// The arena's fragmentation at its peak, now in [`crate::analysis`] (kept under its old path).
 pub use crate::analysis::fragmentation_at_peak;
 use crate::analysis::profile::{free_space, profile, FreeSpace};
-use crate::graph::{Graph, TensorKind};
+use crate::graph::{Graph, GraphError, TensorKind};
 /// A tier's figures in a plan's stats, defined with the plan format.
 pub use crate::plan::TierStat;
 use crate::plan::{Instruction, Plan};
@@ -111,6 +111,19 @@ pub enum TierError {
     /// A size that does not fit in 64 bits.
     #[error("the {0} region does not fit in 64 bits")]
     Overflow(&'static str),
+    /// The tier alignments round the graph's tensor sizes past 64 bits.
+    #[error(
+        "tier_alignment persistent={persistent}, activations={activations}: with it {source}; \
+         choose smaller alignments"
+    )]
+    AlignedSizes {
+        /// The weights' alignment floor (bytes).
+        persistent: u64,
+        /// The other tensors' alignment floor (bytes).
+        activations: u64,
+        /// What overflowed.
+        source: GraphError,
+    },
     /// The planner failed.
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -239,7 +252,11 @@ pub fn plan_tiered(
         }
     }
     // Re-check sizes and alignments (larger alignments can overflow a sum).
-    let act = act.rebuilt().map_err(PlanError::from)?;
+    let act = act.rebuilt().map_err(|source| TierError::AlignedSizes {
+        persistent: align.persistent,
+        activations: align.activations,
+        source,
+    })?;
     let mut plan = crate::planner::plan(&act, opts)?;
     let act_peak = plan.stats.peak_bytes;
     let act_bound = plan.stats.lower_bound_bytes;
@@ -389,6 +406,22 @@ mod tests {
             let e = TierAlignment::parse(spec).unwrap_err().to_string();
             assert!(e.contains(want), "{spec:?}: {e}");
         }
+    }
+
+    #[test]
+    fn alignments_that_round_the_sizes_past_64_bits_are_refused_naming_them_as_bad_input() {
+        // Each tensor of the sample rounded up to 2^62 bytes: their sum overflows u64.
+        let align = TierAlignment::uniform(1 << 62);
+        let e = plan_tiered(&sample16(), &opts(), &align).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, TierError::AlignedSizes { .. }), "{msg}");
+        assert!(
+            msg.contains(
+                "tier_alignment persistent=4611686018427387904, activations=4611686018427387904"
+            ) && msg.contains("overflows u64"),
+            "{msg}"
+        );
+        assert!(crate::pipeline::PipelineError::Tiers(e).is_bad_input());
     }
 
     #[test]

@@ -542,7 +542,9 @@ pub const MAX_LINK_GBPS: f64 = 1e12;
 /// Reads an options object (the body's `options` or [`query_object`]) as pipeline options:
 /// the service's `cache` taken out, `rewrite` read as names or a comma list (`all`, `none`),
 /// a numeric `tile` taken as its text, nulls as absent, the service's default time limit
-/// when none is given; then every option checked by
+/// when none is given, a given `conv_algos` or `tile` adding its rewrite (`off` taking it out,
+/// as the CLI's flags: [`memplan::PipelineOptions::apply_given_modes`]); then every option
+/// checked by
 /// [`memplan::PipelineOptions::check`] (its message as is) and the time limit against the
 /// cap of `mode`. Errors are 422 naming the field.
 pub fn resolve(
@@ -569,8 +571,9 @@ pub fn resolve(
             Value::from(plan_time_limit(config, mode).as_secs_f64()),
         );
     }
+    let given = (obj.contains_key("conv_algos"), obj.contains_key("tile"));
     let value = Value::Object(obj);
-    let pipeline: PipelineOptions = match serde_json::from_value(value.clone()) {
+    let mut pipeline: PipelineOptions = match serde_json::from_value(value.clone()) {
         Ok(p) => p,
         Err(e) => {
             let obj = match value {
@@ -580,6 +583,8 @@ pub fn resolve(
             return Err(field_error(&obj, &e, source));
         }
     };
+    // A mode adds its rewrite and `off` takes it out, as the CLI's flags do.
+    pipeline.apply_given_modes(given.0, given.1);
     pipeline
         .check()
         .map_err(|e| ApiError::options(e.to_string()))?;

@@ -8,6 +8,7 @@ mod common;
 use axum::http::StatusCode;
 use common::*;
 use memplan::budget::BudgetSpec;
+use memplan::conv_algo::ConvAlgoMode;
 use memplan::pipeline::{self, Control};
 use memplan::zoo::determinism::without_timing;
 use memplan::{Graph, PipelineOptions, PlanStatus, Rewrite, Strategy};
@@ -244,6 +245,82 @@ async fn unknown_query_parameters_are_a_422_naming_them() {
         )
         .await;
     r.assert_problem(400, "query parameters are for POST /plan");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_given_tile_or_conv_algos_adds_its_rewrite_as_the_cli_flag_does() {
+    let api = start(config(None)).await;
+    let heuristic = PipelineOptions {
+        strategy: Strategy::Heuristic,
+        time_limit_s: api.service.config().default_time_limit.as_secs_f64(),
+        ..PipelineOptions::default()
+    };
+    // `tile=4` alone is `memplan plan --tile 4`: the tile rewrite with 4 strips.
+    let tiled = PipelineOptions {
+        rewrite: vec![Rewrite::Tile],
+        tile: "4".into(),
+        ..heuristic.clone()
+    };
+    // `conv_algos=fastest` alone is `--conv-algos fastest`.
+    let fastest = PipelineOptions {
+        rewrite: vec![Rewrite::ConvAlgos],
+        conv_algos: ConvAlgoMode::Fastest,
+        ..heuristic.clone()
+    };
+    let g = Graph::parse(&sample().to_string()).unwrap();
+    for (query, options) in [
+        ("strategy=heuristic&tile=4", &tiled),
+        ("strategy=heuristic&conv_algos=fastest", &fastest),
+    ] {
+        let direct = pipeline::run(&g, options, &Control::default()).unwrap();
+        assert!(
+            !direct.passes.is_empty() || direct.conv_algos.is_some(),
+            "{query}: the rewrite runs"
+        );
+        assert_same_plan_as_the_pipeline(&api, &sample(), query, options).await;
+    }
+    // `off` takes the rewrite out, even out of `all`: `--rewrite all --tile off
+    // --conv-algos off`.
+    let fuse_only = PipelineOptions {
+        rewrite: vec![Rewrite::Fuse],
+        ..heuristic.clone()
+    };
+    assert_same_plan_as_the_pipeline(
+        &api,
+        &sample(),
+        "strategy=heuristic&rewrite=all&tile=off&conv_algos=off",
+        &fuse_only,
+    )
+    .await;
+    // The same in a body's options, the strip count as an integer.
+    let r = api
+        .post_json(
+            "/v1/plan",
+            &plan_request(sample(), json!({"tile": 4, "strategy": "heuristic"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let direct = pipeline::run(&g, &tiled, &Control::default()).unwrap().plan;
+    assert_eq!(
+        without_timing(&memplan::Plan::parse(&r.text).unwrap()),
+        without_timing(&direct)
+    );
+}
+
+#[tokio::test]
+async fn tier_alignments_that_overflow_the_sizes_are_a_422_naming_them() {
+    let api = start(config(None)).await;
+    let r = api
+        .post_json(
+            "/v1/plan",
+            &plan_request(
+                sample(),
+                json!({"tiers": true, "tier_alignment": "4611686018427387904"}),
+            ),
+        )
+        .await;
+    let p = r.assert_problem(422, "tier_alignment persistent=4611686018427387904");
+    assert_eq!(p["type"], "urn:memplan:problem:invalid-options");
 }
 
 #[tokio::test]

@@ -69,6 +69,11 @@ fn bad_tier_alignments_are_refused_naming_the_culprit() {
         ("persistent=64,persistent=64", "persistent is given twice"),
         ("activations:64", "\"activations:64\""),
         ("big", "all alignment \"big\""),
+        // A power of two that rounds the sample's sizes past 64 bits: bad input, not exit 3.
+        (
+            "4611686018427387904",
+            "tier_alignment persistent=4611686018427387904",
+        ),
     ] {
         let r = memplan(&["plan", &sample(), "--tiers", "--tier-alignment", spec]);
         let err = String::from_utf8_lossy(&r.stderr);

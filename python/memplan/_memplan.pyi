@@ -63,8 +63,8 @@ def plan(
     graph: GraphLike,
     *,
     rewrite: Union[str, Sequence[str]] = (),
-    conv_algos: str = "auto",
-    tile: str = "auto",
+    conv_algos: Optional[str] = None,
+    tile: Union[str, int, None] = None,
     tile_overhead_pct: float = 10.0,
     order: str = "auto",
     strategy: str = "auto",
@@ -83,6 +83,9 @@ def plan(
     max_pieces: int = 16,
 ) -> Union[Plan, "SymbolicPlan"]:
     """Plan `graph` with the pipeline options (names and defaults of the HTTP body's `options`).
+
+    As the CLI's `--conv-algos` and `--tile`, a given `conv_algos` (`auto`, `fastest`,
+    `min-memory`) or `tile` (`auto` or a strip count) adds its rewrite, and `"off"` takes it out.
 
     A symbolic graph (with `symbols`) gets a SymbolicPlan for its whole range; `max_ratio` and
     `max_pieces` (symbolic graphs only) shape its pieces, as `memplan plan`'s flags."""

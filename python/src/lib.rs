@@ -148,7 +148,9 @@ fn options_value(options: &Bound<'_, PyDict>) -> PyResult<serde_json::Value> {
     serde_json::from_str(&text).map_err(|e| bad(format!("options: {e}")))
 }
 
-/// Pipeline options from their JSON (`rewrite` may be the CLI's comma list), checked.
+/// Pipeline options from their JSON (`rewrite` may be the CLI's comma list, `tile` a strip
+/// count as an integer; a `conv_algos` or `tile` adds its rewrite, `off` takes it out, as the
+/// CLI's flags), checked.
 fn pipeline_options_from(mut value: serde_json::Value) -> PyResult<PipelineOptions> {
     if let Some(serde_json::Value::String(list)) = value.get("rewrite") {
         let names: Vec<serde_json::Value> = Rewrite::parse_list(list)
@@ -158,7 +160,19 @@ fn pipeline_options_from(mut value: serde_json::Value) -> PyResult<PipelineOptio
             .collect();
         value["rewrite"] = serde_json::Value::Array(names);
     }
-    let opts = PipelineOptions::deserialize(value).map_err(|e| bad(format!("options: {e}")))?;
+    // Null reads as absent and a strip count may be an integer, as in the HTTP service's
+    // options.
+    if let Some(obj) = value.as_object_mut() {
+        obj.retain(|_, v| !v.is_null());
+    }
+    if let Some(n) = value.get("tile").and_then(serde_json::Value::as_u64) {
+        value["tile"] = serde_json::Value::from(n.to_string());
+    }
+    let named = |key: &str| value.get(key).is_some();
+    let given = (named("conv_algos"), named("tile"));
+    let mut opts = PipelineOptions::deserialize(value).map_err(|e| bad(format!("options: {e}")))?;
+    // A mode adds its rewrite and `off` takes it out, as the CLI's flags do.
+    opts.apply_given_modes(given.0, given.1);
     opts.check().map_err(|e| bad(format!("options: {e}")))?;
     Ok(opts)
 }

@@ -111,6 +111,27 @@ def test_the_rewrite_option_takes_the_cli_list_or_a_list_of_names():
     assert without_timing(a.to_json()) == without_timing(b.to_json())
 
 
+def test_a_tile_or_conv_algos_mode_adds_its_rewrite_as_the_cli_flags_do(tmp_path):
+    tiled = memplan.plan(SAMPLE, tile=4)
+    assert without_timing(tiled.to_json()) == without_timing(
+        memplan.plan(SAMPLE, rewrite="tile", tile="4").to_json()
+    )
+    assert "rewritten_graph" in tiled.to_dict()
+    # None reads as not given (the HTTP service's null).
+    assert without_timing(memplan.plan(SAMPLE, tile=None, conv_algos=None).to_json()) == (
+        without_timing(memplan.plan(SAMPLE).to_json())
+    )
+    off = memplan.plan(SAMPLE, rewrite="all", tile="off", conv_algos="off")
+    assert without_timing(off.to_json()) == without_timing(
+        memplan.plan(SAMPLE, rewrite="fuse").to_json()
+    )
+    out = tmp_path / "p.json"
+    code, _, err = cli("plan", str(SAMPLE), "--conv-algos", "fastest", "-o", str(out))
+    assert code == 0, err
+    fastest = memplan.plan(SAMPLE, conv_algos="fastest")
+    assert without_timing(fastest.to_json()) == without_timing(out.read_text())
+
+
 def test_the_plan_exposes_stats_instructions_and_the_graph_it_refers_to():
     plan = memplan.plan(SAMPLE)
     stats = plan.stats

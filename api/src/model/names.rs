@@ -138,7 +138,7 @@ fn conv_algo_about(m: ConvAlgoMode) -> &'static str {
         ConvAlgoMode::Fastest => "the fastest algorithm per conv",
         ConvAlgoMode::MinMemory => "the least workspace per conv",
         ConvAlgoMode::Off => {
-            "no choice (refused with the `conv-algos` rewrite: leave the rewrite out instead)"
+            "no choice: takes the `conv-algos` rewrite out (as the CLI's `--conv-algos off`)"
         }
     }
 }
@@ -147,7 +147,8 @@ impl PartialSchema for ConvAlgoName {
     fn schema() -> RefOr<Schema> {
         name_schema(
             ConvAlgoMode::ALL.map(|m| (m.name(), conv_algo_about(m))),
-            "How the `conv-algos` rewrite picks each conv's algorithm (default `auto`)",
+            "How the `conv-algos` rewrite picks each conv's algorithm (default `auto`); giving \
+             a mode adds the rewrite, `off` takes it out, as the CLI's `--conv-algos` does",
             "auto",
         )
     }
@@ -282,8 +283,9 @@ pub(super) fn tile_option() -> RefOr<Schema> {
         )
         .item(ObjectBuilder::new().schema_type(Type::Null))
         .description(Some(
-            "With the `tile` rewrite: `auto`, or a strip count from 2 to 999999999 as a string \
-             or an integer (default `auto`; `off` only without the rewrite).",
+            "Spatial tiling: `auto`, or a strip count from 2 to 999999999 as a string or an \
+             integer (default `auto`); giving it adds the `tile` rewrite, `off` takes it out, as \
+             the CLI's `--tile` does.",
         ))
         .examples([json!("auto"), json!(4)])
         .into()

@@ -51,8 +51,8 @@ pub struct DeviceProfileDoc {
 /// `cache`. Every field is optional and null reads as absent; unknown fields are refused
 /// (422). Options that cannot be combined are refused with the pipeline's own message (the
 /// CLI's): `budget` with `tiers` or `inplace`, a `spill_strategy` other than `best` without a
-/// `budget`, `tier_alignment` without `tiers`, `conv_algos: off` with the `conv-algos`
-/// rewrite, `tile: off` with the `tile` rewrite. A `budget` below what any plan of the graph
+/// `budget`, `tier_alignment` without `tiers`. As the CLI's `--conv-algos` and `--tile`, a
+/// given `conv_algos` or `tile` adds its rewrite and `off` takes it out. A `budget` below what any plan of the graph
 /// can reach is refused naming the smallest peak reached.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -66,12 +66,13 @@ pub struct PlanOptionsBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = super::names::rewrite_option)]
     pub rewrite: Option<Vec<RewriteName>>,
-    /// With the `conv-algos` rewrite: how each conv's algorithm is chosen.
+    /// How each conv's algorithm is chosen; giving it adds the `conv-algos` rewrite, `off`
+    /// takes it out (the CLI's `--conv-algos`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conv_algos: Option<ConvAlgoName>,
-    /// With the `tile` rewrite: `auto`, or a strip count from 2 to 999999999 as a string or an
-    /// integer (default `auto`; `off` only without the rewrite). Checked with or without the
-    /// rewrite.
+    /// Spatial tiling: `auto`, or a strip count from 2 to 999999999 as a string or an integer
+    /// (default `auto`); giving it adds the `tile` rewrite, `off` takes it out (the CLI's
+    /// `--tile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = super::names::tile_option)]
     pub tile: Option<String>,
@@ -158,11 +159,12 @@ pub struct PlanQuery {
     /// (default none: the graph is planned as given).
     #[param(schema_with = super::names::rewrite_list, example = "fuse,conv-algos")]
     pub rewrite: Option<String>,
-    /// With the `conv-algos` rewrite: `auto`, `fastest` or `min-memory` (default `auto`).
+    /// `auto`, `fastest`, `min-memory` (default `auto`; adds the `conv-algos` rewrite) or
+    /// `off` (takes it out), as the CLI's `--conv-algos`.
     #[param(value_type = Option<ConvAlgoName>)]
     pub conv_algos: Option<String>,
-    /// With the `tile` rewrite: `auto` or a strip count from 2 to 999999999 (default `auto`;
-    /// `off` only without the rewrite).
+    /// `auto` or a strip count from 2 to 999999999 (default `auto`; adds the `tile` rewrite)
+    /// or `off` (takes it out), as the CLI's `--tile`.
     #[param(schema_with = super::names::tile_text, example = "auto")]
     pub tile: Option<String>,
     /// With the `tile` rewrite: the largest modelled overhead tiling may add (percent).

@@ -136,23 +136,15 @@ fn pipeline_options(a: &PlanArgs, original: &Graph) -> Result<PipelineOptions> {
         rewrites.retain(|r| *r != Rewrite::Fuse);
     }
     if let Some(mode) = &a.conv_algos {
-        rewrites.retain(|r| *r != Rewrite::ConvAlgos);
-        if mode != "off" {
-            rewrites.push(Rewrite::ConvAlgos);
-            opts.conv_algos = memplan::conv_algo::ConvAlgoMode::from_name(mode)
-                .ok_or_else(|| bad(format!("unknown --conv-algos {mode}")))?;
-        }
+        opts.conv_algos = memplan::conv_algo::ConvAlgoMode::from_name(mode)
+            .ok_or_else(|| bad(format!("unknown --conv-algos {mode}")))?;
     }
     if let Some(t) = &a.tile {
-        rewrites.retain(|r| *r != Rewrite::Tile);
-        if t != "off" {
-            rewrites.push(Rewrite::Tile);
-            opts.tile = t.clone();
-        }
+        opts.tile = t.clone();
     }
-    rewrites.sort();
-    rewrites.dedup();
     opts.rewrite = rewrites;
+    // A mode adds its rewrite, `off` takes it out: as the HTTP service and Python read them.
+    opts.apply_given_modes(a.conv_algos.is_some(), a.tile.is_some());
     opts.tile_overhead_pct = a.tile_overhead;
     opts.order = OrderMode::from_name(&a.order)
         .ok_or_else(|| bad(format!("unknown --order {}", a.order)))?;
