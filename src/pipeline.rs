@@ -527,9 +527,10 @@ pub fn run(
     options.check()?;
     let profile = options.profile()?;
     let cancel = control.cancel.clone().unwrap_or_default();
-    // The wall-clock cap and the user's cancel, as one stop flag for every stage.
+    // The wall-clock cap and the user's cancel, as one stop flag for every stage (a cap past
+    // what a `Duration` holds, some 585 billion years, is none).
     let deadline = Deadline::start(
-        Some(Duration::from_secs_f64(options.time_limit_s)),
+        Duration::try_from_secs_f64(options.time_limit_s).ok(),
         Some(cancel.clone()),
     );
     let stop = deadline.token();
@@ -620,6 +621,7 @@ pub fn run(
         let sopts = crate::streams::StreamOptions {
             streams: options.streams,
             peak_cap,
+            stop: Some(stop.clone()),
         };
         let (p, stat) = crate::streams::parallelise(&planned, &plan, &profile, &sopts)
             .map_err(|e| PipelineError::Options(e.to_string()))?;
@@ -865,6 +867,17 @@ mod tests {
         let err = run(&sample(), &opts, &Control::default()).unwrap_err();
         assert!(err.is_bad_input());
         assert!(err.to_string().contains("tiers and budget"), "{err}");
+    }
+
+    #[test]
+    fn a_time_limit_past_what_a_duration_holds_plans_without_a_cap() {
+        let opts = PipelineOptions {
+            time_limit_s: 1e300,
+            strategy: Strategy::Heuristic,
+            ..PipelineOptions::default()
+        };
+        let r = run(&sample(), &opts, &Control::default()).unwrap();
+        crate::validate::validate(&sample(), &r.plan, None).unwrap();
     }
 
     #[test]

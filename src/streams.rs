@@ -38,7 +38,7 @@ use crate::cost::DeviceProfile;
 use crate::graph::{Graph, TensorKind};
 use crate::plan::{Instruction, Plan, StreamCandidate, StreamStat};
 use memplan_solver::placement::conflict::{self, ConflictProblem};
-use memplan_solver::{Limits, Placement};
+use memplan_solver::{CancelToken, Limits, Placement};
 use std::collections::HashMap;
 use thiserror::Error;
 
@@ -49,6 +49,10 @@ pub struct StreamOptions {
     pub streams: u32,
     /// The most arena bytes the parallel plan may take; the single-stream peak when lower.
     pub peak_cap: u64,
+    /// The pipeline's stop flag (its wall-clock cap, a user's cancel): checked before each
+    /// candidate and inside the conflict placers; once raised, the best of the candidates
+    /// built so far wins (the serial placement with reuse events is always built).
+    pub stop: Option<CancelToken>,
 }
 
 /// Why a plan could not be spread over streams.
@@ -892,6 +896,11 @@ pub fn parallelise(
     };
     let (p, ev) = make(&s.offsets);
     cands.push(("serial-placement".into(), p, ev));
+    let limits = Limits {
+        cancel: opts.stop.clone(),
+        ..Limits::UNLIMITED
+    };
+    let stopped = || limits.is_cancelled();
     let pr = conflicts(&s, &streams, k);
     // (c) the serial placement repaired under the cap: buffers whose sharing would
     // serialise streams move to gaps that keep the peak within the cap.
@@ -917,6 +926,9 @@ pub fn parallelise(
             ("repaired-by-time", &by_first),
             ("repaired-by-size", &by_size),
         ] {
+            if stopped() {
+                break;
+            }
             let r = conflict::repair(&pr, &start, c, order);
             if r != start {
                 let (p, ev) = make(&r.offsets);
@@ -929,27 +941,38 @@ pub fn parallelise(
             }
         }
     }
-    if let Ok(r) = conflict::portfolio(
-        &pr,
-        Some(&Placement {
-            offsets: s.offsets.clone(),
-        }),
-        &Limits::UNLIMITED,
-    ) {
+    let portfolio = if stopped() {
+        None
+    } else {
+        conflict::portfolio(
+            &pr,
+            Some(&Placement {
+                offsets: s.offsets.clone(),
+            }),
+            &limits,
+        )
+        .ok()
+    };
+    if let Some(r) = portfolio {
         // The HiGHS model on the conflict pairs, warm-started from the best heuristic
         // (small relations only; node-capped, so deterministic unless the clock binds).
-        let r = match conflict::place_ilp(
-            &pr,
-            &r.placement,
-            &conflict::ConflictIlpOptions::default(),
-            &Limits::UNLIMITED,
-        ) {
-            Ok(better) if better.peak < r.peak => better,
+        let r = match (!stopped())
+            .then(|| {
+                conflict::place_ilp(
+                    &pr,
+                    &r.placement,
+                    &conflict::ConflictIlpOptions::default(),
+                    &limits,
+                )
+            })
+            .and_then(Result::ok)
+        {
+            Some(better) if better.peak < r.peak => better,
             _ => r,
         };
         // Then the exact search on small relations (node-capped).
-        let r = if pr.sizes.len() <= EXACT_MAX_BUFFERS {
-            match conflict::exact(&pr, &r.placement, EXACT_NODES, &Limits::UNLIMITED) {
+        let r = if pr.sizes.len() <= EXACT_MAX_BUFFERS && !stopped() {
+            match conflict::exact(&pr, &r.placement, EXACT_NODES, &limits) {
                 Ok((better, _, _)) if better.peak < r.peak => better,
                 _ => r,
             }

@@ -119,6 +119,32 @@ fn independent_branches_overlap_as_far_as_the_peak_cap_allows() {
 }
 
 #[test]
+fn a_raised_stop_flag_keeps_the_serial_placement_with_its_reuse_events() {
+    let g = branchy(3, 4);
+    let single = run(&g, &options(1, false));
+    let stop = memplan::CancelToken::new();
+    stop.cancel();
+    let sopts = |stop: Option<memplan::CancelToken>| memplan::streams::StreamOptions {
+        streams: 3,
+        peak_cap: single.stats.peak_bytes * 3,
+        stop,
+    };
+    let (p, stat) =
+        memplan::streams::parallelise(&g, &single, &Default::default(), &sopts(Some(stop)))
+            .unwrap();
+    validate(&g, &p, None).unwrap();
+    let stat = stat.expect("stream stats");
+    // Only the first candidate was built: the serial placement, at the serial peak.
+    assert_eq!(stat.candidates.len(), 1, "{stat:?}");
+    assert_eq!(stat.candidates[0].name, "serial-placement");
+    assert_eq!(p.stats.peak_bytes, single.stats.peak_bytes);
+    // Unstopped, the conflict placers add candidates.
+    let (_, free) =
+        memplan::streams::parallelise(&g, &single, &Default::default(), &sopts(None)).unwrap();
+    assert!(free.expect("stream stats").candidates.len() > 1);
+}
+
+#[test]
 fn a_plan_with_one_wait_deleted_is_rejected_and_fails_or_differs_on_some_seed() {
     let g = branchy(3, 4);
     let p = run(
@@ -196,6 +222,7 @@ fn spill_round_trips_run_on_a_copy_stream_and_the_plan_stays_safe() {
             &memplan::streams::StreamOptions {
                 streams: 2,
                 peak_cap: with_spills.stats.peak_bytes * 2,
+                stop: None,
             },
         )
         .unwrap();
