@@ -174,6 +174,10 @@ impl Default for PipelineOptions {
     }
 }
 
+/// Under a budget, the share of the time limit the unconstrained plan (the one that fixes the
+/// op order) may take; planning under the budget has the rest.
+pub const BUDGET_ORDER_SHARE: f64 = 0.5;
+
 /// Default `stream_peak_ratio`: a parallel plan may take 10 % more arena than the
 /// single-stream plan.
 pub const DEFAULT_STREAM_PEAK_RATIO: f64 = 1.10;
@@ -555,6 +559,8 @@ pub fn run(
     // 2. Planning, with conv algorithm choice where asked.
     let mode = options.conv_mode();
     let popts = options.plan_options(&stop, control.progress.clone());
+    // Whether a stage's own share of the clock bound (the whole cap: `deadline.hit()`).
+    let mut share_bound = false;
     let (planned, mut plan) = if let Some(spec) = options.budget {
         // Under a budget the convs start at their fastest (min-memory: least workspace)
         // algorithm; `auto` lets the budget strategies downgrade them.
@@ -574,7 +580,18 @@ pub fn run(
             effort: Some(options.effort),
             ..BudgetOptions::default()
         };
-        let plan = match budget::plan_under_budget(&start, spec, &popts, &bopts) {
+        // The unconstrained plan, which fixes the order, gets at most
+        // [`BUDGET_ORDER_SHARE`] of the time limit, so that planning under the budget keeps
+        // the rest (before, a random 300-op graph whose unconstrained plan ran to the 60 s
+        // limit left the budget no time: no plan at all).
+        let order_deadline = Deadline::start(
+            Duration::try_from_secs_f64(options.time_limit_s * BUDGET_ORDER_SHARE).ok(),
+            Some(stop.clone()),
+        );
+        let order_opts = options.plan_options(&order_deadline.token(), control.progress.clone());
+        let planned = budget::plan_under_budget(&start, spec, &order_opts, &bopts);
+        share_bound = order_deadline.hit();
+        let plan = match planned {
             Ok(p) => p,
             Err(source @ BudgetError::Cancelled { .. }) => {
                 return Err(if cancel.is_cancelled() {
@@ -629,7 +646,12 @@ pub fn run(
         plan.stats.streams = stat.map(Box::new);
     }
     // 4. One status for the whole run.
-    plan.stats.status = Some(final_status(&plan, options, &cancel, deadline.hit()));
+    plan.stats.status = Some(final_status(
+        &plan,
+        options,
+        &cancel,
+        deadline.hit() || share_bound,
+    ));
     plan.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     let rewritten = planned != *graph;
     if rewritten {

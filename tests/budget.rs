@@ -870,3 +870,27 @@ fn the_validator_rejects_a_plan_that_recomputes_a_dropout() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_budget_gets_a_plan_when_the_unconstrained_plan_alone_would_use_up_the_time_limit() {
+    // wide-150's unconstrained plan takes about 35 s by its default work caps. With a 6 s
+    // limit it used to take all 6 s, leaving the budget none ("stopped before any plan
+    // fitted it"); it now gets half, and planning under the budget the other half.
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/data/wide-150.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let g = Graph::parse(&text).unwrap();
+    let opts = memplan::PipelineOptions {
+        budget: Some(BudgetSpec::Percent(80.0)),
+        time_limit_s: 6.0,
+        ..memplan::PipelineOptions::default()
+    };
+    let r = memplan::pipeline::run(&g, &opts, &memplan::pipeline::Control::default())
+        .unwrap_or_else(|e| panic!("no plan under the budget: {e}"));
+    let b = r.plan.stats.budget.clone().expect("budget stats");
+    assert!(r.plan.stats.peak_bytes <= b.budget_bytes);
+    assert_eq!(r.plan.stats.status, Some(memplan::PlanStatus::TimeLimit));
+    validate(&g, &r.plan, Some(b.budget_bytes)).unwrap();
+}
