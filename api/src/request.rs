@@ -214,7 +214,9 @@ pub fn graph(body: &str, raw: &RawValue, config: &Config) -> Result<Graph, ApiEr
 }
 
 /// Parses the graph text `sub` (a sub-slice of `body`, or `body` itself), with JSON error
-/// positions given in `body`, and checks the size limits.
+/// positions given in `body`, and checks the size limits. Text that is not well-formed JSON
+/// (a bare graph's body) is a 400, as a wrapped body's; well-formed JSON that is no graph a
+/// 422.
 pub fn graph_text(body: &str, sub: &str, config: &Config) -> Result<Graph, ApiError> {
     let g = Graph::parse(sub).map_err(|e| match e {
         GraphError::Json {
@@ -223,14 +225,19 @@ pub fn graph_text(body: &str, sub: &str, config: &Config) -> Result<Graph, ApiEr
             message,
         } => {
             let (line, column) = shift(body, sub, line, column);
-            ApiError::graph(
-                GraphError::Json {
-                    line,
-                    column,
-                    message,
+            let msg = GraphError::Json {
+                line,
+                column,
+                message,
+            }
+            .to_string();
+            // Only on failure: a second pass tells a syntax error from a wrong document.
+            match serde_json::from_str::<serde::de::IgnoredAny>(sub) {
+                Err(e) if e.classify() != serde_json::error::Category::Data => {
+                    ApiError::BadRequest(msg)
                 }
-                .to_string(),
-            )
+                _ => ApiError::graph(msg),
+            }
         }
         e => ApiError::graph(e.to_string()),
     })?;

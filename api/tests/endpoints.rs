@@ -196,6 +196,28 @@ async fn malformed_json_is_a_400_with_line_and_column() {
         .await;
     let p = r.assert_problem(400, "request JSON error at line 2, column 13");
     assert_eq!(p["type"], "urn:memplan:problem:bad-request");
+    // A bare graph's body too (POST /plan, POST /jobs), empty or cut short; well-formed JSON
+    // that is no graph stays a 422.
+    for route in ["/plan", "/jobs"] {
+        for body in [
+            "",
+            "{\n  \"format\": ,\n}",
+            "{\"format\": \"memplan-graph/1\"",
+        ] {
+            let r = api
+                .send(Method::POST, route, Some("application/json"), body)
+                .await;
+            let p = r.assert_problem(400, "graph JSON error at line");
+            assert_eq!(
+                p["type"], "urn:memplan:problem:bad-request",
+                "{route} {body:?}"
+            );
+        }
+        let r = api
+            .send(Method::POST, route, Some("application/json"), "[1, 2]")
+            .await;
+        r.assert_problem(422, "graph JSON error");
+    }
 }
 
 #[tokio::test]
@@ -687,6 +709,32 @@ async fn place_takes_csv_or_json_and_answers_json_or_csv() {
         .check(placed.offsets.as_ref().unwrap())
         .unwrap();
     assert_eq!(peak, 1536);
+
+    // JSON ids with a comma or a quote come back as quoted CSV fields that re-parse to them;
+    // an id with a line break, which no CSV row holds, is refused.
+    let req = axum::http::Request::builder()
+        .method(Method::POST)
+        .uri("/v1/place")
+        .header("content-type", "application/json")
+        .header("accept", "text/csv")
+        .body(Body::from(
+            json!({"buffers": [{"id": "a,b", "lower": 0, "upper": 2, "size": 8},
+                               {"id": "x\"y", "lower": 1, "upper": 3, "size": 4}]})
+            .to_string(),
+        ))
+        .unwrap();
+    let resp = api.app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let placed = memplan_solver::csv::parse(std::str::from_utf8(&bytes).unwrap(), 1).unwrap();
+    assert_eq!(placed.ids, ["a,b", "x\"y"]);
+    let r = api
+        .post_json(
+            "/v1/place",
+            &json!({"buffers": [{"id": "a\nb", "lower": 0, "upper": 2, "size": 8}]}),
+        )
+        .await;
+    r.assert_problem(422, "may not hold a line break");
 
     // JSON buffers, numeric ids, a capacity below LOAD: proven infeasible.
     let r = api

@@ -1,6 +1,8 @@
 //! The minimalloc buffer CSV (docs/FORMATS.md §3): header `id,lower,upper,size` with optional
 //! `alignment` and `offset` columns, in any column order; lifetimes are half-open
-//! `[lower, upper)`. Reading reports the line and column of every error.
+//! `[lower, upper)`. Reading reports the line and column of every error. An id holding a
+//! comma, a double quote or surrounding spaces is written quoted as RFC 4180 says (`"a,b"`,
+//! `"say ""hi"""`) and read back the same; ids never hold a line break (refused on input).
 
 use crate::problem::{Buffer, Lifetime, Placement, PlacementProblem};
 use std::fmt::Write as _;
@@ -58,6 +60,12 @@ pub enum CsvError {
         /// The text found.
         value: String,
     },
+    /// A quoted field is not closed, or text follows its closing quote.
+    #[error("line {line}: a quoted field is not closed by a lone `\"` at its end")]
+    Quote {
+        /// 1-based line number.
+        line: usize,
+    },
     /// A row breaks a rule (size 0, empty lifetime, bad alignment, duplicate id, or the
     /// buffers alive with it need more than a 64-bit arena).
     #[error("line {line} (buffer `{id}`): {rule}")]
@@ -101,7 +109,7 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
     let mut lines_of = Vec::new();
     let mut seen = std::collections::BTreeMap::new();
     for (line, row) in lines {
-        let fields: Vec<&str> = row.split(',').map(str::trim).collect();
+        let fields = split_row(row).ok_or(CsvError::Quote { line })?;
         if fields.len() != cols.len() {
             return Err(CsvError::FieldCount {
                 line,
@@ -169,6 +177,12 @@ pub fn from_rows(
     for (i, (id, lower, upper, size, alignment)) in rows.into_iter().enumerate() {
         let buffer = check_buffer(lower, upper, size, alignment.unwrap_or(default_alignment))
             .map_err(|rule| format!("buffers[{i}] (buffer `{id}`): {rule}"))?;
+        if id.contains(['\n', '\r']) {
+            return Err(format!(
+                "buffers[{i}] (buffer {id:?}): an id may not hold a line break (it could not \
+                 be written as a CSV row)"
+            ));
+        }
         if let Some(first) = seen.insert(id.clone(), i) {
             return Err(format!(
                 "buffers[{i}] (buffer `{id}`): id already used by buffers[{first}]"
@@ -230,6 +244,58 @@ pub fn write_buffers(ids: &[String], problem: &PlacementProblem) -> String {
     rows(ids, problem, None)
 }
 
+/// The fields of one CSV row: unquoted ones trimmed, quoted ones (RFC 4180) as written with
+/// `""` read as `"`; `None` when a quote is not closed or text follows a closing quote.
+fn split_row(row: &str) -> Option<Vec<String>> {
+    let mut fields = Vec::new();
+    let mut rest = row;
+    loop {
+        let t = rest.trim_start();
+        if let Some(quoted) = t.strip_prefix('"') {
+            let mut field = String::new();
+            let mut chars = quoted.char_indices();
+            let after = loop {
+                match chars.next()? {
+                    (i, '"') if quoted[i + 1..].starts_with('"') => {
+                        field.push('"');
+                        chars.next();
+                    }
+                    (i, '"') => break &quoted[i + 1..],
+                    (_, c) => field.push(c),
+                }
+            };
+            fields.push(field);
+            let after = after.trim_start();
+            match after.strip_prefix(',') {
+                Some(r) => rest = r,
+                None if after.is_empty() => return Some(fields),
+                None => return None,
+            }
+        } else {
+            match t.split_once(',') {
+                Some((f, r)) => {
+                    fields.push(f.trim().to_string());
+                    rest = r;
+                }
+                None => {
+                    fields.push(t.trim().to_string());
+                    return Some(fields);
+                }
+            }
+        }
+    }
+}
+
+/// `id` as a CSV field: quoted (RFC 4180) when it holds a comma or a double quote or starts
+/// or ends with a space, so that [`parse`] reads it back unchanged.
+fn field(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.contains([',', '"']) || id.trim() != id {
+        format!("\"{}\"", id.replace('"', "\"\"")).into()
+    } else {
+        id.into()
+    }
+}
+
 fn rows(ids: &[String], problem: &PlacementProblem, placement: Option<&Placement>) -> String {
     let with_align = problem.buffers.iter().any(|b| b.alignment > 1);
     let mut out = String::from("id,lower,upper,size");
@@ -245,8 +311,11 @@ fn rows(ids: &[String], problem: &PlacementProblem, placement: Option<&Placement
     for (i, (id, b)) in ids.iter().zip(&problem.buffers).take(rows).enumerate() {
         let _ = write!(
             out,
-            "{id},{},{},{}",
-            b.lifetime.start, b.lifetime.end, b.size
+            "{},{},{},{}",
+            field(id),
+            b.lifetime.start,
+            b.lifetime.end,
+            b.size
         );
         if with_align {
             let _ = write!(out, ",{}", b.alignment);
@@ -302,6 +371,38 @@ mod tests {
         // Two of them live together at most: they fit.
         let text = format!("id,lower,upper,size\na,0,2,{big}\nb,1,3,{big}\nc,2,4,{big}\n");
         assert!(parse(&text, 1).is_ok());
+    }
+
+    #[test]
+    fn ids_with_commas_quotes_or_spaces_are_written_quoted_and_read_back_unchanged() {
+        let ids: Vec<String> = ["a,b", "say \"hi\"", " pad ", "plain", "", "\""]
+            .map(String::from)
+            .to_vec();
+        let rows = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.clone(), i as u64, i as u64 + 2, 8 * (i as u64 + 1), None));
+        let (ids2, problem) = from_rows(rows, 1).unwrap();
+        let placement = Placement {
+            offsets: (0..ids.len() as u64).map(|i| 64 * i).collect(),
+        };
+        let text = write(&ids2, &problem, &placement);
+        assert!(text.contains("\n\"a,b\",0,2,8,0\n"), "{text}");
+        assert!(text.contains("\n\"say \"\"hi\"\"\",1,3,16,64\n"), "{text}");
+        let back = parse(&text, 1).unwrap();
+        assert_eq!(back.ids, ids);
+        assert_eq!(back.problem, problem);
+        assert_eq!(back.offsets, Some(placement));
+        // A quote left open, or text after a closing quote, names the line.
+        for bad in [
+            "id,lower,upper,size\n\"a,0,2,8\n",
+            "id,lower,upper,size\n\"a\"b,0,2,8\n",
+        ] {
+            assert_eq!(parse(bad, 1), Err(CsvError::Quote { line: 2 }), "{bad}");
+        }
+        // A line break cannot be written as a row: refused on input.
+        let e = from_rows([("a\nb".to_string(), 0, 2, 8, None)], 1).unwrap_err();
+        assert!(e.contains("line break"), "{e}");
     }
 
     #[test]
