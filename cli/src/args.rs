@@ -9,6 +9,12 @@ use memplan_api::config;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// The most random bindings `memplan check --samples` replays (more would run for hours).
+pub const MAX_SAMPLES: usize = 10_000_000;
+
+/// The longest delay in microseconds `memplan run --perturb-us` may ask for (1 s per task).
+pub const MAX_PERTURB_US: u64 = 1_000_000;
+
 /// The command line: one subcommand.
 #[derive(Parser)]
 #[command(
@@ -189,8 +195,10 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 10.0, value_name = "PCT")]
     pub tile_overhead: f64,
     /// Streams the plan may run on: with K > 1 independent branches run concurrently, with
-    /// `record_event` / `wait_event` instructions that keep every reuse of bytes safe; prints
-    /// the modelled makespan against the single-stream plan's on stderr.
+    /// `record_event` / `wait_event` instructions that keep every reuse of bytes safe (an
+    /// extension of memplan-plan/1 that `memplan check` validates and plain memplan-plan/1
+    /// checkers such as ../shared/tools/check_plan.py do not accept); prints the modelled
+    /// makespan against the single-stream plan's on stderr.
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub streams: u32,
     /// With --streams: the most arena bytes the parallel plan may take, as a multiple of the
@@ -268,7 +276,8 @@ pub struct CheckArgs {
     #[arg(long)]
     pub budget: Option<u64>,
     /// With a symbolic graph and plan: seeded random bindings checked besides the corners,
-    /// quartiles and piece ends.
+    /// quartiles and piece ends; at most 10000000 (exit 2 above; a million take about half a
+    /// second).
     #[arg(long, default_value_t = 32)]
     pub samples: usize,
 }
@@ -372,7 +381,8 @@ pub struct RunArgs {
     /// (up to --perturb-us), so that a race the plan allows shows up.
     #[arg(long, value_name = "S")]
     pub perturb_seed: Option<u64>,
-    /// With --perturb-seed: the longest delay in microseconds.
+    /// With --perturb-seed: the longest delay in microseconds; at most 1000000 (1 s per
+    /// task; exit 2 above).
     #[arg(long, default_value_t = 2000, value_name = "US")]
     pub perturb_us: u64,
     /// Print the report as JSON on stdout.

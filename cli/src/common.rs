@@ -1,12 +1,11 @@
 //! What the commands share: the bad-input error (exit code 2), reading graphs, plans and
-//! device profiles, checking durations, writing outputs, and formatting bytes.
+//! device profiles, checking durations, and formatting bytes (writing outputs: [`crate::output`]).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use memplan::cost::DeviceProfile;
 use memplan::graph::Graph;
 use memplan::plan::Plan;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// Bad input: exit code 2.
@@ -86,30 +85,6 @@ pub fn seconds(flag: &str, secs: f64) -> Result<Duration> {
             "--{flag} {secs} is not a non-negative number of seconds"
         ))
     })
-}
-
-/// Writes `text` to `output`, or to stdout when there is none.
-pub fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
-    match output {
-        Some(path) => {
-            // Write to a temporary file and rename, so a failure never leaves half a file.
-            let tmp = path.with_extension("tmp~");
-            std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, path)
-                .with_context(|| format!("renaming to {}", path.display()))?;
-        }
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            out.flush()?;
-        }
-    }
-    Ok(())
-}
-
-/// Writes `text` to the file at `path` (see [`write_out`]).
-pub fn write_file(path: &Path, text: &str) -> Result<()> {
-    write_out(&Some(path.to_path_buf()), text)
 }
 
 /// `b` bytes in MiB, two decimals.

@@ -7,13 +7,15 @@
 //! other, which Cargo does not allow.
 //!
 //! Layout: [`args`] holds the clap definitions (flags and help texts), [`commands`] one file
-//! per command over the library's pipeline, and [`common`] what they share (reading inputs,
-//! writing outputs, the bad-input error). Exit codes: 0 success, 1 a negative verdict (invalid
+//! per command over the library's pipeline, [`common`] what they share (reading inputs, the
+//! bad-input error) and [`output`] how they write files (never over an input, never half a
+//! file). Exit codes: 0 success, 1 a negative verdict (invalid
 //! plan, outputs differ, no fit), 2 bad input, 3 any other error.
 
 mod args;
 mod commands;
 mod common;
+mod output;
 
 use args::{Cli, Command};
 use clap::Parser;

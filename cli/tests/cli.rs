@@ -1,5 +1,6 @@
 //! The `memplan` binary: commands, exit codes, and messages on stderr.
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 mod common;
@@ -503,4 +504,300 @@ fn zero_unparsable_and_unreachable_budgets_exit_2_with_a_clear_message() {
     ]);
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("h2d_bytes_per_s"));
+}
+
+/// Plans the bundled sample (listed order, heuristics: fast) with `extra` flags; returns the
+/// run's output.
+fn plan_sample(extra: &[&str]) -> Output {
+    let mut args = vec![
+        "plan",
+        "sample",
+        "--order",
+        "given",
+        "--strategy",
+        "heuristic",
+    ];
+    args.extend_from_slice(extra);
+    memplan(&args)
+}
+
+#[test]
+fn plan_to_a_symlink_replaces_the_file_it_points_to_and_keeps_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target.json");
+    std::fs::write(&target, "old").unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink("target.json", &link).unwrap();
+    let r = plan_sample(&["-o", link.to_str().unwrap()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link is kept");
+    let text = std::fs::read_to_string(&target).unwrap();
+    assert!(text.contains("\"memplan-plan/1\""), "{text}");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "no temporary file is left: {names:?}");
+}
+
+#[test]
+fn plan_to_a_fifo_writes_into_it_and_leaves_it_a_fifo() {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    /// Linux's O_NONBLOCK: opening the read end returns at once, without a writer.
+    const O_NONBLOCK: i32 = 0o4000;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("plan.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // The read end first (opening a FIFO for writing waits for a reader); the plan (13 kB)
+    // fits the pipe's buffer, so the writer never waits for reads.
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let r = plan_sample(&["-o", fifo.to_str().unwrap()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let mut text = String::new();
+    reader.read_to_string(&mut text).unwrap();
+    assert!(
+        text.contains("\"memplan-plan/1\""),
+        "the plan went into the FIFO: {text:?}"
+    );
+    let meta = std::fs::symlink_metadata(&fifo).unwrap();
+    assert!(meta.file_type().is_fifo(), "still a FIFO");
+    assert!(!dir.path().join("plan.fifo.tmp~").exists());
+}
+
+#[test]
+fn plan_to_a_null_device_writes_into_it_and_leaves_it_a_character_device() {
+    use std::os::unix::fs::FileTypeExt;
+    // A null device of the test's own where it may make one (as root: a binary that replaced
+    // device nodes would replace this one, not the machine's /dev/null); elsewhere /dev/null,
+    // which a user other than root cannot replace.
+    let dir = tempfile::tempdir().unwrap();
+    let own = dir.path().join("null");
+    let made = Command::new("mknod")
+        .arg(&own)
+        .args(["c", "1", "3"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let null = if made {
+        own.as_path()
+    } else {
+        Path::new("/dev/null")
+    };
+    let n = null.to_str().unwrap();
+    // The same device as two outputs at once: special files may take several outputs.
+    let r = plan_sample(&["-o", n, "--trace", n]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let meta = std::fs::symlink_metadata(null).unwrap();
+    assert!(meta.file_type().is_char_device(), "{n} is still a device");
+}
+
+#[test]
+fn plan_to_a_directory_exits_2_naming_it_and_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let r = plan_sample(&["-o", d.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains(d.to_str().unwrap()) && err.contains("is a directory"),
+        "{err}"
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "only the directory: {names:?}");
+}
+
+#[test]
+fn plan_refuses_an_output_that_is_its_input_or_another_of_its_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.json");
+    std::fs::copy(sample(), &input).unwrap();
+    let original = std::fs::read(&input).unwrap();
+    let i = input.to_str().unwrap();
+    // The same file by another spelling: `DIR/./in.json`.
+    let dotted = dir.path().join(".").join("in.json");
+    let p = dir.path().join("p.json");
+    let p = p.to_str().unwrap();
+    let link = dir.path().join("in.link.json");
+    std::os::unix::fs::symlink(&input, &link).unwrap();
+    for (flags, says) in [
+        (vec!["-o", i], "-o"),
+        (vec!["--trace", i], "--trace"),
+        (vec!["--graph-out", dotted.to_str().unwrap()], "--graph-out"),
+        (vec!["-o", link.to_str().unwrap()], "-o"),
+    ] {
+        let mut args = vec!["plan", i, "--order", "given", "--strategy", "heuristic"];
+        args.extend_from_slice(&flags);
+        let r = memplan(&args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(
+            err.contains(&format!("{says} ")) && err.contains("is also the input graph"),
+            "{flags:?}: {err}"
+        );
+        assert_eq!(std::fs::read(&input).unwrap(), original, "{flags:?}");
+    }
+    let r = plan_sample(&["-o", p, "--trace", p]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--trace") && err.contains("-o") && err.contains(p),
+        "{err}"
+    );
+    assert!(!Path::new(p).exists(), "nothing is written");
+}
+
+#[test]
+fn plan_with_an_output_in_a_missing_folder_fails_at_once_writing_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p.json");
+    let missing = dir.path().join("nonexistent").join("g.json");
+    let r = plan_sample(&[
+        "-o",
+        p.to_str().unwrap(),
+        "--graph-out",
+        missing.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--graph-out") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!err.contains("peak"), "no planning: {err}");
+    assert!(!p.exists(), "-o is not written when --graph-out cannot be");
+}
+
+#[test]
+fn place_refuses_to_overwrite_its_buffer_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    let text = "id,lower,upper,size\na,0,2,100\nb,1,3,100\n";
+    std::fs::write(&csv, text).unwrap();
+    let c = csv.to_str().unwrap();
+    let r = memplan(&["place", c, "-o", c]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("is also the buffer CSV"), "{err}");
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), text);
+}
+
+#[test]
+fn place_blames_an_alignment_whose_offsets_overflow_on_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("aligned.csv");
+    std::fs::write(
+        &csv,
+        "id,lower,upper,size\na,0,2,100\nb,0,2,100\nc,0,2,100\n",
+    )
+    .unwrap();
+    let r = memplan(&[
+        "place",
+        csv.to_str().unwrap(),
+        "--alignment",
+        "9223372036854775808",
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("--alignment 9223372036854775808"), "{err}");
+}
+
+#[test]
+fn run_refuses_outputs_out_over_its_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("p.json");
+    let p = plan.to_str().unwrap();
+    assert!(plan_sample(&["--no-fuse", "-o", p]).status.success());
+    let before = std::fs::read(&plan).unwrap();
+    let r = memplan(&["run", "sample", p, "--kernels", "mix", "--outputs-out", p]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--outputs-out") && err.contains("is also the plan"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&plan).unwrap(), before);
+}
+
+#[test]
+fn run_refuses_a_perturbation_delay_above_one_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("p.json");
+    let p = plan.to_str().unwrap();
+    assert!(plan_sample(&["--no-fuse", "-o", p]).status.success());
+    let r = memplan(&[
+        "run",
+        "sample",
+        p,
+        "--perturb-seed",
+        "1",
+        "--perturb-us",
+        "18446744073709551615",
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--perturb-us") && err.contains("1000000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn run_exits_1_when_a_valid_plan_arena_cannot_be_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("p.json");
+    let p = plan.to_str().unwrap();
+    assert!(plan_sample(&["--no-fuse", "-o", p]).status.success());
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    v["arena_bytes"] = serde_json::json!(u64::MAX);
+    let huge = dir.path().join("huge.json");
+    std::fs::write(&huge, v.to_string()).unwrap();
+    let h = huge.to_str().unwrap();
+    assert!(
+        memplan(&["check", &sample(), h]).status.success(),
+        "check accepts it"
+    );
+    let r = memplan(&["run", "sample", h, "--kernels", "mix"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot allocate"), "{err}");
+}
+
+#[test]
+fn run_names_a_missing_data_file_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("p.json");
+    let p = plan.to_str().unwrap();
+    assert!(plan_sample(&["--no-fuse", "-o", p]).status.success());
+    let missing = dir.path().join("missing.safetensors");
+    let r = memplan(&["run", "sample", p, "--data", missing.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains(missing.to_str().unwrap()), "{err}");
+}
+
+#[test]
+fn plan_help_says_multi_stream_plans_use_an_extension_plain_checkers_reject() {
+    let r = memplan(&["plan", "--help"]);
+    let help = String::from_utf8_lossy(&r.stdout);
+    let streams = help
+        .split("--streams <K>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{help}"));
+    let streams = streams.split("--stream-peak-ratio").next().unwrap();
+    let flat = streams.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("record_event")
+            && flat.contains("extension")
+            && flat.contains("check_plan.py"),
+        "{flat}"
+    );
 }

@@ -329,3 +329,50 @@ fn bad_symbol_options_fail_naming_the_option_and_write_nothing() {
         assert!(!graph.exists(), "{spec}");
     }
 }
+
+#[test]
+fn import_refuses_outputs_over_the_model_or_over_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    let bytes = onnx_writer::tiny_with_weights();
+    std::fs::write(&model, &bytes).unwrap();
+    let m = model.to_str().unwrap();
+    let x = dir.path().join("x.json");
+    let x = x.to_str().unwrap();
+    for (flags, says) in [
+        (vec!["-o", m], format!("-o {m} is also the model")),
+        (
+            vec!["-o", x, "--weights-out", m],
+            format!("--weights-out {m} is also the model"),
+        ),
+        (
+            vec!["-o", x, "--weights-out", x],
+            format!("--weights-out {x} is the same file as -o {x}"),
+        ),
+    ] {
+        let out = memplan()
+            .args(["import", "onnx", m])
+            .args(&flags)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(&says), "{flags:?}: {err}");
+        assert_eq!(std::fs::read(&model).unwrap(), bytes, "{flags:?}");
+        assert!(!Path::new(x).exists(), "{flags:?}");
+    }
+}
+
+#[test]
+fn import_names_a_missing_model_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.onnx");
+    let out = memplan()
+        .args(["import", "onnx"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(missing.to_str().unwrap()), "{err}");
+}

@@ -169,3 +169,52 @@ fn plan_split_flags_shape_the_pieces_and_are_refused_on_a_concrete_graph() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("apply to symbolic graphs"));
 }
+
+#[test]
+fn reserve_refuses_to_write_the_reservation_over_its_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = symbolic_plan(dir.path(), "plan.json", &[]);
+    let hist = histogram(dir.path(), "hist.json");
+    let before = std::fs::read(&plan).unwrap();
+    let o = memplan(&["reserve", &plan, &hist, "-o", &plan]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("-o {plan} is also the plan")),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&plan).unwrap(), before);
+}
+
+#[test]
+fn reserve_refuses_a_histogram_whose_weights_do_not_sum_to_a_finite_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = symbolic_plan(dir.path(), "plan.json", &[]);
+    let hist = dir.path().join("inf.json");
+    std::fs::write(&hist, r#"{"B": {"1": 0.5, "4": 1e308, "8": 1e308}}"#).unwrap();
+    let o = memplan(&["reserve", &plan, hist.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("at B=8") && err.contains("finite"), "{err}");
+    assert!(!out.contains("NaN"), "{out}");
+}
+
+#[test]
+fn reserve_with_a_concrete_graph_says_the_graph_is_not_symbolic() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = symbolic_plan(dir.path(), "plan.json", &[]);
+    let hist = histogram(dir.path(), "hist.json");
+    let concrete = format!(
+        "{}/../samples/resnet_block.train.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let o = memplan(&["reserve", &plan, &hist, "--graph", &concrete]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("--graph {concrete}: not a symbolic graph")),
+        "{err}"
+    );
+    assert!(!err.contains(&hist), "the histogram is not blamed: {err}");
+}

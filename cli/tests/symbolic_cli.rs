@@ -183,3 +183,98 @@ fn a_symbolic_graph_with_a_budget_or_a_trace_is_refused_saying_why() {
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("memplan instantiate"));
 }
+
+/// Plans the symbolic sample into `dir` and returns the plan's path.
+fn symbolic_plan(dir: &Path) -> String {
+    let sp = dir.join("sample.symplan.json");
+    ok(&[
+        "plan",
+        &symbolic_sample(),
+        "--strategy",
+        "heuristic",
+        "-o",
+        s(&sp),
+    ]);
+    s(&sp).to_string()
+}
+
+#[test]
+fn instantiate_refuses_to_write_over_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let sp = symbolic_plan(dir.path());
+    let before = std::fs::read(&sp).unwrap();
+    let r = memplan(&["instantiate", &sp, "B=3", "-o", &sp]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("-o {sp} is also the input file")),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&sp).unwrap(), before);
+}
+
+#[test]
+fn instantiate_of_a_concrete_plan_or_graph_says_it_is_not_symbolic_naming_the_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("concrete.plan.json");
+    let sample = format!(
+        "{}/../samples/resnet_block.train.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    ok(&["plan", &sample, "--strategy", "heuristic", "-o", s(&plan)]);
+    for (input, found) in [
+        (s(&plan), "a concrete plan (memplan-plan/1)"),
+        (
+            sample.as_str(),
+            "a concrete graph (memplan-graph/1 without \"symbols\")",
+        ),
+    ] {
+        let r = memplan(&["instantiate", input, "B=3"]);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("{input}: {found}, not a symbolic plan")),
+            "{err}"
+        );
+        assert!(!err.contains("missing field"), "{err}");
+    }
+}
+
+#[test]
+fn instantiate_refuses_a_symbol_bound_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let sp = symbolic_plan(dir.path());
+    for binding in [&["B=3", "B=4"][..], &["B=3,B=4"][..]] {
+        let mut args = vec!["instantiate", sp.as_str()];
+        args.extend_from_slice(binding);
+        let r = memplan(&args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{binding:?}: {err}");
+        assert!(
+            err.contains("symbol B is bound twice"),
+            "{binding:?}: {err}"
+        );
+        assert!(r.stdout.is_empty(), "no plan is written");
+    }
+}
+
+#[test]
+fn check_refuses_more_random_samples_than_its_documented_maximum() {
+    let dir = tempfile::tempdir().unwrap();
+    let sp = symbolic_plan(dir.path());
+    let r = memplan(&[
+        "check",
+        &symbolic_sample(),
+        &sp,
+        "--samples",
+        "18446744073709551615",
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--samples") && err.contains("10000000"),
+        "{err}"
+    );
+    let help = String::from_utf8_lossy(&memplan(&["check", "--help"]).stdout).into_owned();
+    assert!(help.contains("at most 10000000"), "{help}");
+}

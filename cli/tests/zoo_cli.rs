@@ -200,3 +200,22 @@ fn plan_trace_writes_a_chrome_trace_with_a_slice_per_op() {
     assert!(ev.iter().filter(|e| e["ph"] == "X").count() > 0);
     assert!(ev.iter().any(|e| e["ph"] == "C" && e["name"] == "arena"));
 }
+
+#[test]
+fn zoo_refuses_an_output_folder_that_is_one_of_its_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let graphs = dir.path().join("graphs");
+    std::fs::create_dir(&graphs).unwrap();
+    std::fs::copy(sample(), graphs.join("sample.json")).unwrap();
+    let r = memplan()
+        .arg("zoo")
+        .arg(&graphs)
+        .arg("--out")
+        .arg(graphs.join("."))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("is also the input"), "{err}");
+    assert!(!graphs.join("results.json").exists());
+}

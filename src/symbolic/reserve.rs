@@ -120,8 +120,8 @@ pub struct Reservation {
 
 /// The reservation for `quantile` of `samples` (binding, weight) under `plan` (module doc).
 /// `split_symbol` names the batch symbol to split above the reservation. Errors: no samples,
-/// a total weight of 0, a weight that is negative or not finite, a quantile outside (0, 1], an
-/// undeclared split symbol, or a binding the plan refuses.
+/// a total weight of 0 or not finite, a weight that is negative or not finite, a quantile
+/// outside (0, 1], an undeclared split symbol, or a binding the plan refuses.
 pub fn reserve(
     plan: &SymbolicPlan,
     samples: &[(Binding, f64)],
@@ -163,6 +163,11 @@ pub fn reserve(
         return Err(err(
             "no samples with a positive weight; give at least one binding".into(),
         ));
+    }
+    if !total.is_finite() {
+        return Err(err(format!(
+            "the weights' total is {total}, not a finite number; scale the weights down"
+        )));
     }
     let mut with_peaks = merged
         .into_iter()
@@ -407,11 +412,24 @@ fn split_batch(
 /// Parses a distribution of one symbol (module doc: a JSON histogram or listed sample, or
 /// CSV/text) into weighted bindings, with errors naming the offending entry or line.
 pub fn parse_histogram(text: &str) -> Result<Vec<(Binding, f64)>, SymbolicError> {
-    if text.trim_start().starts_with('{') {
-        parse_json_distribution(text)
+    let samples = if text.trim_start().starts_with('{') {
+        parse_json_distribution(text)?
     } else {
-        parse_csv_distribution(text)
+        parse_csv_distribution(text)?
+    };
+    // Every weight is finite and >= 0; their total must be finite too, or the shares
+    // (weight / total) are NaN.
+    let mut total = 0.0f64;
+    for (b, w) in &samples {
+        total += w;
+        if !total.is_finite() {
+            return Err(SymbolicError::Histogram(format!(
+                "at {b} (weight {w:e}) the weights' total is no longer a finite number; scale \
+                 the weights down"
+            )));
+        }
     }
+    Ok(samples)
 }
 
 /// The CSV/text form (module doc).

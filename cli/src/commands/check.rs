@@ -1,7 +1,7 @@
 //! `memplan check`: replays a plan against its graph with the validator; exit 0 if the plan
 //! is valid (within `--budget`), 1 if not.
 
-use crate::args::CheckArgs;
+use crate::args::{CheckArgs, MAX_SAMPLES};
 use crate::common::{bad, graph_for_plan, is_symbolic_plan, load_graph, read};
 use anyhow::Result;
 use memplan::plan::Plan;
@@ -10,6 +10,12 @@ use std::process::ExitCode;
 
 /// Runs `memplan check`.
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
+    if a.samples > MAX_SAMPLES {
+        return Err(bad(format!(
+            "--samples {} is over the maximum of {MAX_SAMPLES}",
+            a.samples
+        )));
+    }
     let plan_text = read(&a.plan)?;
     if is_symbolic_plan(&plan_text) {
         return check_symbolic(&a, &plan_text);

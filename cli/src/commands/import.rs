@@ -5,12 +5,14 @@
 //! depend on it are expressions; the summary then counts the graph at every symbol's max.
 
 use crate::args::{ImportArgs, ImportFormat, OnnxArgs};
-use crate::common::{bad, mib, write_out};
+use crate::common::{bad, mib};
+use crate::output::{check_outputs, write_files, write_out};
 use anyhow::{Context, Result};
 use memplan::graph::Graph;
 use memplan::import::onnx::{
     import_onnx, import_onnx_with_weights, parse_input_shape, parse_symbol, OnnxOptions,
 };
+use std::path::Path;
 use std::process::ExitCode;
 
 /// Runs `memplan import`.
@@ -22,6 +24,11 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
 
 /// Runs `memplan import onnx`.
 fn onnx(a: OnnxArgs) -> Result<ExitCode> {
+    let outputs: Vec<(&str, &Path)> = [("-o", &a.output), ("--weights-out", &a.weights_out)]
+        .into_iter()
+        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+        .collect();
+    check_outputs(&[("the model", &a.model)], &outputs)?;
     let mut opts = OnnxOptions {
         name: a.name,
         alignment: Some(a.alignment),
@@ -39,8 +46,8 @@ fn onnx(a: OnnxArgs) -> Result<ExitCode> {
             return Err(bad(format!("--symbol {n} is given twice")));
         }
     }
-    let bytes =
-        std::fs::read(&a.model).with_context(|| format!("cannot read {}", a.model.display()))?;
+    let bytes = std::fs::read(&a.model)
+        .map_err(|e| bad(format!("cannot read {}: {e}", a.model.display())))?;
     let fail = |e: memplan::import::onnx::OnnxError| bad(format!("{}: {e}", a.model.display()));
     let (g, symbolic, weights) = match &a.weights_out {
         None if opts.symbols.is_empty() => (import_onnx(&bytes, &opts).map_err(fail)?, None, None),
@@ -91,10 +98,23 @@ fn onnx(a: OnnxArgs) -> Result<ExitCode> {
         }
         None => g.to_json(),
     };
-    write_out(&a.output, &format!("{text}\n"))?;
-    if let Some((path, weights)) = weights {
-        let bytes = memplan::data_file::write(&weights);
-        std::fs::write(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    let text = format!("{text}\n");
+    let weight_bytes = weights
+        .as_ref()
+        .map(|(path, w)| (*path, memplan::data_file::write(w)));
+    // The graph and the weights together: a failure to write one leaves the other as it was.
+    let mut files: Vec<(&Path, &[u8])> = Vec::new();
+    if let Some(path) = &a.output {
+        files.push((path, text.as_bytes()));
+    }
+    if let Some((path, bytes)) = &weight_bytes {
+        files.push((path, bytes));
+    }
+    write_files(&files)?;
+    if a.output.is_none() {
+        write_out(&None, &text)?;
+    }
+    if let (Some((path, weights)), Some((_, bytes))) = (&weights, &weight_bytes) {
         eprintln!(
             "weights: {} tensors, {} in {}",
             weights.tensors.len(),

@@ -3,10 +3,11 @@
 //! `--capacity` is given and the buffers do not fit.
 
 use crate::args::PlaceArgs;
-use crate::common::{bad, read, seconds, write_out};
+use crate::common::{bad, read, seconds};
+use crate::output::{check_outputs, write_out};
 use anyhow::Result;
 use memplan_solver::placement::step::{self as place, PlaceOptions};
-use memplan_solver::{csv, Limits};
+use memplan_solver::{csv, Limits, PlacementError};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -18,16 +19,40 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
             "--alignment {alignment} is not a power of two"
         )));
     }
+    if let Some(path) = &a.output {
+        check_outputs(&[("the buffer CSV", &a.buffers)], &[("-o", path)])?;
+    }
     let started = Instant::now();
-    let parsed = csv::parse(&read(&a.buffers)?, alignment)
-        .map_err(|e| bad(format!("{}: {e}", a.buffers.display())))?;
+    let text = read(&a.buffers)?;
+    let parsed =
+        csv::parse(&text, alignment).map_err(|e| bad(format!("{}: {e}", a.buffers.display())))?;
     let mut problem = parsed.problem;
     problem.capacity = a.capacity;
     let opts = PlaceOptions {
         limits: Limits::with_time(seconds("time-limit", a.time_limit)?),
         exact: !a.heuristic,
     };
-    let result = place::place(&problem, &opts)?;
+    let result = place::place(&problem, &opts).map_err(|e| match e {
+        // Sizes and alignments whose offsets cannot be expressed: the input's fault.
+        PlacementError::Overflow { index } => {
+            let id = parsed.ids.get(index).map_or("?", String::as_str);
+            let (size, own) = problem
+                .buffers
+                .get(index)
+                .map_or((0, alignment), |b| (b.size, b.alignment));
+            let cause = if has_alignment_column(&text) {
+                format!("its alignment {own} (the CSV's alignment column)")
+            } else {
+                format!("--alignment {alignment}")
+            };
+            bad(format!(
+                "{}: buffer {id} (size {size}): offset + size overflows u64 with {cause}; use \
+                 a smaller alignment",
+                a.buffers.display()
+            ))
+        }
+        e => anyhow::Error::new(e),
+    })?;
     let load = problem.load();
     let peak = result.stats.objective;
     write_out(
@@ -84,4 +109,15 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the CSV header (its first non-empty line) has an `alignment` column.
+fn has_alignment_column(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .is_some_and(|h| {
+            h.split(',')
+                .any(|c| c.trim().eq_ignore_ascii_case("alignment"))
+        })
 }

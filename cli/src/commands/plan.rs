@@ -3,7 +3,8 @@
 //! asked, the graph it refers to and a Chrome trace).
 
 use crate::args::PlanArgs;
-use crate::common::{bad, load_device_profile, load_graph, mib, read, write_file, write_out};
+use crate::common::{bad, load_device_profile, load_graph, mib, read};
+use crate::output::{check_outputs, write_files, write_out};
 use anyhow::Result;
 use memplan::budget::BudgetSpec;
 use memplan::graph::Graph;
@@ -14,6 +15,7 @@ use std::process::ExitCode;
 
 /// Runs `memplan plan`.
 pub fn plan(a: PlanArgs) -> Result<ExitCode> {
+    check_plan_outputs(&a)?;
     let original = if a.graph == "sample" {
         load_graph(&a.graph)?
     } else {
@@ -38,17 +40,56 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         }
     })?;
     report_plan(&original, &result);
-    let mut text = result.plan.to_json();
-    text.push('\n');
-    write_out(&a.output, &text)?;
-    if let Some(path) = &a.graph_out {
-        write_file(path, &format!("{}\n", result.graph.to_json()))?;
+    let text = format!("{}\n", result.plan.to_json());
+    let graph_text = a
+        .graph_out
+        .as_ref()
+        .map(|_| format!("{}\n", result.graph.to_json()));
+    let trace_text = match &a.trace {
+        Some(_) => Some(format!(
+            "{}\n",
+            memplan::trace::chrome_trace(&result.graph, &result.plan)?
+        )),
+        None => None,
+    };
+    // Every file at once: a failure to write one leaves the others as they were.
+    let mut files: Vec<(&Path, &[u8])> = Vec::new();
+    if let Some(path) = &a.output {
+        files.push((path, text.as_bytes()));
     }
-    if let Some(path) = &a.trace {
-        let t = memplan::trace::chrome_trace(&result.graph, &result.plan)?;
-        write_file(path, &format!("{t}\n"))?;
+    if let (Some(path), Some(t)) = (&a.graph_out, &graph_text) {
+        files.push((path, t.as_bytes()));
+    }
+    if let (Some(path), Some(t)) = (&a.trace, &trace_text) {
+        files.push((path, t.as_bytes()));
+    }
+    write_files(&files)?;
+    if a.output.is_none() {
+        write_out(&None, &text)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Checks the output paths of `memplan plan` before any work ([`check_outputs`]): `-o`,
+/// `--graph-out` and `--trace` must be distinct files, none of them the input graph or the
+/// device profile, each in an existing folder.
+fn check_plan_outputs(a: &PlanArgs) -> Result<()> {
+    let mut inputs: Vec<(&str, &Path)> = Vec::new();
+    if a.graph != "sample" {
+        inputs.push(("the input graph", Path::new(&a.graph)));
+    }
+    if let Some(p) = &a.device_profile {
+        inputs.push(("the --device-profile", p));
+    }
+    let outputs: Vec<(&str, &Path)> = [
+        ("-o", &a.output),
+        ("--graph-out", &a.graph_out),
+        ("--trace", &a.trace),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+    .collect();
+    check_outputs(&inputs, &outputs)
 }
 
 /// `memplan plan` on a symbolic graph: one plan for the whole range of its symbols (the max

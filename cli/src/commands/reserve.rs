@@ -4,27 +4,45 @@
 //! above the quantile (written to `--fallback-dir`).
 
 use crate::args::ReserveArgs;
-use crate::common::{bad, mib, read, write_out};
+use crate::common::{bad, mib, read};
+use crate::output::{check_outputs, write_files};
 use anyhow::Result;
 use memplan::symbolic::{
     parse_histogram, reserve_report, BatchingOptions, SymbolicGraph, SymbolicPlan,
 };
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Runs `memplan reserve`.
 pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
     let plan_label = a.plan.display().to_string();
     let hist_label = a.histogram.display().to_string();
+    let mut inputs: Vec<(&str, &Path)> =
+        vec![("the plan", &a.plan), ("the histogram", &a.histogram)];
+    if let Some(g) = &a.graph {
+        inputs.push(("the --graph", g));
+    }
+    if let Some(path) = &a.output {
+        check_outputs(&inputs, &[("-o", path)])?;
+    }
     let plan =
         SymbolicPlan::parse(&read(&a.plan)?).map_err(|e| bad(format!("{plan_label}: {e}")))?;
     let samples =
         parse_histogram(&read(&a.histogram)?).map_err(|e| bad(format!("{hist_label}: {e}")))?;
     let graph = match &a.graph {
         None => None,
-        Some(path) => Some(
-            SymbolicGraph::parse(&read(path)?)
-                .map_err(|e| bad(format!("{}: {e}", path.display())))?,
-        ),
+        Some(path) => {
+            let g = SymbolicGraph::parse(&read(path)?)
+                .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+            if g.symbols.is_empty() {
+                return Err(bad(format!(
+                    "--graph {}: not a symbolic graph (no \"symbols\"); give the symbolic graph \
+                     the plan {plan_label} was made for",
+                    path.display()
+                )));
+            }
+            Some(g)
+        }
     };
     let batching = a.batching.then_some(BatchingOptions {
         window: a.window,
@@ -94,6 +112,8 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
         std::fs::create_dir_all(dir)
             .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
     }
+    // The fallbacks and the report, written together once all are known.
+    let mut files: Vec<(&str, PathBuf, String)> = Vec::new();
     for (f, pair) in report.fallback_plans.iter().flatten().zip(&pairs) {
         match (&f.reason, f.peak_bytes) {
             (Some(why), _) => println!("fallback at {}: no plan fits: {why}", f.binding),
@@ -111,19 +131,28 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
         }
         if let (Some(dir), Some((g, p)), true) = (&a.fallback_dir, pair, f.fits) {
             let stem = f.binding.to_string();
-            write_out(
-                &Some(dir.join(format!("{stem}.graph.json"))),
-                &format!("{}\n", g.to_json()),
-            )?;
-            write_out(
-                &Some(dir.join(format!("{stem}.plan.json"))),
-                &format!("{}\n", p.to_json()),
-            )?;
+            files.push((
+                "--fallback-dir file",
+                dir.join(format!("{stem}.graph.json")),
+                format!("{}\n", g.to_json()),
+            ));
+            files.push((
+                "--fallback-dir file",
+                dir.join(format!("{stem}.plan.json")),
+                format!("{}\n", p.to_json()),
+            ));
         }
     }
-    if a.output.is_some() {
+    if let Some(path) = &a.output {
         let json = serde_json::to_string_pretty(&report)?;
-        write_out(&a.output, &format!("{json}\n"))?;
+        files.push(("-o", path.clone(), format!("{json}\n")));
     }
+    let outputs: Vec<(&str, &Path)> = files.iter().map(|(r, p, _)| (*r, p.as_path())).collect();
+    check_outputs(&inputs, &outputs)?;
+    let bytes: Vec<(&Path, &[u8])> = files
+        .iter()
+        .map(|(_, p, t)| (p.as_path(), t.as_bytes()))
+        .collect();
+    write_files(&bytes)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -8,9 +8,11 @@
 //!
 //! The only file of the command line that uses the executor.
 
+use crate::args::MAX_PERTURB_US;
 use crate::args::{DeviceArg, KernelsArg, RunArgs};
-use crate::common::{bad, graph_for_plan, load_graph, load_plan, write_out};
-use anyhow::{Context, Result};
+use crate::common::{bad, graph_for_plan, load_graph, load_plan};
+use crate::output::{check_outputs, write_files, write_out};
+use anyhow::Result;
 use memplan::data_file::{self, Dtype, TensorData, TensorFile};
 use memplan::graph::Graph;
 use memplan_executor::{
@@ -47,8 +49,8 @@ fn load_data(paths: &[PathBuf], g: &Graph) -> Result<TensorValues> {
     let mut values = TensorValues::new();
     let ids = g.tensor_ids();
     for path in paths {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| bad(format!("--data {}: cannot read it: {e}", path.display())))?;
         let file = data_file::read(&bytes).map_err(|e| bad(format!("{}: {e}", path.display())))?;
         for (name, t) in file.tensors {
             let in_file = |msg: String| bad(format!("{}: tensor {name:?}: {msg}", path.display()));
@@ -108,8 +110,7 @@ fn write_outputs(path: &Path, r: &ExecReport, g: &Graph) -> Result<()> {
         };
         file.tensors.insert(name.clone(), data);
     }
-    std::fs::write(path, data_file::write(&file))
-        .with_context(|| format!("cannot write {}", path.display()))
+    write_files(&[(path, &data_file::write(&file))])
 }
 
 /// Whether `g` runs conv algorithms chosen by memplan (which round differently from the
@@ -134,6 +135,23 @@ enum OriginalGraph<'a> {
 
 /// Runs `memplan run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
+    if a.perturb_us > MAX_PERTURB_US {
+        return Err(bad(format!(
+            "--perturb-us {} is over the maximum of {MAX_PERTURB_US} (1 s per task)",
+            a.perturb_us
+        )));
+    }
+    if let Some(path) = &a.outputs_out {
+        let mut inputs: Vec<(&str, &Path)> = vec![("the plan", &a.plan)];
+        if a.graph != "sample" {
+            inputs.push(("the graph", Path::new(&a.graph)));
+        }
+        if let Some(o) = &a.original {
+            inputs.push(("the --original graph", Path::new(o)));
+        }
+        inputs.extend(a.data.iter().map(|d| ("a --data file", d.as_path())));
+        check_outputs(&inputs, &[("--outputs-out", path)])?;
+    }
     let mut opts = exec_options(&a);
     let given = load_graph(&a.graph)?;
     let p = load_plan(&a.plan)?;
@@ -193,6 +211,11 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Err(e @ ExecError::Device(_)) => return Err(bad(e.to_string())),
         Err(e @ ExecError::BadPlan { .. }) => {
             eprintln!("execution failed: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        // A plan whose regions cannot be allocated here cannot be executed: a negative answer.
+        Err(e @ ExecError::OutOfMemory { .. }) => {
+            eprintln!("the plan cannot be executed: {e}");
             return Ok(ExitCode::from(1));
         }
         Err(e @ ExecError::MixedKernels { .. }) => {

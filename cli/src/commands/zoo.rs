@@ -3,6 +3,7 @@
 
 use crate::args::ZooArgs;
 use crate::common::{bad, mib};
+use crate::output::same_file;
 use anyhow::Result;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use memplan::budget;
@@ -25,6 +26,14 @@ pub fn zoo(a: ZooArgs) -> Result<ExitCode> {
     let percents = budget_percents(a.budgets.as_deref())?;
     if a.jobs == 0 {
         return Err(bad("--jobs must be at least 1"));
+    }
+    // The results go to OUT: an input there would be overwritten, or read as a graph next time.
+    if let Some(input) = a.inputs.iter().find(|i| same_file(i, &a.out)) {
+        return Err(bad(format!(
+            "--out {} is also the input {}; choose another folder",
+            a.out.display(),
+            input.display()
+        )));
     }
     let opts = ZooOptions {
         pipeline: base,

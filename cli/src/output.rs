@@ -1,0 +1,299 @@
+//! Writing a command's output files safely.
+//!
+//! [`check_outputs`] runs before a command does any work: no output may be one of the
+//! command's inputs or another of its outputs, and every output's folder must exist. Then
+//! [`write_files`] writes all the outputs of a command together: each regular file through a
+//! temporary file beside it (`NAME.tmp~`) and a rename, so a failure never leaves half a
+//! file; every temporary file is written before the first rename, so a failure to write one
+//! output leaves the others as they were. A symbolic link is followed: its target is replaced
+//! the same way and the link stays. A special file (a device such as `/dev/null`, a FIFO, a
+//! socket) is written directly, never replaced.
+//!
+//! Errors whose cause is the user's path (a missing folder, a directory, no permission) are
+//! bad input (exit code 2) naming the path.
+
+use crate::common::bad;
+use anyhow::Result;
+use std::fs::{self, Metadata};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The most symbolic links followed from an output path to the file it names (as Linux's
+/// `MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// The path `path` names after following symbolic links (none when it is not a link; a
+/// dangling link gives the path its last link points to, where the file will be created).
+fn resolve_links(path: &Path) -> Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = fs::read_link(&p)
+                    .map_err(|e| bad(format!("cannot read the link {}: {e}", p.display())))?;
+                p = match p.parent() {
+                    Some(dir) if target.is_relative() => dir.join(target),
+                    _ => target,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(bad(format!(
+        "{}: more than {MAX_LINKS} levels of symbolic links",
+        path.display()
+    )))
+}
+
+/// Whether `m` is a special file: a character or block device, a FIFO or a socket.
+fn is_special(m: &Metadata) -> bool {
+    let t = m.file_type();
+    t.is_char_device() || t.is_block_device() || t.is_fifo() || t.is_socket()
+}
+
+/// The folder a file at `path` lives in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// What identifies a file: its device and inode when it exists, else the canonical path of
+/// its folder joined with its name (where it will be created).
+#[derive(PartialEq, Eq)]
+enum FileKey {
+    /// An existing file.
+    Inode(u64, u64),
+    /// A file not created yet.
+    Planned(PathBuf),
+}
+
+/// The [`FileKey`] of `path`; `None` for a special file (which never conflicts: `/dev/null`
+/// may take several outputs) or a path whose folder cannot be resolved.
+fn file_key(path: &Path) -> Option<FileKey> {
+    match fs::metadata(path) {
+        Ok(m) if is_special(&m) => None,
+        Ok(m) => Some(FileKey::Inode(m.dev(), m.ino())),
+        Err(_) => {
+            let target = resolve_links(path).ok()?;
+            let dir = fs::canonicalize(parent_dir(&target)).ok()?;
+            Some(FileKey::Planned(dir.join(target.file_name()?)))
+        }
+    }
+}
+
+/// Whether `a` and `b` name the same file or folder ([`FileKey`]); never for special files.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (file_key(a), file_key(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// Checks, before a command does any work, that its outputs can be written: no output is
+/// one of `inputs` or another output (the same file by device and inode, or by canonical
+/// folder and name when it does not exist yet), none is a directory, and every output's
+/// folder exists. `inputs` and `outputs` are (role, path) pairs; roles name the file in
+/// messages, e.g. `("the input graph", graph)` and `("-o", output)`. Special files (such as
+/// `/dev/null`) are exempt from the comparisons. Every failure is bad input (exit code 2).
+pub fn check_outputs(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Result<()> {
+    let input_keys: Vec<_> = inputs
+        .iter()
+        .map(|(role, p)| (*role, file_key(p)))
+        .collect();
+    let mut seen: Vec<(&str, &Path, FileKey)> = Vec::new();
+    for &(flag, path) in outputs {
+        let shown = path.display();
+        let target = resolve_links(path)?;
+        match fs::metadata(&target) {
+            Ok(m) if m.is_dir() => return Err(bad(format!("{flag} {shown} is a directory"))),
+            Ok(m) if is_special(&m) => continue,
+            _ => {}
+        }
+        let dir = parent_dir(&target);
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(bad(format!(
+                    "{flag} {shown}: {} is not a directory",
+                    dir.display()
+                )))
+            }
+            Err(e) => {
+                return Err(bad(format!(
+                    "{flag} {shown}: the directory {} {}",
+                    dir.display(),
+                    if e.kind() == ErrorKind::NotFound {
+                        "does not exist".to_string()
+                    } else {
+                        format!("cannot be read: {e}")
+                    }
+                )))
+            }
+        }
+        let Some(key) = file_key(path) else {
+            continue;
+        };
+        if let Some((role, _)) = input_keys.iter().find(|(_, k)| k.as_ref() == Some(&key)) {
+            return Err(bad(format!(
+                "{flag} {shown} is also {role}; choose another path"
+            )));
+        }
+        if let Some((other, other_path, _)) = seen.iter().find(|(_, _, k)| *k == key) {
+            return Err(bad(format!(
+                "{flag} {shown} is the same file as {other} {}; choose another path",
+                other_path.display()
+            )));
+        }
+        seen.push((flag, path, key));
+    }
+    Ok(())
+}
+
+/// An I/O error on `path` (while `doing` something): bad input naming the path when the
+/// user's path is the cause (a missing folder, a directory, no permission, a read-only file
+/// system), else an internal error.
+fn io_error(doing: &str, path: &Path, e: std::io::Error) -> anyhow::Error {
+    let users_path = matches!(
+        e.kind(),
+        ErrorKind::NotFound
+            | ErrorKind::PermissionDenied
+            | ErrorKind::IsADirectory
+            | ErrorKind::NotADirectory
+            | ErrorKind::ReadOnlyFilesystem
+            | ErrorKind::DirectoryNotEmpty
+    );
+    let msg = match e.kind() {
+        ErrorKind::IsADirectory | ErrorKind::DirectoryNotEmpty => {
+            format!("cannot write {}: it is a directory", path.display())
+        }
+        _ => format!("cannot {doing} {}: {e}", path.display()),
+    };
+    if users_path {
+        bad(msg)
+    } else {
+        anyhow::anyhow!(msg)
+    }
+}
+
+/// How one output is written: a temporary file renamed onto its target, or a special file
+/// written in place.
+enum Staged<'a> {
+    /// A regular file (new or replaced): `tmp` is written, then renamed onto `target`.
+    Replace {
+        /// The temporary file beside the target.
+        tmp: PathBuf,
+        /// The file replaced (the output path, or the file its links point to).
+        target: PathBuf,
+        /// The path as given, for messages.
+        given: &'a Path,
+    },
+    /// A special file, written directly when the others are in place.
+    Direct {
+        /// The special file.
+        target: PathBuf,
+        /// The bytes to write.
+        data: &'a [u8],
+    },
+}
+
+/// The temporary file beside `target`: `NAME.tmp~`.
+fn tmp_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp~");
+    target.with_file_name(name)
+}
+
+/// Removes the temporary files of `staged` (after a failure).
+fn remove_temps(staged: &[Staged<'_>]) {
+    for s in staged {
+        if let Staged::Replace { tmp, .. } = s {
+            // Best effort: the error that got us here is the one reported.
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Writes every `(path, bytes)` of one command (module doc): every regular file's temporary
+/// file first, then the renames, then the special files; after a failure no temporary file
+/// is left behind.
+pub fn write_files(files: &[(&Path, &[u8])]) -> Result<()> {
+    let mut staged: Vec<Staged<'_>> = Vec::new();
+    for &(path, data) in files {
+        match stage(path, data) {
+            Ok(s) => staged.push(s),
+            Err(e) => {
+                remove_temps(&staged);
+                return Err(e);
+            }
+        }
+    }
+    for (i, s) in staged.iter().enumerate() {
+        if let Staged::Replace { tmp, target, given } = s {
+            if let Err(e) = fs::rename(tmp, target) {
+                remove_temps(&staged[i..]);
+                return Err(io_error("write", given, e));
+            }
+        }
+    }
+    for s in &staged {
+        if let Staged::Direct { target, data } = s {
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .open(target)
+                .map_err(|e| io_error("open", target, e))?;
+            f.write_all(data)
+                .and_then(|()| f.flush())
+                .map_err(|e| io_error("write", target, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Prepares the output `path`: a special file is left for a direct write; otherwise `data`
+/// goes to the temporary file beside the file `path` names (following links), with that
+/// file's permissions when it exists.
+fn stage<'a>(path: &'a Path, data: &'a [u8]) -> Result<Staged<'a>> {
+    let target = resolve_links(path)?;
+    let existing = fs::metadata(&target).ok();
+    if let Some(m) = &existing {
+        if is_special(m) {
+            return Ok(Staged::Direct { target, data });
+        }
+        if m.is_dir() {
+            return Err(bad(format!(
+                "cannot write {}: it is a directory",
+                path.display()
+            )));
+        }
+    }
+    let tmp = tmp_path(&target);
+    let written = fs::write(&tmp, data).and_then(|()| match &existing {
+        Some(m) => fs::set_permissions(&tmp, m.permissions()),
+        None => Ok(()),
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_error("write", path, e));
+    }
+    Ok(Staged::Replace {
+        tmp,
+        target,
+        given: path,
+    })
+}
+
+/// Writes `text` to `output` (see [`write_files`]), or to stdout when there is none.
+pub fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
+    match output {
+        Some(path) => write_files(&[(path, text.as_bytes())]),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+            Ok(())
+        }
+    }
+}
