@@ -196,8 +196,9 @@ pub fn app(service: AppState) -> Router {
 }
 
 /// Serves `service` on `listener` until `signal` completes, then shuts down gracefully:
-/// admission stops, open requests finish, running jobs get the grace period and are then
-/// put back in the queue on disk.
+/// admission stops (new work gets 503, `/healthz` 503) while running jobs get the grace
+/// period and the listener still answers; then open requests finish and the jobs still
+/// running are put back in the queue on disk.
 pub async fn serve(
     service: Arc<Service>,
     listener: tokio::net::TcpListener,
@@ -211,9 +212,11 @@ pub async fn serve(
         .with_graceful_shutdown(async move {
             signal.await;
             stopping.begin_shutdown();
+            stopping.drain().await;
         })
         .await?;
-    service.shutdown().await;
+    service.begin_shutdown();
+    service.interrupt_running().await;
     Ok(())
 }
 

@@ -167,3 +167,56 @@ async fn with_the_worker_busy_the_queue_places_are_served_and_every_other_reques
     s.stop.send(()).unwrap();
     s.task.await.unwrap().unwrap();
 }
+
+/// `GET path` on its own connection: the status, or `None` when the connection is refused.
+async fn get_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let stream = TcpStream::connect(addr).await.ok()?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .ok()?;
+    tokio::spawn(conn);
+    let req = Request::get(path)
+        .header("host", "localhost")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    Some(sender.send_request(req).await.ok()?.status().as_u16())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_the_grace_period_the_service_still_answers_503_and_then_requeues_the_job() {
+    let mut c = config(None);
+    c.shutdown_grace = Duration::from_secs(3);
+    let s = server(c).await;
+    let r = s
+        .api
+        .post_json(
+            "/v1/jobs",
+            &plan_request(
+                busy_graph(),
+                json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 202, "{}", r.text);
+    let job = r.json()["id"].as_str().unwrap().to_string();
+    s.api
+        .wait_job(&job, Duration::from_secs(60), |st| st == "running")
+        .await;
+    assert_eq!(get_status(s.addr, "/healthz").await, Some(200));
+    s.stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Before, the listener closed at the signal: connections were refused for the whole
+    // grace period.
+    assert_eq!(get_status(s.addr, "/healthz").await, Some(503));
+    let (status, _, body) = post(
+        s.addr,
+        "/v1/plan",
+        plan_request(sample(), json!({"strategy": "heuristic"})).to_string(),
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    s.task.await.unwrap().unwrap();
+    // The job outlived the grace period: it is back in the queue, not failed.
+    let r = s.api.get(&format!("/v1/jobs/{job}")).await;
+    assert_eq!(r.json()["status"], "queued", "{}", r.text);
+}

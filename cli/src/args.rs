@@ -461,7 +461,9 @@ pub struct ServeArgs {
     /// Largest number of buffers of a placement (422 beyond).
     #[arg(long, default_value_t = config::DEFAULT_MAX_BUFFERS)]
     pub max_buffers: usize,
-    /// Time limit in seconds when a request gives none.
+    /// Time limit in seconds of a placement (`POST /v1/place`) whose request gives none.
+    /// Plans and jobs without one get the pipeline's default of 60 s, as the CLI's `plan`
+    /// does, lowered to --sync-time-limit-cap or --max-time-limit.
     #[arg(long, default_value_t = config::DEFAULT_TIME_LIMIT_S)]
     pub default_time_limit: f64,
     /// Largest time limit in seconds of POST /v1/plan and /v1/place (422 beyond).

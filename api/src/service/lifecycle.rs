@@ -158,14 +158,29 @@ impl Service {
     }
 
     /// Shuts down: [`Service::begin_shutdown`], then lets running jobs finish within the grace
-    /// period, then stops the others and waits until they are back in the queue on disk.
+    /// period ([`Service::drain`]), then stops the others and waits until they are back in the
+    /// queue on disk ([`Service::interrupt_running`]).
     pub async fn shutdown(&self) {
         self.begin_shutdown();
+        self.drain().await;
+        self.interrupt_running().await;
+    }
+
+    /// Waits until no job runs or the grace period has passed. [`crate::serve`] waits here
+    /// while it still listens, so that `/healthz` answers 503 and new work is refused with
+    /// 503 during the grace period instead of connections being refused.
+    pub async fn drain(&self) {
         let running = || self.counters.running_jobs.load(Ordering::SeqCst);
         let deadline = Instant::now() + self.config.shutdown_grace;
         while running() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Stops the jobs still running (after [`Service::drain`]) and waits until they are back
+    /// in the queue on disk.
+    pub async fn interrupt_running(&self) {
+        let running = || self.counters.running_jobs.load(Ordering::SeqCst);
         let live: Vec<Arc<LiveJob>> = match self.live.lock() {
             Ok(map) => map.values().cloned().collect(),
             Err(_) => Vec::new(),
