@@ -109,15 +109,21 @@ async fn assert_same_plan_as_the_pipeline(
     );
 }
 
+/// The heuristic strategy at the service's default time limit (what a request that gives no
+/// time limit runs with).
+fn heuristic_at_the_default_limit(api: &Api) -> PipelineOptions {
+    PipelineOptions {
+        strategy: Strategy::Heuristic,
+        time_limit_s: api.service.config().default_time_limit.as_secs_f64(),
+        ..PipelineOptions::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn post_plan_gives_the_pipelines_plan_for_the_same_options() {
     let api = start(config(None)).await;
     // No time limit given: the service's default (1 s) is the pipeline's time limit.
-    let heuristic = PipelineOptions {
-        strategy: Strategy::Heuristic,
-        time_limit_s: api.service.config().default_time_limit.as_secs_f64(),
-        ..PipelineOptions::default()
-    };
+    let heuristic = heuristic_at_the_default_limit(&api);
     assert_same_plan_as_the_pipeline(&api, &sample(), "strategy=heuristic", &heuristic).await;
     let Some(graph) = zoo("resnet18.1.inference.json") else {
         return;
@@ -250,11 +256,7 @@ async fn unknown_query_parameters_are_a_422_naming_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_given_tile_or_conv_algos_adds_its_rewrite_as_the_cli_flag_does() {
     let api = start(config(None)).await;
-    let heuristic = PipelineOptions {
-        strategy: Strategy::Heuristic,
-        time_limit_s: api.service.config().default_time_limit.as_secs_f64(),
-        ..PipelineOptions::default()
-    };
+    let heuristic = heuristic_at_the_default_limit(&api);
     // `tile=4` alone is `memplan plan --tile 4`: the tile rewrite with 4 strips.
     let tiled = PipelineOptions {
         rewrite: vec![Rewrite::Tile],

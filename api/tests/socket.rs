@@ -107,21 +107,7 @@ async fn with_the_worker_busy_the_queue_places_are_served_and_every_other_reques
     c.queue = QUEUE;
     let s = server(c).await;
     // A job that keeps the only worker busy until it is cancelled.
-    let r = s
-        .api
-        .post_json(
-            "/v1/jobs",
-            &plan_request(
-                busy_graph(),
-                json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
-            ),
-        )
-        .await;
-    assert_eq!(r.status.as_u16(), 202, "{}", r.text);
-    let job = r.json()["id"].as_str().unwrap().to_string();
-    s.api
-        .wait_job(&job, Duration::from_secs(60), |st| st == "running")
-        .await;
+    let job = s.api.running_busy_job().await;
     // 200 requests at once: the queue's places admit QUEUE of them, which wait for the worker;
     // every other one is refused at once.
     let tasks: Vec<_> = (0..200)
@@ -187,21 +173,7 @@ async fn during_the_grace_period_the_service_still_answers_503_and_then_requeues
     let mut c = config(None);
     c.shutdown_grace = Duration::from_secs(3);
     let s = server(c).await;
-    let r = s
-        .api
-        .post_json(
-            "/v1/jobs",
-            &plan_request(
-                busy_graph(),
-                json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
-            ),
-        )
-        .await;
-    assert_eq!(r.status.as_u16(), 202, "{}", r.text);
-    let job = r.json()["id"].as_str().unwrap().to_string();
-    s.api
-        .wait_job(&job, Duration::from_secs(60), |st| st == "running")
-        .await;
+    let job = s.api.running_busy_job().await;
     assert_eq!(get_status(s.addr, "/healthz").await, Some(200));
     s.stop.send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;

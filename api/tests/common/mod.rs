@@ -162,6 +162,24 @@ impl Api {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    /// Submits a [`busy_graph`] job (60 s, [`BUSY_EFFORT`]) and waits until it runs; its id.
+    pub async fn running_busy_job(&self) -> String {
+        let r = self
+            .post_json(
+                "/v1/jobs",
+                &plan_request(
+                    busy_graph(),
+                    json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
+                ),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+        let job = r.json()["id"].as_str().unwrap().to_string();
+        self.wait_job(&job, Duration::from_secs(60), |st| st == "running")
+            .await;
+        job
+    }
 }
 
 pub fn repo() -> &'static Path {
