@@ -215,7 +215,7 @@ pub async fn serve(
             stopping.drain().await;
         })
         .await?;
-    service.begin_shutdown();
+    // The graceful future above has stopped admission and drained.
     service.interrupt_running().await;
     Ok(())
 }

@@ -345,17 +345,7 @@ async fn when_every_place_is_taken_new_work_is_answered_503_with_retry_after() {
     c.workers = 1;
     c.queue = 0;
     let api = start(c).await;
-    let busy = api
-        .post_json(
-            "/v1/jobs",
-            &plan_request(
-                busy_graph(),
-                json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
-            ),
-        )
-        .await;
-    assert_eq!(busy.status, StatusCode::ACCEPTED, "{}", busy.text);
-    let id = busy.json()["id"].as_str().unwrap().to_string();
+    let id = api.running_busy_job().await;
     let plan = plan_request(sample(), json!({"strategy": "heuristic"}));
     for uri in ["/v1/plan", "/v1/jobs"] {
         let r = api.post_json(uri, &plan).await;

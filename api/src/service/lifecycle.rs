@@ -170,9 +170,8 @@ impl Service {
     /// while it still listens, so that `/healthz` answers 503 and new work is refused with
     /// 503 during the grace period instead of connections being refused.
     pub async fn drain(&self) {
-        let running = || self.counters.running_jobs.load(Ordering::SeqCst);
         let deadline = Instant::now() + self.config.shutdown_grace;
-        while running() > 0 && Instant::now() < deadline {
+        while self.running_jobs() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -180,7 +179,6 @@ impl Service {
     /// Stops the jobs still running (after [`Service::drain`]) and waits until they are back
     /// in the queue on disk.
     pub async fn interrupt_running(&self) {
-        let running = || self.counters.running_jobs.load(Ordering::SeqCst);
         let live: Vec<Arc<LiveJob>> = match self.live.lock() {
             Ok(map) => map.values().cloned().collect(),
             Err(_) => Vec::new(),
@@ -192,8 +190,13 @@ impl Service {
             }
         }
         let deadline = Instant::now() + PERSIST_WAIT;
-        while running() > 0 && Instant::now() < deadline {
+        while self.running_jobs() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Jobs running now.
+    fn running_jobs(&self) -> usize {
+        self.counters.running_jobs.load(Ordering::SeqCst)
     }
 }
