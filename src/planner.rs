@@ -376,6 +376,7 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
             &lopts,
             Some(&r.order),
             r.stats.lower_bound,
+            &run.remaining(),
         ));
         order_result = Some(r);
     }
@@ -727,6 +728,7 @@ pub fn graph_stats(graph: &Graph) -> Result<GraphStats, PlanError> {
             &lopts,
             None,
             order_lower_bound,
+            &Limits::UNLIMITED,
         ),
     })
 }

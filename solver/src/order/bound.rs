@@ -27,8 +27,9 @@
 //! first/last-step facts above. No recursion.
 
 use super::lifetimes::inplace_fits;
-use super::mincut::{min_cut_with_facts, DEFAULT_WORK};
+use super::mincut::{clock_of, min_cut_with_facts, DEFAULT_WORK};
 use super::{LifetimeOptions, OrderProblem};
+use crate::limits::Limits;
 
 /// Word operations (or node/value additions) above which the exact bitset bound is replaced
 /// by the linear fallback.
@@ -51,12 +52,33 @@ pub fn order_lower_bound_hinted(
     opts: &LifetimeOptions,
     hint: Option<&[usize]>,
 ) -> u64 {
+    order_lower_bound_within(problem, opts, hint, &Limits::UNLIMITED)
+}
+
+/// [`order_lower_bound_hinted`] whose min cut also stops when `limits`' time is spent or its
+/// stop flag is raised (a weaker bound then, never a wrong one; the per-node bound is always
+/// computed in full). Without a time limit or a flag it is [`order_lower_bound_hinted`].
+pub fn order_lower_bound_within(
+    problem: &OrderProblem,
+    opts: &LifetimeOptions,
+    hint: Option<&[usize]>,
+    limits: &Limits,
+) -> u64 {
     let facts = Facts::new(problem, opts);
     let (cheap, topo) = per_node_with_facts(problem, &facts);
     let Some(topo) = topo else {
         return cheap;
     };
-    min_cut_with_facts(problem, &facts, hint, Some(&topo), cheap, DEFAULT_WORK).bytes
+    let clock = clock_of(limits);
+    min_cut_with_facts(
+        problem,
+        &facts,
+        hint,
+        Some(&topo),
+        cheap,
+        (DEFAULT_WORK, &clock),
+    )
+    .bytes
 }
 
 /// Distinct rounding wastes tried as thresholds by [`aligned_order_bound`] (the largest ones).
@@ -77,13 +99,16 @@ pub const WASTE_THRESHOLDS: usize = 3;
 /// is such a sum over one step's live values, so the order bound of the adjusted sizes minus
 /// `θ` holds for every order's placement. The maximum over the [`WASTE_THRESHOLDS`] largest
 /// distinct wastes (θ = 0 is the order bound itself). With in-place merging on (one buffer
-/// for several values) it returns `floor`. Cost: up to [`WASTE_THRESHOLDS`] order bounds.
+/// for several values) it returns `floor`. Cost: up to [`WASTE_THRESHOLDS`] order bounds, each
+/// stopped by `limits` as in [`order_lower_bound_within`] (none is started once they are spent).
 pub fn aligned_order_bound(
     problem: &OrderProblem,
     opts: &LifetimeOptions,
     hint: Option<&[usize]>,
     floor: u64,
+    limits: &Limits,
 ) -> u64 {
+    let started = std::time::Instant::now();
     let has_workspace = problem.nodes.iter().any(|v| v.workspace > 0);
     let g = problem
         .values
@@ -114,6 +139,10 @@ pub fn aligned_order_bound(
     wastes.dedup();
     let mut best = floor;
     for &theta in wastes.iter().take(WASTE_THRESHOLDS) {
+        let left = limits.remaining_after(started.elapsed());
+        if left.is_cancelled() || left.time.is_some_and(|t| t.is_zero()) {
+            break;
+        }
         let adjust = |size: u64| {
             if size == 0 || waste(size) > theta {
                 size
@@ -128,7 +157,7 @@ pub fn aligned_order_bound(
         for v in &mut adjusted.nodes {
             v.workspace = adjust(v.workspace);
         }
-        let bound = order_lower_bound_hinted(&adjusted, opts, hint).saturating_sub(theta);
+        let bound = order_lower_bound_within(&adjusted, opts, hint, &left).saturating_sub(theta);
         best = best.max(bound);
     }
     best
@@ -491,7 +520,7 @@ mod tests {
             }
             p.workspace_alignment = 16;
             let floor = order_lower_bound(&p, &opts);
-            let bound = aligned_order_bound(&p, &opts, None, floor);
+            let bound = aligned_order_bound(&p, &opts, None, floor, &Limits::UNLIMITED);
             let best = best_aligned_load(&p, &opts);
             assert!(
                 floor <= bound && bound <= best,
@@ -511,11 +540,39 @@ mod tests {
         p.workspace_alignment = 16;
         let opts = LifetimeOptions::default();
         let floor = order_lower_bound(&p, &opts);
-        assert!(aligned_order_bound(&p, &opts, None, floor) > floor);
+        assert!(aligned_order_bound(&p, &opts, None, floor, &Limits::UNLIMITED) > floor);
         let inplace = LifetimeOptions { inplace: true };
-        assert_eq!(aligned_order_bound(&p, &inplace, None, 5), 5);
+        assert_eq!(
+            aligned_order_bound(&p, &inplace, None, 5, &Limits::UNLIMITED),
+            5
+        );
         p.values[0].alignment = 1;
-        assert_eq!(aligned_order_bound(&p, &opts, None, floor), floor);
+        assert_eq!(
+            aligned_order_bound(&p, &opts, None, floor, &Limits::UNLIMITED),
+            floor
+        );
+    }
+
+    #[test]
+    fn a_spent_time_limit_leaves_the_aligned_order_bound_at_its_floor() {
+        let mut p = random_problem(7, 7);
+        for t in &mut p.values {
+            t.alignment = 16;
+        }
+        p.workspace_alignment = 16;
+        let opts = LifetimeOptions::default();
+        let floor = order_lower_bound(&p, &opts);
+        let spent = Limits::with_time(std::time::Duration::ZERO);
+        assert_eq!(aligned_order_bound(&p, &opts, None, floor, &spent), floor);
+        let open = Limits::with_time(std::time::Duration::from_secs(3600));
+        assert_eq!(
+            aligned_order_bound(&p, &opts, None, floor, &open),
+            aligned_order_bound(&p, &opts, None, floor, &Limits::UNLIMITED)
+        );
+        assert_eq!(
+            order_lower_bound_within(&p, &opts, None, &spent),
+            per_node_bound(&p, &opts)
+        );
     }
 
     /// in(100) -> a -> v(100) -> b (workspace 7) -> out(10); a may work in place.

@@ -27,7 +27,7 @@
 //! so it is deterministic and bounded when the budget is unlimited. It never returns an order
 //! worse than the incumbent.
 
-use super::bound::order_lower_bound_hinted;
+use super::bound::order_lower_bound_within;
 use super::lifetimes::inplace_fits;
 use super::{LifetimeOptions, OrderProblem, Orderer};
 use crate::limits::{Limits, LimitsClock};
@@ -80,7 +80,7 @@ impl Orderer for LocalSearch {
         // The early stop at the bound is worth its price on graphs of ordinary size only.
         let small = problem.nodes.len() + problem.values.len() <= BOUND_CHECK_LIMIT;
         let bound = if small {
-            order_lower_bound_hinted(problem, opts, Some(incumbent))
+            order_lower_bound_within(problem, opts, Some(incumbent), limits)
         } else {
             0
         };

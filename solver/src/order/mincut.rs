@@ -39,16 +39,22 @@
 //! **Complexity.** Per evaluated step: `O(n + e + Σ readers)` to build the network over the
 //! free ops and Dinic's max flow, `O(V² E)` worst case, far less on DNN graphs where few ops
 //! are free. Effort is a deterministic work budget ([`DEFAULT_WORK`] units: one unit per edge
-//! scanned or node visited); when it runs out the bound found so far is returned. Iterative
-//! throughout (no recursion); integer `u64` capacities; deterministic.
+//! scanned or node visited); when it runs out the bound found so far is returned. A clock
+//! ([`min_cut_bound_within`]) is only a cap on top: it is read between steps and every
+//! [`CLOCK_EVERY`] work units of a flow, and a stop returns the bound found so far. Iterative
+//! throughout (no recursion); integer `u64` capacities; deterministic unless the clock stops it.
 
 use super::bound::Facts;
 use super::{LifetimeOptions, OrderProblem};
+use crate::limits::{Limits, LimitsClock};
 
 /// Default work budget of [`min_cut_bound`] (edge scans and node visits): at most a fraction
 /// of a second; the zoo graphs settle every step with far less (see `memplan-benchmarks --only
 /// bound`).
 pub const DEFAULT_WORK: u64 = 60_000_000;
+
+/// Work units between two readings of the clock inside one step's max flow.
+pub const CLOCK_EVERY: u64 = 1 << 16;
 
 /// What [`min_cut_bound`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,20 +82,46 @@ pub fn min_cut_bound(
     floor: u64,
     work: u64,
 ) -> MinCutBound {
+    min_cut_bound_within(problem, opts, hint, floor, work, &Limits::UNLIMITED)
+}
+
+/// [`min_cut_bound`] that also stops when `limits`' time is spent or its stop flag is raised
+/// (its node limit is ignored: `work` is the effort), with the bound found so far (`complete`
+/// false). Without a time limit or a flag it is [`min_cut_bound`].
+pub fn min_cut_bound_within(
+    problem: &OrderProblem,
+    opts: &LifetimeOptions,
+    hint: Option<&[usize]>,
+    floor: u64,
+    work: u64,
+    limits: &Limits,
+) -> MinCutBound {
     let facts = Facts::new(problem, opts);
-    min_cut_with_facts(problem, &facts, hint, None, floor, work)
+    let clock = clock_of(limits);
+    min_cut_with_facts(problem, &facts, hint, None, floor, (work, &clock))
+}
+
+/// A clock that reads `limits`' time and stop flag only (no node limit).
+pub(crate) fn clock_of(limits: &Limits) -> LimitsClock {
+    Limits {
+        nodes: None,
+        ..limits.clone()
+    }
+    .start()
 }
 
 /// [`min_cut_bound`] with the in-place facts already computed; `listed` is the listed
-/// topological order when the caller has it.
+/// topological order when the caller has it; `effort` is the work cap and a clock that may
+/// stop the search earlier (see [`clock_of`]).
 pub(crate) fn min_cut_with_facts(
     problem: &OrderProblem,
     facts: &Facts,
     hint: Option<&[usize]>,
     listed: Option<&[usize]>,
     floor: u64,
-    work: u64,
+    effort: (u64, &LimitsClock),
 ) -> MinCutBound {
+    let (work, clock) = effort;
     let n = problem.nodes.len();
     let mut out = MinCutBound {
         bytes: floor,
@@ -129,12 +161,12 @@ pub(crate) fn min_cut_with_facts(
         if upper[v] <= out.bytes {
             break;
         }
-        if spent >= work {
+        if spent >= work || clock.exhausted().is_some() {
             out.complete = false;
             break;
         }
         let left = work - spent;
-        let r = step.bound_at(v, upper[v], left);
+        let r = step.bound_at(v, upper[v], left, clock);
         spent = spent.saturating_add(r.work);
         if r.flowed {
             out.flows += 1;
@@ -323,8 +355,8 @@ impl<'a> Stepper<'a> {
     }
 
     /// The bound at step `v` (module doc); `upper` is an upper bound on it, `budget` the work
-    /// allowed.
-    fn bound_at(&mut self, v: usize, upper: u64, budget: u64) -> StepBound {
+    /// allowed, `clock` a cap on top.
+    fn bound_at(&mut self, v: usize, upper: u64, budget: u64, clock: &LimitsClock) -> StepBound {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             // Stamps wrapped: clear them so no stale mark matches.
@@ -421,9 +453,12 @@ impl<'a> Stepper<'a> {
                 }
             }
         }
-        let (flow, flow_work, finished) =
-            self.net
-                .max_flow(Network::SOURCE, Network::SINK, budget.saturating_sub(work));
+        let (flow, flow_work, finished) = self.net.max_flow(
+            Network::SOURCE,
+            Network::SINK,
+            budget.saturating_sub(work),
+            clock,
+        );
         work += flow_work;
         StepBound {
             bytes: self.adjust(v, constant.saturating_add(flow)),
@@ -485,13 +520,25 @@ impl Network {
         }
     }
 
-    /// Dinic's max flow from `s` to `t`, stopping after about `budget` work units. Returns the
-    /// flow pushed (a lower bound on the min cut in any case), the work spent and whether the
-    /// flow is maximum.
-    fn max_flow(&mut self, s: u32, t: u32, budget: u64) -> (u64, u64, bool) {
+    /// Dinic's max flow from `s` to `t`, stopping after about `budget` work units or when
+    /// `clock` says so (read every [`CLOCK_EVERY`] units). Returns the flow pushed (a lower
+    /// bound on the min cut in any case), the work spent and whether the flow is maximum.
+    fn max_flow(&mut self, s: u32, t: u32, budget: u64, clock: &LimitsClock) -> (u64, u64, bool) {
         let nodes = self.first.len();
         let mut flow = 0u64;
         let mut work = 0u64;
+        // The work at which the clock is read next.
+        let mut read_at = CLOCK_EVERY;
+        let mut budget = budget;
+        let mut stopped = |work: u64, budget: &mut u64| {
+            if work >= read_at {
+                read_at = work.saturating_add(CLOCK_EVERY);
+                if clock.exhausted().is_some() {
+                    *budget = 0;
+                }
+            }
+            work >= *budget
+        };
         loop {
             // BFS levels on the residual graph.
             self.level.clear();
@@ -517,7 +564,7 @@ impl Network {
             if self.level[t as usize] == NONE {
                 return (flow, work, true);
             }
-            if work >= budget {
+            if stopped(work, &mut budget) {
                 return (flow, work, false);
             }
             // Blocking flow by iterative DFS with current-edge pointers.
@@ -526,7 +573,7 @@ impl Network {
             self.path.clear();
             let mut u = s;
             loop {
-                if work >= budget {
+                if stopped(work, &mut budget) {
                     return (flow, work, false);
                 }
                 if u == t {
@@ -725,6 +772,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_spent_time_or_a_raised_flag_returns_the_floor_and_an_open_limit_the_full_bound() {
+        let raised = crate::limits::CancelToken::new();
+        raised.cancel();
+        let spent = [
+            Limits::with_time(std::time::Duration::ZERO),
+            Limits {
+                cancel: Some(raised),
+                ..Limits::UNLIMITED
+            },
+        ];
+        let open = [
+            Limits::with_time(std::time::Duration::from_secs(3600)),
+            Limits {
+                cancel: Some(crate::limits::CancelToken::new()),
+                ..Limits::UNLIMITED
+            },
+        ];
+        let mut stopped = 0;
+        for seed in 0..50 {
+            let p = random_problem(7000 + seed, 7);
+            let opts = LifetimeOptions::default();
+            let full = unlimited(&p, &opts);
+            let floor = per_node_bound(&p, &opts);
+            for limits in &spent {
+                let r = min_cut_bound_within(&p, &opts, None, floor, u64::MAX, limits);
+                assert_eq!(r.bytes, floor, "seed {seed}");
+                assert_eq!(r.work, 0, "seed {seed}: no step is started");
+                if full.bytes > floor {
+                    assert!(!r.complete, "seed {seed}");
+                    stopped += 1;
+                }
+            }
+            for limits in &open {
+                let r = min_cut_bound_within(&p, &opts, None, 0, u64::MAX, limits);
+                assert_eq!(r, full, "seed {seed}");
+            }
+        }
+        assert!(
+            stopped > 0,
+            "some problem has a min cut above its per-node bound"
+        );
     }
 
     #[test]

@@ -288,7 +288,12 @@ pub fn best_order(
             method = o.name();
         }
     }
-    let lower = bound::order_lower_bound_hinted(problem, opts, Some(&best));
+    let lower = bound::order_lower_bound_within(
+        problem,
+        opts,
+        Some(&best),
+        &limits.remaining_after(started.elapsed()),
+    );
     debug_assert!(
         lower <= best_load,
         "order bound {lower} above an order's LOAD {best_load}"
