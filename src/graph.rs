@@ -438,8 +438,10 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::
 }
 
 impl Graph {
-    /// Parses and validates a memplan-graph/1 JSON document.
+    /// Parses and validates a memplan-graph/1 JSON document (a leading UTF-8 byte order mark,
+    /// which RFC 8259 lets a parser ignore, is ignored).
     pub fn parse(text: &str) -> Result<Graph, GraphError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let raw: RawGraph = serde_json::from_str(text).map_err(|e| {
             // String sizes fail the typed parse: say what the document is when it is symbolic.
             match serde_json::from_str::<serde_json::Value>(text)
@@ -974,6 +976,18 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_leading_byte_order_mark_is_ignored_and_one_inside_is_an_error() {
+        let text = SAMPLE_JSON;
+        let marked = format!("\u{feff}{text}");
+        assert_eq!(Graph::parse(&marked).unwrap(), Graph::parse(text).unwrap());
+        let twice = format!("\u{feff}{marked}");
+        assert!(matches!(
+            Graph::parse(&twice),
+            Err(GraphError::Json { line: 1, .. })
+        ));
+    }
 
     #[test]
     fn the_order_problem_leaves_weights_out_and_dedups_repeated_inputs() {

@@ -229,6 +229,26 @@ fn place_rejects_a_malformed_csv_with_line_and_column() {
 }
 
 #[test]
+fn files_that_start_with_a_byte_order_mark_are_read_as_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let bom = |name: &str, text: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, [b"\xef\xbb\xbf".as_slice(), text].concat()).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let csv = bom("bom.csv", b"id,lower,upper,size\na,0,2,10\nb,1,3,10\n");
+    let r = memplan(&["place", &csv]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stdout).starts_with("id,lower,upper,size,offset\n"));
+    let graph = bom("graph.json", &std::fs::read(sample()).unwrap());
+    let r = memplan(&["plan", &graph, "--order", "given"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let plan = bom("plan.json", &r.stdout);
+    let c = memplan(&["check", &graph, &plan]);
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+}
+
+#[test]
 fn place_refuses_buffers_that_no_64_bit_arena_holds_naming_the_line() {
     let dir = tempfile::tempdir().unwrap();
     // Three buffers of 2^63 - 1 bytes alive together: before, a placer's overflow ended the

@@ -80,7 +80,9 @@ pub enum CsvError {
 }
 
 /// Parses a buffer CSV. `default_alignment` applies when the file has no `alignment` column.
+/// A leading UTF-8 byte order mark (spreadsheets write one) is ignored.
 pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text
         .lines()
         .enumerate()
@@ -331,6 +333,14 @@ fn rows(ids: &[String], problem: &PlacementProblem, placement: Option<&Placement
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_leading_byte_order_mark_is_ignored() {
+        let plain = parse("id,lower,upper,size\na,0,2,10\n", 1).unwrap();
+        let marked = parse("\u{feff}id,lower,upper,size\na,0,2,10\n", 1).unwrap();
+        assert_eq!(marked.ids, plain.ids);
+        assert_eq!(marked.problem, plain.problem);
+    }
 
     #[test]
     fn parses_columns_in_any_order_and_round_trips() {
