@@ -531,13 +531,19 @@ mod tests {
         assert!(above > 150, "only {above} of 300 above the order bound");
     }
 
-    #[test]
-    fn the_aligned_order_bound_is_the_floor_with_inplace_merging_or_unaligned_values() {
+    /// A random problem whose values and workspaces are all 16-byte aligned.
+    fn aligned_16() -> OrderProblem {
         let mut p = random_problem(7, 7);
         for t in &mut p.values {
             t.alignment = 16;
         }
         p.workspace_alignment = 16;
+        p
+    }
+
+    #[test]
+    fn the_aligned_order_bound_is_the_floor_with_inplace_merging_or_unaligned_values() {
+        let mut p = aligned_16();
         let opts = LifetimeOptions::default();
         let floor = order_lower_bound(&p, &opts);
         assert!(aligned_order_bound(&p, &opts, None, floor, &Limits::UNLIMITED) > floor);
@@ -555,11 +561,7 @@ mod tests {
 
     #[test]
     fn a_spent_time_limit_leaves_the_aligned_order_bound_at_its_floor() {
-        let mut p = random_problem(7, 7);
-        for t in &mut p.values {
-            t.alignment = 16;
-        }
-        p.workspace_alignment = 16;
+        let p = aligned_16();
         let opts = LifetimeOptions::default();
         let floor = order_lower_bound(&p, &opts);
         let spent = Limits::with_time(std::time::Duration::ZERO);
