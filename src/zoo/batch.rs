@@ -358,11 +358,20 @@ pub fn content_hash(bytes: &[u8]) -> String {
     format!("{h:016x}")
 }
 
-/// Writes `text` to `path` through a temporary file and a rename (never half a file).
+/// Writes `text` to `path` through a temporary file beside it (`NAME.tmp~`) and a rename
+/// (never half a file); when the write or the rename fails, the temporary file is removed.
 pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), ZooError> {
-    let tmp = path.with_extension("tmp~");
-    std::fs::write(&tmp, text).map_err(|e| ZooError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| ZooError::io(path, e))
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp~");
+    let tmp = path.with_file_name(name);
+    let written = std::fs::write(&tmp, text)
+        .map_err(|e| ZooError::io(&tmp, e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| ZooError::io(path, e)));
+    if written.is_err() {
+        // Best effort: the error that matters is the one returned.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Reads the previous `results.json` of `out`, if any.
@@ -782,6 +791,27 @@ mod tests {
     fn the_content_hash_is_fnv1a_64() {
         assert_eq!(content_hash(b""), "cbf29ce484222325");
         assert_eq!(content_hash(b"a"), "af63dc4c8601ec8c");
+    }
+
+    #[test]
+    fn an_atomic_write_that_fails_leaves_no_temporary_file_and_one_that_works_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        // A rename onto a folder that holds a file fails.
+        let blocked = dir.path().join("results.json");
+        std::fs::create_dir(&blocked).unwrap();
+        std::fs::write(blocked.join("keep"), "x").unwrap();
+        assert!(write_atomic(&blocked, "{}").is_err());
+        let file = dir.path().join("report.md");
+        std::fs::write(&file, "old").unwrap();
+        write_atomic(&file, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["report.md", "results.json"]);
+        assert!(blocked.join("keep").exists());
     }
 
     #[test]
