@@ -451,6 +451,49 @@ impl PipelineOptions {
         Ok(p)
     }
 
+    /// Pipeline options from a JSON options object as the library front ends receive it (the
+    /// C API's `options_json`, Python's keyword arguments; the HTTP service reads its richer
+    /// requests the same way in `memplan_api::request::resolve`): nulls read as absent,
+    /// `rewrite` may be the CLI's comma list (`fuse,tile`, `all`, `none`), `tile` a strip count
+    /// as an integer, a given `conv_algos` or `tile` adds its rewrite ([`Self::apply_given_modes`]).
+    /// Anything but an object is refused. Values are not checked: [`Self::check`] does that
+    /// (and [`run`] calls it).
+    pub fn from_json(value: serde_json::Value) -> Result<PipelineOptions, PipelineError> {
+        let bad = |m: String| PipelineError::Options(m);
+        let mut obj = match value {
+            serde_json::Value::Object(obj) => obj,
+            other => {
+                let kind = match other {
+                    serde_json::Value::Null => "null",
+                    serde_json::Value::Bool(_) => "a boolean",
+                    serde_json::Value::Number(_) => "a number",
+                    serde_json::Value::String(_) => "a string",
+                    serde_json::Value::Array(_) => "an array",
+                    serde_json::Value::Object(_) => "an object",
+                };
+                return Err(bad(format!(
+                    "expected a JSON object of options, got {kind}"
+                )));
+            }
+        };
+        obj.retain(|_, v| !v.is_null());
+        if let Some(serde_json::Value::String(list)) = obj.get("rewrite") {
+            let names = Rewrite::parse_list(list)?
+                .into_iter()
+                .map(|r| serde_json::Value::from(r.name()))
+                .collect();
+            obj.insert("rewrite".into(), serde_json::Value::Array(names));
+        }
+        if let Some(n) = obj.get("tile").and_then(serde_json::Value::as_u64) {
+            obj.insert("tile".into(), serde_json::Value::from(n.to_string()));
+        }
+        let given = (obj.contains_key("conv_algos"), obj.contains_key("tile"));
+        let mut opts = PipelineOptions::deserialize(serde_json::Value::Object(obj))
+            .map_err(|e| bad(e.to_string()))?;
+        opts.apply_given_modes(given.0, given.1);
+        Ok(opts)
+    }
+
     /// Reads `conv_algos` and `tile` as the CLI reads `--conv-algos` and `--tile`, for the
     /// front ends: where a request named the option (`conv_algos`, `tile`: whether it did), a
     /// mode other than `off` adds its rewrite and `off` takes the rewrite out (the field back
@@ -900,6 +943,34 @@ mod tests {
         };
         let r = run(&sample(), &opts, &Control::default()).unwrap();
         crate::validate::validate(&sample(), &r.plan, None).unwrap();
+    }
+
+    #[test]
+    fn options_from_json_read_lists_integers_and_nulls_as_every_front_end_does() {
+        let read = |text: &str| PipelineOptions::from_json(serde_json::from_str(text).unwrap());
+        let listed = read(r#"{"rewrite": ["fuse", "tile"], "tile": "4"}"#).unwrap();
+        assert_eq!(
+            read(r#"{"rewrite": "fuse,tile", "tile": 4}"#).unwrap(),
+            listed
+        );
+        assert_eq!(read(r#"{"rewrite": "fuse", "tile": 4}"#).unwrap(), listed);
+        assert_eq!(
+            read(r#"{"budget": null, "conv_algos": null}"#).unwrap(),
+            PipelineOptions::default()
+        );
+        let fastest = read(r#"{"conv_algos": "fastest"}"#).unwrap();
+        assert_eq!(fastest.rewrite, [Rewrite::ConvAlgos]);
+        for (text, says) in [
+            ("[]", "got an array"),
+            ("null", "got null"),
+            (r#"[["fuse"]]"#, "got an array"),
+            (r#"{"rewrite": "fuse,spin"}"#, "spin"),
+            (r#"{"effort": -1}"#, "-1"),
+            (r#"{"spin": 1}"#, "spin"),
+        ] {
+            let e = read(text).unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 
     #[test]

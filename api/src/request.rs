@@ -292,11 +292,15 @@ pub fn time_limit(
 ) -> Result<Duration, ApiError> {
     let limit = match secs {
         None => config.default_time_limit,
-        Some(s) => Duration::try_from_secs_f64(s).map_err(|_| {
-            ApiError::options(format!(
+        // Past what a `Duration` holds: over any cap, and said so below.
+        Some(s) if s.is_finite() && s >= 0.0 => {
+            Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX)
+        }
+        Some(s) => {
+            return Err(ApiError::options(format!(
                 "{field} {s} is not a non-negative number of seconds"
-            ))
-        })?,
+            )))
+        }
     };
     let (cap, name, hint) = match mode {
         Mode::Sync => (
@@ -311,7 +315,7 @@ pub fn time_limit(
             limit: name,
             detail: format!(
                 "{field} {} s is over the limit of {} s ({name}){hint}",
-                limit.as_secs_f64(),
+                secs.unwrap_or(limit.as_secs_f64()),
                 cap.as_secs_f64()
             ),
         });

@@ -181,6 +181,18 @@ async fn time_limits_over_the_caps_are_refused_naming_the_cap() {
         r.assert_problem(422, "max_time_limit")["limit"],
         "max_time_limit"
     );
+    // Past what a duration holds is over the cap too (it was "not a non-negative number").
+    let r = api
+        .post_json(
+            "/v1/jobs",
+            &plan_request(sample(), json!({"time_limit_s": 1e20})),
+        )
+        .await;
+    let p = r.assert_problem(
+        422,
+        "time_limit_s 100000000000000000000 s is over the limit of 60 s",
+    );
+    assert_eq!(p["limit"], "max_time_limit");
 }
 
 #[tokio::test]

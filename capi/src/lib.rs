@@ -84,8 +84,8 @@ pub extern "C" fn memplan_version() -> *const c_char {
 }
 
 /// Plans `graph_json` (a memplan-graph/1 document) with the pipeline options `options_json`
-/// (the JSON of the pipeline options, as the HTTP body's `options`; NULL or `""` for the
-/// defaults) and sets `*out_json` to the plan (memplan-plan/1, the text `memplan plan`
+/// (the JSON of the pipeline options, as the HTTP body's `options`, read as
+/// `PipelineOptions::from_json` reads them; NULL or `""` for the defaults) and sets `*out_json` to the plan (memplan-plan/1, the text `memplan plan`
 /// writes, without its final newline).
 ///
 /// A symbolic graph (one that declares `symbols`) gets one plan for its whole range
@@ -307,7 +307,7 @@ unsafe fn read_options(p: *const c_char) -> Result<PipelineOptions, Failure> {
     if text.is_empty() {
         return Ok(PipelineOptions::default());
     }
-    serde_json::from_str(text).map_err(|e| {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         // serde_json appends " at line L column C"; say it once, as graph errors do.
         let message = e.to_string();
         let message = match message.rfind(" at line ") {
@@ -322,7 +322,11 @@ unsafe fn read_options(p: *const c_char) -> Result<PipelineOptions, Failure> {
                 e.column()
             ),
         )
-    })
+    })?;
+    // Read as Python and the HTTP service read options (a comma list of rewrites, a strip
+    // count as an integer, nulls as absent, a given mode adding its rewrite).
+    PipelineOptions::from_json(value)
+        .map_err(|e| Failure::new(MEMPLAN_ERR_BAD_OPTIONS, format!("options: {e}")))
 }
 
 /// The options in the C string `p` as a JSON object (empty for NULL or `""`).
@@ -370,7 +374,7 @@ fn plan_symbolic(
         .map_err(|e| Failure::new(MEMPLAN_ERR_BAD_GRAPH, e.to_string()))?;
     let split = SymbolicOptions::take_from(&mut options)
         .map_err(|e| bad_options(format!("options: {e}")))?;
-    let opts: PipelineOptions = serde_json::from_value(serde_json::Value::Object(options))
+    let opts = PipelineOptions::from_json(serde_json::Value::Object(options))
         .map_err(|e| bad_options(format!("options: {e}")))?;
     let plan = plan_symbolic_with(&graph, &opts, &split).map_err(|e| match &e {
         SymbolicError::Options(_) => bad_options(format!("{}: {e}", graph.name)),

@@ -24,6 +24,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        end_quietly_on_a_closed_pipe();
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -36,6 +39,22 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Gives SIGPIPE back its default action, so that a command whose reader goes away
+/// (`memplan run … | head -1`) ends as Unix tools do, killed by the signal without a word,
+/// instead of panicking in `println!` (exit 101). Rust ignores the signal so that writes
+/// return an error instead; `serve` keeps that, for its sockets.
+#[cfg(unix)]
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: `signal` with a constant handler, called once at start-up before any thread
+    // exists; it changes only the disposition of SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn end_quietly_on_a_closed_pipe() {}
 
 /// Runs the command the command line names.
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -228,6 +228,36 @@ fn place_rejects_a_malformed_csv_with_line_and_column() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("line 2, column `size`"));
 }
 
+#[cfg(unix)]
+#[test]
+fn a_reader_that_goes_away_ends_the_command_by_the_signal_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("sample.plan.json");
+    let r = memplan(&[
+        "plan",
+        &sample(),
+        "--order",
+        "given",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(["run", &sample(), plan.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader is gone before the command prints its first line (`… | head -0`).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(13), "SIGPIPE, as Unix tools end");
+}
+
 #[test]
 fn files_that_start_with_a_byte_order_mark_are_read_as_without_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -119,7 +119,7 @@ def check(graph: GraphLike, plan: PlanLike, budget: Optional[int] = None) -> Dic
 def place(
     buffers: BuffersLike,
     capacity: Optional[int] = None,
-    time_limit_s: float = 60.0,
+    time_limit_s: float = 1.0,
     alignment: int = 1,
     heuristic: bool = False,
 ) -> Dict[str, Any]:

@@ -10,14 +10,14 @@
 #![deny(missing_docs)]
 
 use memplan::graph::{Graph, SAMPLE_JSON};
-use memplan::pipeline::{self, PipelineOptions, Rewrite};
+use memplan::pipeline::{self, PipelineOptions};
 use memplan::plan::Plan as PlanDoc;
 use memplan_solver::placement::step::{self as place_step, PlaceOptions};
 use memplan_solver::{csv, Limits};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyFloat, PyString};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 
@@ -141,38 +141,39 @@ fn pipeline_options(options: Option<&Bound<'_, PyDict>>) -> PyResult<PipelineOpt
     pipeline_options_from(options_value(options)?)
 }
 
+/// Refuses a float that is NaN or infinite in `obj` (a dict's values, one level of nested
+/// dicts included, as `device_profile`), naming its key: `json.dumps` would write it as
+/// `NaN`, which no JSON reader takes, and the error would point into text the caller never
+/// wrote.
+fn refuse_non_finite(obj: &Bound<'_, PyDict>, prefix: &str) -> PyResult<()> {
+    for (k, v) in obj.iter() {
+        let name = format!("{prefix}{k}");
+        if v.is_instance_of::<PyFloat>() {
+            let f: f64 = v.extract()?;
+            if !f.is_finite() {
+                return Err(bad(format!("options: {name} {f} is not a finite number")));
+            }
+        } else if let Ok(d) = v.cast::<PyDict>() {
+            if prefix.is_empty() {
+                refuse_non_finite(d, &format!("{name}."))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The keyword options as JSON.
 fn options_value(options: &Bound<'_, PyDict>) -> PyResult<serde_json::Value> {
+    refuse_non_finite(options, "")?;
     let text = json_dumps(options.as_any())
         .map_err(|e| bad(format!("options: a value json.dumps refuses: {e}")))?;
     serde_json::from_str(&text).map_err(|e| bad(format!("options: {e}")))
 }
 
-/// Pipeline options from their JSON (`rewrite` may be the CLI's comma list, `tile` a strip
-/// count as an integer; a `conv_algos` or `tile` adds its rewrite, `off` takes it out, as the
-/// CLI's flags), checked.
-fn pipeline_options_from(mut value: serde_json::Value) -> PyResult<PipelineOptions> {
-    if let Some(serde_json::Value::String(list)) = value.get("rewrite") {
-        let names: Vec<serde_json::Value> = Rewrite::parse_list(list)
-            .map_err(|e| bad(format!("options: {e}")))?
-            .into_iter()
-            .map(|r| serde_json::Value::from(r.name()))
-            .collect();
-        value["rewrite"] = serde_json::Value::Array(names);
-    }
-    // Null reads as absent and a strip count may be an integer, as in the HTTP service's
-    // options.
-    if let Some(obj) = value.as_object_mut() {
-        obj.retain(|_, v| !v.is_null());
-    }
-    if let Some(n) = value.get("tile").and_then(serde_json::Value::as_u64) {
-        value["tile"] = serde_json::Value::from(n.to_string());
-    }
-    let named = |key: &str| value.get(key).is_some();
-    let given = (named("conv_algos"), named("tile"));
-    let mut opts = PipelineOptions::deserialize(value).map_err(|e| bad(format!("options: {e}")))?;
-    // A mode adds its rewrite and `off` takes it out, as the CLI's flags do.
-    opts.apply_given_modes(given.0, given.1);
+/// Pipeline options from their JSON, read as every library front end reads them
+/// ([`PipelineOptions::from_json`]), checked.
+fn pipeline_options_from(value: serde_json::Value) -> PyResult<PipelineOptions> {
+    let opts = PipelineOptions::from_json(value).map_err(|e| bad(format!("options: {e}")))?;
     opts.check().map_err(|e| bad(format!("options: {e}")))?;
     Ok(opts)
 }

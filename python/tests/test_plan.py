@@ -204,6 +204,14 @@ def test_a_bad_option_value_raises_bad_input_naming_the_option():
         memplan.plan(SAMPLE, effort=10**6)
 
 
+def test_a_nan_or_infinite_option_raises_bad_input_naming_the_option():
+    for value in (float("nan"), float("inf")):
+        with pytest.raises(memplan.BadInputError, match="time_limit_s .* is not a finite number"):
+            memplan.plan("sample", time_limit_s=value)
+    with pytest.raises(memplan.BadInputError, match="device_profile.h2d_bytes_per_s"):
+        memplan.plan("sample", device_profile={"h2d_bytes_per_s": float("nan")})
+
+
 def test_a_missing_file_raises_bad_input_naming_the_path():
     with pytest.raises(memplan.BadInputError, match="no-such-graph.json"):
         memplan.plan("no-such-graph.json")
