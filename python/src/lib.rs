@@ -268,8 +268,9 @@ impl Plan {
         &self,
         py: Python<'_>,
         graph: &Bound<'_, PyAny>,
-        budget: Option<u64>,
+        budget: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let budget = integer_arg("budget", budget)?;
         let g = load_graph(graph)?;
         check_plan(py, g, &self.plan, budget)
     }
@@ -283,6 +284,26 @@ impl Plan {
             self.plan.stats.status.map_or("-", |s| s.as_str())
         )
     }
+}
+
+/// The non-negative integer argument `name` (`None` stays `None`): anything else, a negative
+/// or too large int, a float or a string, is a `BadInputError` naming the argument (pyo3's own
+/// conversion would raise `OverflowError` or `TypeError` without the name).
+fn integer_arg(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    let Some(v) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    if v.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(bad(format!(
+            "{name}: expected a non-negative integer, not a bool"
+        )));
+    }
+    v.extract::<u64>().map(Some).map_err(|_| {
+        let shown = v.repr().map_or_else(|_| "?".to_string(), |r| r.to_string());
+        bad(format!(
+            "{name} {shown} is not a non-negative integer below 2**64"
+        ))
+    })
 }
 
 /// Validates `plan` against `graph` with the GIL released (see [`Plan::check`]).
@@ -407,7 +428,7 @@ fn plan_symbolic(
 /// and `seed`). With `graph` (the symbolic graph), the budgeted fallback of every binding above
 /// the quantile is planned (`fallback_plans`). The GIL is released meanwhile.
 #[pyfunction]
-#[pyo3(signature = (plan, distribution, quantile=0.99, split=None, batching=false, window=16, requests=10_000, seed=0, graph=None))]
+#[pyo3(signature = (plan, distribution, quantile=0.99, split=None, batching=false, window=None, requests=None, seed=None, graph=None))]
 #[allow(clippy::too_many_arguments)]
 fn reserve(
     py: Python<'_>,
@@ -416,12 +437,23 @@ fn reserve(
     quantile: f64,
     split: Option<String>,
     batching: bool,
-    window: usize,
-    requests: usize,
-    seed: u64,
+    window: Option<&Bound<'_, PyAny>>,
+    requests: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
     graph: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     use memplan::symbolic::{parse_histogram, reserve_report, BatchingOptions, SymbolicGraph};
+    // Integers checked here (a negative one named, not pyo3's OverflowError); None or
+    // absent: the defaults the stub shows.
+    let count = |name: &str, v: Option<&Bound<'_, PyAny>>, default: u64| -> PyResult<u64> {
+        Ok(integer_arg(name, v)?.unwrap_or(default))
+    };
+    let as_usize = |name: &str, n: u64| {
+        usize::try_from(n).map_err(|_| bad(format!("{name} {n} is too large")))
+    };
+    let window = as_usize("window", count("window", window, 16)?)?;
+    let requests = as_usize("requests", count("requests", requests, 10_000)?)?;
+    let seed = count("seed", seed, 0)?;
     let sp = match plan.cast::<SymbolicPlan>() {
         Ok(p) => p.borrow().plan.clone(),
         Err(_) => {
@@ -620,8 +652,9 @@ fn check(
     py: Python<'_>,
     graph: &Bound<'_, PyAny>,
     plan: &Bound<'_, PyAny>,
-    budget: Option<u64>,
+    budget: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
+    let budget = integer_arg("budget", budget)?;
     let g = load_graph(graph)?;
     let p = load_plan(plan)?;
     check_plan(py, g, &p, budget)

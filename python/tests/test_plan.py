@@ -212,6 +212,16 @@ def test_a_nan_or_infinite_option_raises_bad_input_naming_the_option():
         memplan.plan("sample", device_profile={"h2d_bytes_per_s": float("nan")})
 
 
+def test_a_check_budget_that_is_no_byte_count_raises_bad_input_naming_it():
+    plan = memplan.plan(SAMPLE, order="given")
+    for budget in (-1, 2**70, "80%", 1.5, True):
+        with pytest.raises(memplan.BadInputError, match="budget"):
+            plan.check(SAMPLE, budget=budget)
+        with pytest.raises(memplan.BadInputError, match="budget"):
+            memplan.check(SAMPLE, plan, budget=budget)
+    assert plan.check(SAMPLE, budget=plan.arena_bytes)["valid"]
+
+
 def test_a_missing_file_raises_bad_input_naming_the_path():
     with pytest.raises(memplan.BadInputError, match="no-such-graph.json"):
         memplan.plan("no-such-graph.json")
@@ -369,6 +379,11 @@ def test_reserve_gives_the_cli_report_for_a_histogram_csv_or_listed_sample(tmp_p
         memplan.reserve(plan_path, hist, batching=True)
     with pytest.raises(memplan.BadInputError, match="quantile 2 is not in"):
         memplan.reserve(plan_path, hist, quantile=2)
+    # Integers out of range are bad input naming the argument (were OverflowError / TypeError).
+    for name, value in (("seed", -1), ("window", -1), ("requests", 2**70), ("seed", "0")):
+        with pytest.raises(memplan.BadInputError, match=f"{name} .* is not a non-negative integer"):
+            memplan.reserve(plan_path, hist, **{name: value})
+    assert memplan.reserve(plan_path, hist, seed=None) == memplan.reserve(plan_path, hist)
 
 
 def test_streams_give_the_cli_parallel_plan_for_the_same_options(tmp_path):
