@@ -54,8 +54,9 @@ const char *memplan_version(void);
 
 // Plans `graph_json` (a memplan-graph/1 document) with the pipeline options `options_json`
 // (the JSON of the pipeline options, as the HTTP body's `options`, read as
-// `PipelineOptions::from_json` reads them; NULL or `""` for the defaults) and sets `*out_json` to the plan (memplan-plan/1, the text `memplan plan`
-// writes, without its final newline).
+// `PipelineOptions::from_json` reads them; NULL or `""` for the defaults) and sets
+// `*out_json` to the plan (memplan-plan/1, the text `memplan plan` writes, without its
+// final newline).
 //
 // A symbolic graph (one that declares `symbols`) gets one plan for its whole range
 // (memplan-symbolic-plan/1, as `memplan plan` writes it; instantiate it with
@@ -71,10 +72,7 @@ const char *memplan_version(void);
 // `options_json`; both must stay valid and unchanged during the call. `out_json` and `err`
 // must be NULL or valid for writing one pointer each (NULL gives
 // `MEMPLAN_ERR_NULL_ARGUMENT`).
-int32_t memplan_plan(const char *graph_json,
-                     const char *options_json,
-                     char **out_json,
-                     char **err);
+int32_t memplan_plan(const char *graph_json, const char *options_json, char **out_json, char **err);
 
 // Replays `plan_json` (a memplan-plan/1 document) against `graph_json` (the graph it was
 // planned for; a plan that carries a rewritten graph replays against that, once it is shown

@@ -85,8 +85,9 @@ pub extern "C" fn memplan_version() -> *const c_char {
 
 /// Plans `graph_json` (a memplan-graph/1 document) with the pipeline options `options_json`
 /// (the JSON of the pipeline options, as the HTTP body's `options`, read as
-/// `PipelineOptions::from_json` reads them; NULL or `""` for the defaults) and sets `*out_json` to the plan (memplan-plan/1, the text `memplan plan`
-/// writes, without its final newline).
+/// `PipelineOptions::from_json` reads them; NULL or `""` for the defaults) and sets
+/// `*out_json` to the plan (memplan-plan/1, the text `memplan plan` writes, without its
+/// final newline).
 ///
 /// A symbolic graph (one that declares `symbols`) gets one plan for its whole range
 /// (memplan-symbolic-plan/1, as `memplan plan` writes it; instantiate it with

@@ -285,6 +285,31 @@ fn stage<'a>(path: &'a Path, data: &'a [u8]) -> Result<Staged<'a>> {
     })
 }
 
+/// The outputs a command was given, as `(flag, path)` pairs for [`check_outputs`]: those of
+/// `flags` whose path is set.
+pub fn given<'a>(flags: &[(&'a str, &'a Option<PathBuf>)]) -> Vec<(&'a str, &'a Path)> {
+    flags
+        .iter()
+        .filter_map(|&(flag, p)| p.as_deref().map(|p| (flag, p)))
+        .collect()
+}
+
+/// Writes a command's main `text` to `output` together with its `others` files (one
+/// [`write_files`]: a failure to write one leaves the others as they were), or, without an
+/// `output`, the others first and then the text to stdout.
+pub fn write_with(output: &Option<PathBuf>, text: &str, others: &[(&Path, &[u8])]) -> Result<()> {
+    let mut files: Vec<(&Path, &[u8])> = Vec::with_capacity(others.len() + 1);
+    if let Some(path) = output {
+        files.push((path, text.as_bytes()));
+    }
+    files.extend_from_slice(others);
+    write_files(&files)?;
+    if output.is_none() {
+        write_out(&None, text)?;
+    }
+    Ok(())
+}
+
 /// Writes `text` to `output` (see [`write_files`]), or to stdout when there is none.
 pub fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
     match output {

@@ -2,7 +2,7 @@
 //! `memplan plan` (`--max-ratio`, `--max-pieces`) on the bundled symbolic sample.
 
 mod common;
-use common::memplan;
+use common::{memplan, sample};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -205,10 +205,7 @@ fn reserve_with_a_concrete_graph_says_the_graph_is_not_symbolic() {
     let dir = tempfile::tempdir().unwrap();
     let plan = symbolic_plan(dir.path(), "plan.json", &[]);
     let hist = histogram(dir.path(), "hist.json");
-    let concrete = format!(
-        "{}/../samples/resnet_block.train.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let concrete = sample();
     let o = memplan(&["reserve", &plan, &hist, "--graph", &concrete]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");

@@ -217,10 +217,7 @@ fn instantiate_refuses_to_write_over_its_input() {
 fn instantiate_of_a_concrete_plan_or_graph_says_it_is_not_symbolic_naming_the_format() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("concrete.plan.json");
-    let sample = format!(
-        "{}/../samples/resnet_block.train.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let sample = common::sample();
     ok(&["plan", &sample, "--strategy", "heuristic", "-o", s(&plan)]);
     for (input, found) in [
         (s(&plan), "a concrete plan (memplan-plan/1)"),

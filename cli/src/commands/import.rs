@@ -6,7 +6,7 @@
 
 use crate::args::{ImportArgs, ImportFormat, OnnxArgs};
 use crate::common::{bad, mib};
-use crate::output::{check_outputs, write_files, write_out};
+use crate::output::{check_outputs, given, write_with};
 use anyhow::{Context, Result};
 use memplan::graph::Graph;
 use memplan::import::onnx::{
@@ -24,10 +24,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
 
 /// Runs `memplan import onnx`.
 fn onnx(a: OnnxArgs) -> Result<ExitCode> {
-    let outputs: Vec<(&str, &Path)> = [("-o", &a.output), ("--weights-out", &a.weights_out)]
-        .into_iter()
-        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
-        .collect();
+    let outputs = given(&[("-o", &a.output), ("--weights-out", &a.weights_out)]);
     check_outputs(&[("the model", &a.model)], &outputs)?;
     let mut opts = OnnxOptions {
         name: a.name,
@@ -103,17 +100,11 @@ fn onnx(a: OnnxArgs) -> Result<ExitCode> {
         .as_ref()
         .map(|(path, w)| (*path, memplan::data_file::write(w)));
     // The graph and the weights together: a failure to write one leaves the other as it was.
-    let mut files: Vec<(&Path, &[u8])> = Vec::new();
-    if let Some(path) = &a.output {
-        files.push((path, text.as_bytes()));
-    }
-    if let Some((path, bytes)) = &weight_bytes {
-        files.push((path, bytes));
-    }
-    write_files(&files)?;
-    if a.output.is_none() {
-        write_out(&None, &text)?;
-    }
+    let others: Vec<(&Path, &[u8])> = weight_bytes
+        .iter()
+        .map(|(path, bytes)| (path.as_path(), bytes.as_slice()))
+        .collect();
+    write_with(&a.output, &text, &others)?;
     if let (Some((path, weights)), Some((_, bytes))) = (&weights, &weight_bytes) {
         eprintln!(
             "weights: {} tensors, {} in {}",

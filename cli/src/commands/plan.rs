@@ -4,7 +4,7 @@
 
 use crate::args::PlanArgs;
 use crate::common::{bad, load_device_profile, load_graph, mib, read};
-use crate::output::{check_outputs, write_files, write_out};
+use crate::output::{check_outputs, given, write_out, write_with};
 use anyhow::Result;
 use memplan::budget::BudgetSpec;
 use memplan::graph::Graph;
@@ -53,20 +53,14 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         None => None,
     };
     // Every file at once: a failure to write one leaves the others as they were.
-    let mut files: Vec<(&Path, &[u8])> = Vec::new();
-    if let Some(path) = &a.output {
-        files.push((path, text.as_bytes()));
-    }
+    let mut others: Vec<(&Path, &[u8])> = Vec::new();
     if let (Some(path), Some(t)) = (&a.graph_out, &graph_text) {
-        files.push((path, t.as_bytes()));
+        others.push((path, t.as_bytes()));
     }
     if let (Some(path), Some(t)) = (&a.trace, &trace_text) {
-        files.push((path, t.as_bytes()));
+        others.push((path, t.as_bytes()));
     }
-    write_files(&files)?;
-    if a.output.is_none() {
-        write_out(&None, &text)?;
-    }
+    write_with(&a.output, &text, &others)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -81,14 +75,11 @@ fn check_plan_outputs(a: &PlanArgs) -> Result<()> {
     if let Some(p) = &a.device_profile {
         inputs.push(("the --device-profile", p));
     }
-    let outputs: Vec<(&str, &Path)> = [
+    let outputs = given(&[
         ("-o", &a.output),
         ("--graph-out", &a.graph_out),
         ("--trace", &a.trace),
-    ]
-    .into_iter()
-    .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
-    .collect();
+    ]);
     check_outputs(&inputs, &outputs)
 }
 
