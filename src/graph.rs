@@ -442,7 +442,7 @@ impl Graph {
     /// which RFC 8259 lets a parser ignore, is ignored).
     pub fn parse(text: &str) -> Result<Graph, GraphError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let raw: RawGraph = serde_json::from_str(text).map_err(|e| {
+        let raw: RawGraph = crate::json_path::from_str(text).map_err(|e| {
             // String sizes fail the typed parse: say what the document is when it is symbolic.
             match serde_json::from_str::<serde_json::Value>(text)
                 .ok()
@@ -450,9 +450,9 @@ impl Graph {
             {
                 Some(symbols) => symbolic_error(&symbols),
                 None => GraphError::Json {
-                    line: e.line(),
-                    column: e.column(),
-                    message: strip_position(&e.to_string()),
+                    line: e.line,
+                    column: e.column,
+                    message: e.message,
                 },
             }
         })?;
@@ -946,13 +946,6 @@ fn symbolic_error(symbols: &serde_json::Value) -> GraphError {
         } else {
             example
         },
-    }
-}
-
-fn strip_position(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
     }
 }
 

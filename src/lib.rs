@@ -23,6 +23,7 @@ pub mod cost;
 pub mod data_file;
 pub mod graph;
 pub mod import;
+pub mod json_path;
 pub mod ops;
 pub mod passes;
 pub mod pipeline;

@@ -488,8 +488,15 @@ impl PipelineOptions {
             obj.insert("tile".into(), serde_json::Value::from(n.to_string()));
         }
         let given = (obj.contains_key("conv_algos"), obj.contains_key("tile"));
-        let mut opts = PipelineOptions::deserialize(serde_json::Value::Object(obj))
-            .map_err(|e| bad(e.to_string()))?;
+        // A wrong value is named by its field (`effort: invalid value: ...`).
+        let mut opts: PipelineOptions =
+            serde_path_to_error::deserialize(serde_json::Value::Object(obj)).map_err(|e| {
+                let path = e.path().to_string();
+                match path.as_str() {
+                    "." | "" => bad(e.inner().to_string()),
+                    _ => bad(format!("{path}: {}", e.inner())),
+                }
+            })?;
         opts.apply_given_modes(given.0, given.1);
         Ok(opts)
     }
@@ -965,7 +972,11 @@ mod tests {
             ("null", "got null"),
             (r#"[["fuse"]]"#, "got an array"),
             (r#"{"rewrite": "fuse,spin"}"#, "spin"),
-            (r#"{"effort": -1}"#, "-1"),
+            (r#"{"effort": -1}"#, "effort: invalid value: integer `-1`"),
+            (
+                r#"{"device_profile": {"h2d_bytes_per_s": "x"}}"#,
+                "device_profile.h2d_bytes_per_s: ",
+            ),
             (r#"{"spin": 1}"#, "spin"),
         ] {
             let e = read(text).unwrap_err().to_string();

@@ -458,10 +458,10 @@ impl Plan {
 
     /// Parses a plan document (syntax and structure only; [`crate::validate`](fn@crate::validate) checks meaning).
     pub fn parse(text: &str) -> Result<Plan, PlanParseError> {
-        serde_json::from_str(text).map_err(|e| PlanParseError {
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
+        crate::json_path::from_str(text).map_err(|e| PlanParseError {
+            line: e.line,
+            column: e.column,
+            message: e.message,
         })
     }
 
@@ -680,6 +680,33 @@ mod tests {
         let back = Plan::parse(&p.to_json()).unwrap();
         assert_eq!(back, p);
         assert!(p.to_json().contains("\"workspace_offset\": null"));
+    }
+
+    #[test]
+    fn a_wrong_instruction_is_named_by_its_index_op_and_tensor_on_a_plan_of_one_line() {
+        let mut doc: serde_json::Value = serde_json::from_str(&planned().to_json()).unwrap();
+        let (i, tensor) = doc["instructions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .find_map(|(i, ins)| {
+                (ins["op"] == "alloc").then(|| (i, ins["tensor"].as_str().unwrap().to_string()))
+            })
+            .unwrap();
+        doc["instructions"][i]["offset"] = serde_json::json!(-64);
+        let e = Plan::parse(&doc.to_string()).unwrap_err();
+        assert_eq!(e.line, 1);
+        // An instruction is read by its `op` first (an internally tagged enum), so the path
+        // stops at the instruction.
+        assert!(
+            e.message.starts_with(&format!(
+                "instructions[{i}] (alloc {tensor:?}): invalid value: integer `-64`"
+            )),
+            "{e}"
+        );
+        // The position is given once.
+        assert_eq!(e.to_string().matches("column").count(), 1, "{e}");
     }
 
     #[test]

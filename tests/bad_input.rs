@@ -324,3 +324,57 @@ fn a_million_op_chain_parses_without_overflowing_the_stack() {
     .unwrap();
     assert_eq!(plan.stats.peak_bytes, 512);
 }
+
+#[test]
+fn a_wrong_field_is_named_by_its_path_and_the_tensor_or_op_it_belongs_to() {
+    let mut g = good();
+    g["tensors"][2]["size"] = json!(-1024);
+    let (e, msg) = reject(g);
+    assert!(matches!(e, GraphError::Json { .. }), "{msg}");
+    assert!(
+        msg.contains("tensors[2] (\"h\").size: invalid value: integer `-1024`"),
+        "{msg}"
+    );
+    let mut g = good();
+    g["ops"][1]["inplace"] = json!([[0]]);
+    let (_, msg) = reject(g);
+    assert!(
+        msg.contains("ops[1] (\"act\").inplace[0]: invalid length 1"),
+        "{msg}"
+    );
+    let mut g = good();
+    g["tensors"][1]["kind"] = json!("weights");
+    let (_, msg) = reject(g);
+    assert!(
+        msg.contains("tensors[1] (\"w\").kind: unknown variant `weights`"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_graph_given_as_an_array_is_refused_as_not_an_object() {
+    // serde alone would read an array field by field, in the order of its declaration.
+    let g = good();
+    let fields = json!([
+        g["format"],
+        null,
+        g["name"],
+        null,
+        null,
+        g["tensors"],
+        g["ops"]
+    ]);
+    let (e, msg) = reject(fields);
+    assert!(
+        matches!(
+            e,
+            GraphError::Json {
+                line: 1,
+                column: 1,
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("must be a JSON object"), "{msg}");
+}

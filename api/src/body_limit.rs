@@ -1,4 +1,4 @@
-//! The request body limit, answered so that the client reads the 413.
+//! The request body: its limit, answered so that the client reads the 413, and its pace.
 //!
 //! A server that answers 413 without reading the body and closes the connection makes the
 //! kernel reset it while the client is still uploading: the client sees a broken pipe or a
@@ -9,11 +9,20 @@
 //! - with a `Content-Length` over the limit and no `Expect`, reads and discards the body (at
 //!   most [`DRAIN_MAX_BYTES`] bytes and [`DRAIN_MAX_TIME`]; beyond either it answers at once),
 //!   then answers 413;
-//! - with a body of unknown length (chunked), reads it up to the limit: within it, the
-//!   handler gets the body read so far; over it, the rest is discarded as above and the answer
-//!   is 413.
+//! - otherwise reads the body (declared length or chunked) up to the limit: within it, the
+//!   handler gets the body read; over it, the rest is discarded as above and the answer is
+//!   413.
 //!
-//! Every 413 says `Connection: close`: the connection is not reused after a refused upload.
+//! While it reads, a body from which nothing more comes for [`Config::client_timeout`] is
+//! answered 408 (`request-timeout`): a client that stalls in the middle of its upload holds
+//! its connection no longer, and cannot keep [`crate::serve`] from stopping (which waits for
+//! the requests in progress). [`crate::serve`] bounds the wait for a request's head the same
+//! way.
+//!
+//! Every 413 and 408 says `Connection: close`: the connection is not reused after a refused
+//! upload.
+//!
+//! [`Config::client_timeout`]: crate::Config::client_timeout
 
 use crate::error::ApiError;
 use crate::service::AppState;
@@ -59,7 +68,12 @@ fn unknown_length(headers: &HeaderMap) -> bool {
 
 /// The 413 problem, with `Connection: close`.
 fn too_large(limit: usize) -> Response {
-    let mut resp = ApiError::PayloadTooLarge { limit }.into_response();
+    closing(ApiError::PayloadTooLarge { limit })
+}
+
+/// `e`'s problem, with `Connection: close`.
+fn closing(e: ApiError) -> Response {
+    let mut resp = e.into_response();
     resp.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp
@@ -91,31 +105,37 @@ where
         .unwrap_or(false)
 }
 
-/// The body limit ahead of the handlers (see the module doc).
+/// The body limit and pace ahead of the handlers (see the module doc).
 pub async fn guard(State(svc): State<AppState>, req: Request, next: Next) -> Response {
     let limit = svc.config().body_limit;
-    if let Some(n) = content_length(req.headers()) {
-        if n <= limit as u64 {
-            return next.run(req).await;
+    let patience = svc.config().client_timeout;
+    match content_length(req.headers()) {
+        Some(n) if n > limit as u64 => {
+            if !expects_continue(req.headers()) && n <= DRAIN_MAX_BYTES {
+                drain(req.into_body().into_data_stream(), 0).await;
+            }
+            return too_large(limit);
         }
-        if !expects_continue(req.headers()) && n <= DRAIN_MAX_BYTES {
-            drain(req.into_body().into_data_stream(), 0).await;
-        }
-        return too_large(limit);
-    }
-    if !unknown_length(req.headers()) {
-        return next.run(req).await;
+        Some(_) => {}
+        None if !unknown_length(req.headers()) => return next.run(req).await,
+        None => {}
     }
     let (parts, body) = req.into_parts();
     let mut stream = body.into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => {
+    loop {
+        let chunk = match tokio::time::timeout(patience, stream.next()).await {
+            Err(_) => {
+                return closing(ApiError::RequestTimeout {
+                    seconds: patience.as_secs_f64(),
+                })
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
                 return ApiError::BadRequest(format!("cannot read the request body: {e}"))
                     .into_response()
             }
+            Ok(Some(Ok(c))) => c,
         };
         if buf.len().saturating_add(chunk.len()) > limit {
             let read = (buf.len() + chunk.len()) as u64;

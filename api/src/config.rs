@@ -8,6 +8,9 @@ use thiserror::Error;
 
 /// Default request body limit: 64 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 64 << 20;
+/// Default time the service waits for a client (seconds): for a request's head to arrive in
+/// full, and for each next piece of its body.
+pub const DEFAULT_CLIENT_TIMEOUT_S: f64 = 30.0;
 /// Default limit on a graph's ops.
 pub const DEFAULT_MAX_OPS: usize = 100_000;
 /// Default limit on a graph's tensors.
@@ -41,6 +44,12 @@ pub struct Config {
     pub db_path: Option<PathBuf>,
     /// Largest request body (bytes); larger bodies are answered 413.
     pub body_limit: usize,
+    /// How long the service waits for a client: a connection that has not sent a request's
+    /// head in full this long after it opened or after its last answer is closed, a body from
+    /// which nothing more came for this long is answered 408 (and the connection closed). A
+    /// client that stalls can then neither hold a connection nor keep the service from
+    /// shutting down.
+    pub client_timeout: Duration,
     /// Largest number of ops in a graph; more is answered 422.
     pub max_ops: usize,
     /// Largest number of tensors in a graph; more is answered 422.
@@ -76,6 +85,7 @@ impl Default for Config {
         Config {
             db_path: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            client_timeout: Duration::from_secs_f64(DEFAULT_CLIENT_TIMEOUT_S),
             max_ops: DEFAULT_MAX_OPS,
             max_tensors: DEFAULT_MAX_TENSORS,
             max_buffers: DEFAULT_MAX_BUFFERS,

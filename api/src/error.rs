@@ -28,8 +28,8 @@ pub struct Problem {
     pub status: u16,
     /// What is wrong, naming the culprit.
     pub detail: String,
-    /// The configured limit that was exceeded, for `limit-exceeded`, `payload-too-large` and
-    /// `too-many-jobs`.
+    /// The configured limit that was exceeded, for `limit-exceeded`, `payload-too-large`,
+    /// `request-timeout` and `too-many-jobs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
     /// Seconds to wait before retrying, for `overloaded`, `shutting-down` and `too-many-jobs`.
@@ -51,6 +51,15 @@ pub enum ApiError {
     PayloadTooLarge {
         /// The limit in bytes.
         limit: usize,
+    },
+    /// The client sent nothing more of its request body for the configured time.
+    #[error(
+        "no more of the request body came for {seconds} s (client_timeout); the body was not \
+         read in full and nothing was done"
+    )]
+    RequestTimeout {
+        /// The configured wait (seconds).
+        seconds: f64,
     },
     /// Well-formed input that breaks a rule (graph or plan format, buffer rules, options).
     #[error("{detail}")]
@@ -167,6 +176,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::RequestTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::Invalid { .. }
             | ApiError::LimitExceeded { .. }
             | ApiError::Unsupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -187,6 +197,7 @@ impl ApiError {
                 ("unsupported-media-type", "Unsupported media type")
             }
             ApiError::PayloadTooLarge { .. } => ("payload-too-large", "Request body too large"),
+            ApiError::RequestTimeout { .. } => ("request-timeout", "Request body too slow"),
             ApiError::Invalid { slug, title, .. } => (slug, title),
             ApiError::LimitExceeded { .. } => ("limit-exceeded", "Input over a configured limit"),
             ApiError::Unsupported(_) => ("unsupported", "Not supported yet"),
@@ -212,6 +223,7 @@ impl ApiError {
             limit: match self {
                 ApiError::LimitExceeded { limit, .. } => Some(limit.to_string()),
                 ApiError::PayloadTooLarge { .. } => Some("body_limit".to_string()),
+                ApiError::RequestTimeout { .. } => Some("client_timeout".to_string()),
                 ApiError::TooManyJobs { .. } => Some("max_jobs_per_client".to_string()),
                 _ => None,
             },

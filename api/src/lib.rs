@@ -199,25 +199,79 @@ pub fn app(service: AppState) -> Router {
 /// admission stops (new work gets 503, `/healthz` 503) while running jobs get the grace
 /// period and the listener still answers; then open requests finish and the jobs still
 /// running are put back in the queue on disk.
+///
+/// Each connection is served by hyper's HTTP/1 with keep-alive. A request head that has not
+/// arrived in full after [`Config::client_timeout`] closes its connection, and a body that
+/// stalls as long is answered 408 ([`body_limit`]): a client that stalls holds no connection
+/// longer than that and delays a shutdown by at most that much.
 pub async fn serve(
     service: Arc<Service>,
     listener: tokio::net::TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
     let app = app(service.clone());
+    let patience = service.config().client_timeout;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let stopping = service.clone();
-    // The peer address identifies a client without a token (per-client limits).
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            signal.await;
-            stopping.begin_shutdown();
-            stopping.drain().await;
-        })
-        .await?;
+    let mut stop = std::pin::pin!(async move {
+        signal.await;
+        stopping.begin_shutdown();
+        stopping.drain().await;
+    });
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    accept_failed(&e).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        // The peer address identifies a client without a token (per-client limits).
+        let app = app.clone();
+        let handler =
+            hyper::service::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                app.clone().oneshot(req)
+            });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(patience)
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), handler);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            // A connection's error (a reset, a timed-out head) concerns that client alone.
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    // Idle connections close now, busy ones after their request.
+    graceful.shutdown().await;
     // The graceful future above has stopped admission and drained.
     service.interrupt_running().await;
     Ok(())
+}
+
+/// After a failed accept: a connection that went away before it was accepted concerns that
+/// client alone; anything else (out of file descriptors) is reported and retried after a
+/// second, as hyper and axum do.
+async fn accept_failed(e: &std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    eprintln!("memplan serve: accept failed: {e}; retrying in 1 s");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
 }
 
 /// Completes on SIGTERM or Ctrl-C (SIGINT).

@@ -168,21 +168,13 @@ pub fn json<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, ApiError> {
             "request JSON error at line {}, column {}: {}",
             e.line(),
             e.column(),
-            strip_position(&e.to_string())
+            memplan::json_path::strip_position(&e.to_string())
         );
         match e.classify() {
             serde_json::error::Category::Data => ApiError::request(msg),
             _ => ApiError::BadRequest(msg),
         }
     })
-}
-
-/// serde_json appends " at line L column C" to its messages; the position is given once.
-fn strip_position(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
 }
 
 /// Line and column (1-based) of byte `offset` in `text`.
@@ -803,7 +795,7 @@ pub fn prepare_check(
             memplan::plan::PlanParseError {
                 line,
                 column,
-                message: strip_position(&e.message),
+                message: memplan::json_path::strip_position(&e.message),
             }
             .to_string(),
         )

@@ -111,6 +111,7 @@ fn no_query(query: Option<&str>, route: &str, bare: &str) -> Result<(), ApiError
         (status = 200, description = "The plan", body = PlanDoc,
          headers(("X-Memplan-Cache" = String, description = "`hit` when answered from a stored plan, else `miss`"))),
         (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "Nothing more of the body came for `client_timeout`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid graph or options (an unreachable `budget` included), graph over a size limit, or time limit over the cap", body = Problem, content_type = "application/problem+json"),
@@ -156,6 +157,7 @@ fn plan_response(a: crate::service::PlanAnswer) -> Result<Response, ApiError> {
         (status = 200, description = "The plan", body = PlanDoc,
          headers(("X-Memplan-Cache" = String, description = "`hit` when answered from a stored plan, else `miss`"))),
         (status = 400, description = "The body is not well-formed JSON, or the query string is malformed", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "Nothing more of the body came for `client_timeout`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid graph, unknown query parameter or invalid option (an unreachable `budget` included), graph over a size limit, or time limit over the cap", body = Problem, content_type = "application/problem+json"),
@@ -198,6 +200,7 @@ pub async fn post_plan_bare(
                 description = "Cancel the job"))
          )),
         (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "Nothing more of the body came for `client_timeout`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid graph or options, graph over a size limit, time limit over `max_time_limit`, or an unsupported option", body = Problem, content_type = "application/problem+json"),
@@ -243,6 +246,7 @@ pub async fn post_job(
                 description = "Cancel the job"))
          )),
         (status = 400, description = "The body is not well-formed JSON, or the query string is malformed", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "Nothing more of the body came for `client_timeout`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid graph, unknown query parameter or invalid option, graph over a size limit, or time limit over `max_time_limit`", body = Problem, content_type = "application/problem+json"),
@@ -406,6 +410,7 @@ pub async fn job_plan(
     responses(
         (status = 200, description = "The replay's result", body = CheckResponse),
         (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "Nothing more of the body came for `client_timeout`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid graph, unreadable plan document, or graph over a size limit", body = Problem, content_type = "application/problem+json")
@@ -435,6 +440,7 @@ pub async fn post_check(
     responses(
         (status = 200, description = "The plan and/or graph at the binding", body = InstantiateResponse),
         (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "Nothing more of the body came for `client_timeout`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unreadable symbolic plan or graph, a bad binding, or a graph over a size limit at the binding", body = Problem, content_type = "application/problem+json")
@@ -467,6 +473,7 @@ pub async fn post_instantiate(
     responses(
         (status = 200, description = "The symbolic plan, its pieces and its peak at a few bindings", body = SymbolicPlanResponse),
         (status = 400, description = "The body is not well-formed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "Nothing more of the body came for `client_timeout`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a symbolic graph, an invalid one, options symbolic planning refuses, a bad split switch, a graph over a size limit at its max corner, or a time limit over the cap", body = Problem, content_type = "application/problem+json"),
@@ -508,6 +515,7 @@ pub async fn post_plan_symbolic(
             ("X-Memplan-Status" = String, description = "optimal / heuristic / time_limit / node_limit / infeasible")
         )),
         (status = 400, description = "Malformed JSON or query string", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "Nothing more of the body came for `client_timeout`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over `body_limit`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Neither CSV nor JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A buffer breaks a rule, too many buffers, or a bad option", body = Problem, content_type = "application/problem+json"),

@@ -263,14 +263,16 @@ async fn a_graph_breaking_a_rule_is_a_422_naming_the_culprit_with_the_cli_messag
 #[tokio::test]
 async fn a_json_error_inside_the_graph_is_reported_at_its_place_in_the_body() {
     let api = start(config(None)).await;
-    // The graph's first tensor has a string size, which ends at line 3, column 58 of the body.
+    // The graph's first tensor has a string size, which ends at line 3, column 58 of the body;
+    // the message names it by its path in the graph and its name.
     let body = "{\"options\": {},\n \"graph\": {\"format\": \"memplan-graph/1\", \"ops\": [],\n  \"tensors\": [{\"name\": \"x\", \"kind\": \"input\", \"size\": \"big\"}]}}";
     let r = api
         .send(Method::POST, "/v1/plan", Some("application/json"), body)
         .await;
     r.assert_problem(
         422,
-        "graph JSON error at line 3, column 58: invalid type: string \"big\", expected u64",
+        "graph JSON error at line 3, column 58: tensors[0] (\"x\").size: invalid type: string \"big\", \
+         expected u64",
     );
     // On the body's first line the graph's own columns are shifted by where it starts.
     let r = api

@@ -1,6 +1,7 @@
 //! Limits a client can rely on: a budgeted plan answers within its time limit, as the CLI
 //! does; a body over the limit is answered 413 in a way the client gets to read, on a real
-//! socket (with and without `Expect: 100-continue`, with a length or chunked).
+//! socket (with and without `Expect: 100-continue`, with a length or chunked); a client that
+//! stalls is let go after the client timeout and cannot keep the service from stopping.
 
 mod common;
 
@@ -211,4 +212,110 @@ async fn a_chunked_body_over_the_limit_is_answered_413_and_one_within_it_is_serv
     assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
     assert!(answer.contains("memplan-plan/1"), "{answer}");
     s.stop().await;
+}
+
+/// The service with a client timeout of `patience`.
+async fn patient_server(patience: Duration) -> Server {
+    let service = Service::start(Config {
+        client_timeout: patience,
+        ..config(None)
+    })
+    .await
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(service, listener, async {
+        let _ = rx.await;
+    }));
+    Server { addr, stop, task }
+}
+
+/// Opens a connection, sends `part` and then nothing; returns the stream (open) so that the
+/// client stays connected.
+async fn stall(addr: SocketAddr, part: &'static [u8]) -> std::net::TcpStream {
+    tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.write_all(part).unwrap();
+        stream
+    })
+    .await
+    .unwrap()
+}
+
+const HALF_BODY: &[u8] = b"POST /v1/plan HTTP/1.1\r\nhost: localhost\r\n\
+    content-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"graph\": ";
+const HALF_HEAD: &[u8] = b"POST /v1/plan HTTP/1.1\r\nhost: local";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_is_answered_408_after_the_client_timeout() {
+    let s = patient_server(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let mut stream = stall(s.addr, HALF_BODY).await;
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        stream.read_to_end(&mut out).unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("urn:memplan:problem:request-timeout")
+            && answer.contains("\"limit\":\"client_timeout\""),
+        "{answer}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // A body that comes at the client's pace, within the timeout between its pieces, is served.
+    let request = plan_request(sample(), json!({"strategy": "heuristic"})).to_string();
+    let head = format!(
+        "POST /v1/plan HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        request.len()
+    );
+    let (a, b) = request.as_bytes().split_at(request.len() / 2);
+    let (a, b) = (a.to_vec(), b.to_vec());
+    let addr = s.addr;
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.write_all(head.as_bytes()).unwrap();
+        for piece in [a, b] {
+            std::thread::sleep(Duration::from_millis(150));
+            stream.write_all(&piece).unwrap();
+        }
+        let mut out = Vec::new();
+        stream.read_to_end(&mut out).unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_stall_in_a_head_or_a_body_do_not_keep_the_service_from_stopping() {
+    for part in [HALF_HEAD, HALF_BODY] {
+        let s = patient_server(Duration::from_millis(500)).await;
+        let stream = stall(s.addr, part).await;
+        // Let the server read what came before it is told to stop.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let stopping = Instant::now();
+        tokio::time::timeout(Duration::from_secs(10), s.stop())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the service still runs 10 s after the signal with a client stalled at {:?}",
+                    String::from_utf8_lossy(part)
+                )
+            });
+        assert!(stopping.elapsed() < Duration::from_secs(5));
+        drop(stream);
+    }
 }

@@ -190,6 +190,22 @@ def test_a_malformed_graph_raises_bad_input_with_line_and_column_like_the_cli(tm
     assert str(e.value) in err
 
 
+def test_a_wrong_field_is_named_by_its_path_and_tensor_as_the_cli_names_it(tmp_path):
+    g = sample_graph()
+    g["tensors"][3]["size"] = -3
+    name = g["tensors"][3]["name"]
+    with pytest.raises(memplan.BadInputError) as e:
+        memplan.plan(g)
+    assert f'tensors[3] ("{name}").size: invalid value: integer `-3`' in str(e.value)
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(g))
+    code, _, err = cli("plan", str(p))
+    assert code == 2
+    assert str(e.value).removeprefix("graph: ") in err
+    with pytest.raises(memplan.BadInputError, match="effort: invalid value: integer `-1`"):
+        memplan.plan(SAMPLE, effort=-1)
+
+
 def test_an_unknown_option_raises_bad_input_naming_the_option():
     with pytest.raises(memplan.BadInputError, match="efort"):
         memplan.plan(SAMPLE, efort=3)

@@ -970,11 +970,10 @@ impl SymbolicPlan {
 
     /// Parses a memplan-symbolic-plan/1 document and checks its structure.
     pub fn parse(text: &str) -> Result<SymbolicPlan, SymbolicError> {
-        let doc: SymbolicPlanDoc = serde_json::from_str(text).map_err(|e| {
+        let doc: SymbolicPlanDoc = crate::json_path::from_str(text).map_err(|e| {
             SymbolicError::Document(format!(
-                "JSON error at line {}, column {}: {e}",
-                e.line(),
-                e.column()
+                "JSON error at line {}, column {}: {}",
+                e.line, e.column, e.message
             ))
         })?;
         SymbolicPlan::from_doc(doc)

@@ -37,6 +37,11 @@ impl Service {
         if config.workers == 0 {
             return Err(StartError::Config("workers must be at least 1".into()));
         }
+        if config.client_timeout.is_zero() {
+            return Err(StartError::Config(
+                "client_timeout must be above 0 s (every request would time out)".into(),
+            ));
+        }
         let default = config.default_time_limit;
         if default > config.sync_time_limit_cap || default > config.max_time_limit {
             return Err(StartError::Config(format!(

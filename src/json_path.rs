@@ -1,0 +1,207 @@
+//! JSON documents read with the place of an error: which field of which element failed.
+//!
+//! serde_json says where in the text a document breaks its structure (line and column), which
+//! on a plan written on one line, or a graph of thousands of tensors, does not say which
+//! tensor, op or instruction is wrong. [`from_str`] reads a document as serde_json does and,
+//! on a structure error, names the path to the culprit (`tensors[5].kind`) and, where an
+//! element on that path has a name, the element (`tensors[5] ("conv1.out").kind`; inside an
+//! element that serde reads by a tag first, such as a plan's instruction by its `op`, the path
+//! stops at the element: `instructions[3] (alloc "x")`); a document that is an
+//! array where an object is expected is refused with that said, instead of being read field
+//! by field in the order of the type's declaration (serde's rule for a sequence given to a
+//! struct).
+//!
+//! Complexity: the document is read once; on an error it is read a second time as a
+//! [`serde_json::Value`] to find the element's name.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Where and why a JSON document failed to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonError {
+    /// 1-based line (of the text given to [`from_str`]).
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What is wrong, starting with the path to the culprit when there is one
+    /// (`tensors[5] (tensor "x").kind: unknown variant ...`).
+    pub message: String,
+    /// Whether the text is well-formed JSON (the error is in the document's structure: a
+    /// missing field, a wrong type, an unknown variant) rather than a syntax error.
+    pub structure: bool,
+}
+
+/// Reads `text` as a `T` that is a JSON object (see the module doc).
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
+    if let Some(at) = text.find(|c: char| !c.is_ascii_whitespace()) {
+        if text[at..].starts_with('[') {
+            let before = &text[..at];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            return Err(JsonError {
+                line,
+                column,
+                message: "the document is an array; it must be a JSON object ({...})".into(),
+                structure: true,
+            });
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let inner = e.inner();
+        let structure = inner.classify() == serde_json::error::Category::Data;
+        let what = strip_position(&inner.to_string());
+        let path = e.path().to_string();
+        let message = if !structure || path == "." || path.is_empty() {
+            what
+        } else {
+            format!("{}: {what}", named(text, e.path()))
+        };
+        JsonError {
+            line: inner.line(),
+            column: inner.column(),
+            message,
+            structure,
+        }
+    })?;
+    // Trailing characters after the document.
+    de.end().map_err(|e| JsonError {
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e.to_string()),
+        structure: false,
+    })?;
+    Ok(value)
+}
+
+/// serde_json appends " at line L column C" to its messages; the position is given apart.
+pub fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// The path as text, each array element followed by its name where it has one:
+/// `ops[3] (op "fc").inputs[0]`.
+fn named(text: &str, path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let doc: Option<Value> = serde_json::from_str(text).ok();
+    let mut at = doc.as_ref();
+    let mut out = String::new();
+    for seg in path.iter() {
+        match seg {
+            Segment::Seq { index } => {
+                out.push_str(&format!("[{index}]"));
+                at = at.and_then(|v| v.get(*index));
+                if let Some(label) = at.and_then(label) {
+                    out.push_str(&format!(" ({label})"));
+                }
+            }
+            Segment::Map { key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+                at = at.and_then(|v| v.get(key.as_str()));
+            }
+            Segment::Enum { variant } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(variant);
+            }
+            Segment::Unknown => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push('?');
+            }
+        }
+    }
+    out
+}
+
+/// How an element of a document names itself: a tensor or op by `name`, an instruction by
+/// its `op` and `tensor` or `node`.
+fn label(v: &Value) -> Option<String> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str);
+    if let Some(n) = s("name") {
+        return Some(format!("{n:?}"));
+    }
+    match (s("op"), s("tensor").or(s("node"))) {
+        (Some(op), Some(of)) => Some(format!("{op} {of:?}")),
+        (None, Some(of)) => Some(format!("{of:?}")),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Doc {
+        name: String,
+        items: Vec<Item>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Item {
+        name: String,
+        size: u64,
+    }
+
+    #[test]
+    fn a_wrong_field_is_named_by_its_path_and_its_element() {
+        let text = "{\"name\": \"d\", \"items\": [\n {\"name\": \"a\", \"size\": 1},\n {\"name\": \"b\", \"size\": -4}]}";
+        let e = from_str::<Doc>(text).unwrap_err();
+        assert_eq!((e.line, e.column), (3, 25));
+        assert!(e.structure);
+        assert_eq!(
+            e.message,
+            "items[1] (\"b\").size: invalid value: integer `-4`, expected u64"
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_has_no_path_and_is_not_a_structure_error() {
+        let e = from_str::<Doc>("{\"name\": \"d\", \"items\": [}").unwrap_err();
+        assert!(!e.structure);
+        assert!(!e.message.contains("items"), "{}", e.message);
+        let trailing = from_str::<Doc>("{\"name\": \"d\", \"items\": []} x").unwrap_err();
+        assert!(!trailing.structure);
+        assert!(
+            trailing.message.contains("trailing"),
+            "{}",
+            trailing.message
+        );
+    }
+
+    #[test]
+    fn an_array_is_refused_where_an_object_is_read() {
+        // serde would read it field by field in declaration order.
+        let e = from_str::<Doc>("\n  [\"d\", []]").unwrap_err();
+        assert_eq!((e.line, e.column, e.structure), (2, 3, true));
+        assert!(e.message.contains("must be a JSON object"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_missing_field_at_the_top_has_no_path() {
+        let e = from_str::<Doc>("{\"name\": \"d\"}").unwrap_err();
+        assert_eq!(e.message, "missing field `items`");
+    }
+
+    #[test]
+    fn instructions_are_named_by_their_op_and_tensor() {
+        let v: Value = serde_json::json!({"op": "alloc", "tensor": "x"});
+        assert_eq!(label(&v).as_deref(), Some("alloc \"x\""));
+        let v: Value = serde_json::json!({"op": "exec", "node": "conv"});
+        assert_eq!(label(&v).as_deref(), Some("exec \"conv\""));
+        assert_eq!(label(&serde_json::json!(3)), None);
+    }
+}
