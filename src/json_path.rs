@@ -34,7 +34,8 @@ pub struct JsonError {
 
 /// Reads `text` as a `T` that is a JSON object (see the module doc).
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
-    if let Some(at) = text.find(|c: char| !c.is_ascii_whitespace()) {
+    // JSON's whitespace (RFC 8259): space, tab, line feed, carriage return.
+    if let Some(at) = text.find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r')) {
         if text[at..].starts_with('[') {
             let before = &text[..at];
             let line = before.matches('\n').count() + 1;
@@ -42,7 +43,7 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
             return Err(JsonError {
                 line,
                 column,
-                message: "the document is an array; it must be a JSON object ({...})".into(),
+                message: ARRAY.into(),
                 structure: true,
             });
         }
@@ -52,11 +53,11 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
         let inner = e.inner();
         let structure = inner.classify() == serde_json::error::Category::Data;
         let what = strip_position(&inner.to_string());
-        let path = e.path().to_string();
-        let message = if !structure || path == "." || path.is_empty() {
-            what
+        let message = if structure {
+            let doc: Option<Value> = serde_json::from_str(text).ok();
+            prefixed(named(doc.as_ref(), e.path()), what)
         } else {
-            format!("{}: {what}", named(text, e.path()))
+            what
         };
         JsonError {
             line: inner.line(),
@@ -75,6 +76,30 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
     Ok(value)
 }
 
+/// Reads `value` as a `T` that is a JSON object, for documents that arrive inside a larger
+/// one already parsed: the message names the path to the culprit as [`from_str`]'s does
+/// (without a position, which the value no longer has).
+pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
+    if value.is_array() {
+        return Err(ARRAY.to_string());
+    }
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| prefixed(named(Some(value), e.path()), e.inner().to_string()))
+}
+
+/// What an array where an object belongs is told.
+const ARRAY: &str = "the document is an array; it must be a JSON object ({...})";
+
+/// `what` after the path `at`, unless the path is the whole document or `what` already
+/// starts with it (a type's own message naming its field).
+fn prefixed(at: String, what: String) -> String {
+    if at.is_empty() || what.starts_with(&format!("{at}:")) {
+        what
+    } else {
+        format!("{at}: {what}")
+    }
+}
+
 /// serde_json appends " at line L column C" to its messages; the position is given apart.
 pub fn strip_position(msg: &str) -> String {
     match msg.rfind(" at line ") {
@@ -83,12 +108,11 @@ pub fn strip_position(msg: &str) -> String {
     }
 }
 
-/// The path as text, each array element followed by its name where it has one:
-/// `ops[3] (op "fc").inputs[0]`.
-fn named(text: &str, path: &serde_path_to_error::Path) -> String {
+/// The path as text, each array element followed by its name in `doc` where it has one:
+/// `ops[3] ("fc").inputs[0]`; empty for the whole document.
+fn named(doc: Option<&Value>, path: &serde_path_to_error::Path) -> String {
     use serde_path_to_error::Segment;
-    let doc: Option<Value> = serde_json::from_str(text).ok();
-    let mut at = doc.as_ref();
+    let mut at = doc;
     let mut out = String::new();
     for seg in path.iter() {
         match seg {
@@ -188,6 +212,48 @@ mod tests {
         let e = from_str::<Doc>("\n  [\"d\", []]").unwrap_err();
         assert_eq!((e.line, e.column, e.structure), (2, 3, true));
         assert!(e.message.contains("must be a JSON object"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_value_is_read_with_the_same_paths_and_arrays_refused() {
+        let v = serde_json::json!({"name": "d", "items": [{"name": "a", "size": "4"}]});
+        let e = from_value::<Doc>(&v).unwrap_err();
+        assert_eq!(
+            e,
+            "items[0] (\"a\").size: invalid type: string \"4\", expected u64"
+        );
+        let e = from_value::<Doc>(&serde_json::json!(["d", []])).unwrap_err();
+        assert!(e.contains("must be a JSON object"), "{e}");
+        assert!(from_value::<Doc>(&serde_json::json!({"name": "d", "items": []})).is_ok());
+    }
+
+    #[test]
+    fn a_message_that_names_its_field_is_not_prefixed_twice() {
+        assert_eq!(
+            prefixed("budget".into(), "budget: too small".into()),
+            "budget: too small"
+        );
+        assert_eq!(
+            prefixed("budget".into(), "too small".into()),
+            "budget: too small"
+        );
+        assert_eq!(
+            prefixed(String::new(), "missing field".into()),
+            "missing field"
+        );
+    }
+
+    #[test]
+    fn only_json_whitespace_may_come_before_an_array_refused_as_such() {
+        // A form feed is no JSON whitespace: a syntax error, not "an array".
+        let e = from_str::<Doc>("\u{c}[1]").unwrap_err();
+        assert!(
+            !e.structure && !e.message.contains("array"),
+            "{}",
+            e.message
+        );
+        let e = from_str::<Doc>(" \t\r\n[1]").unwrap_err();
+        assert!(e.structure && e.message.contains("array"), "{}", e.message);
     }
 
     #[test]

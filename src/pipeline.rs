@@ -490,13 +490,7 @@ impl PipelineOptions {
         let given = (obj.contains_key("conv_algos"), obj.contains_key("tile"));
         // A wrong value is named by its field (`effort: invalid value: ...`).
         let mut opts: PipelineOptions =
-            serde_path_to_error::deserialize(serde_json::Value::Object(obj)).map_err(|e| {
-                let path = e.path().to_string();
-                match path.as_str() {
-                    "." | "" => bad(e.inner().to_string()),
-                    _ => bad(format!("{path}: {}", e.inner())),
-                }
-            })?;
+            crate::json_path::from_value(&serde_json::Value::Object(obj)).map_err(bad)?;
         opts.apply_given_modes(given.0, given.1);
         Ok(opts)
     }
@@ -973,6 +967,7 @@ mod tests {
             (r#"[["fuse"]]"#, "got an array"),
             (r#"{"rewrite": "fuse,spin"}"#, "spin"),
             (r#"{"effort": -1}"#, "effort: invalid value: integer `-1`"),
+            (r#"{"budget": 0}"#, "budget: the budget must be"),
             (
                 r#"{"device_profile": {"h2d_bytes_per_s": "x"}}"#,
                 "device_profile.h2d_bytes_per_s: ",
@@ -981,6 +976,7 @@ mod tests {
         ] {
             let e = read(text).unwrap_err().to_string();
             assert!(e.contains(says), "{text}: {e}");
+            assert!(!e.contains("budget: budget"), "{text}: {e}");
         }
     }
 

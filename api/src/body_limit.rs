@@ -15,12 +15,13 @@
 //!
 //! While it reads, a body from which nothing more comes for [`Config::client_timeout`] is
 //! answered 408 (`request-timeout`): a client that stalls in the middle of its upload holds
-//! its connection no longer, and cannot keep [`crate::serve`] from stopping (which waits for
-//! the requests in progress). [`crate::serve`] bounds the wait for a request's head the same
-//! way.
+//! its connection no longer. Once shutdown has begun, the rest of a body being read has that
+//! time in all (then 503 `shutting-down`: the work would be refused anyway), so that a client
+//! trickling its upload cannot hold off [`crate::serve`]'s stop either. [`crate::serve`]
+//! bounds the wait for a request's head the same way.
 //!
-//! Every 413 and 408 says `Connection: close`: the connection is not reused after a refused
-//! upload.
+//! Every 413, 408 and 503 from here says `Connection: close`: the connection is not reused
+//! after a refused upload.
 //!
 //! [`Config::client_timeout`]: crate::Config::client_timeout
 
@@ -32,7 +33,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The most bytes of a refused body read (and discarded) so that the client gets to read the
 /// 413; a longer body is answered at once.
@@ -123,8 +124,21 @@ pub async fn guard(State(svc): State<AppState>, req: Request, next: Next) -> Res
     let (parts, body) = req.into_parts();
     let mut stream = body.into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
+    let begun = svc.shutdown_begun();
+    let mut begun = std::pin::pin!(begun);
+    // Once shutdown has begun, the rest of the body has `patience` in all.
+    let mut until: Option<Instant> = None;
     loop {
-        let chunk = match tokio::time::timeout(patience, stream.next()).await {
+        let wait = until.map_or(patience, |u| u.saturating_duration_since(Instant::now()));
+        let next = tokio::select! {
+            next = tokio::time::timeout(wait, stream.next()) => next,
+            () = &mut begun, if until.is_none() => {
+                until = Some(Instant::now() + patience);
+                continue;
+            }
+        };
+        let chunk = match next {
+            Err(_) if until.is_some() => return closing(ApiError::ShuttingDown),
             Err(_) => {
                 return closing(ApiError::RequestTimeout {
                     seconds: patience.as_secs_f64(),

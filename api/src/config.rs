@@ -11,6 +11,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 64 << 20;
 /// Default time the service waits for a client (seconds): for a request's head to arrive in
 /// full, and for each next piece of its body.
 pub const DEFAULT_CLIENT_TIMEOUT_S: f64 = 30.0;
+/// The longest client timeout the service takes (seconds: one day).
+pub const MAX_CLIENT_TIMEOUT_S: f64 = 86_400.0;
 /// Default limit on a graph's ops.
 pub const DEFAULT_MAX_OPS: usize = 100_000;
 /// Default limit on a graph's tensors.

@@ -200,10 +200,13 @@ pub fn app(service: AppState) -> Router {
 /// period and the listener still answers; then open requests finish and the jobs still
 /// running are put back in the queue on disk.
 ///
-/// Each connection is served by hyper's HTTP/1 with keep-alive. A request head that has not
-/// arrived in full after [`Config::client_timeout`] closes its connection, and a body that
-/// stalls as long is answered 408 ([`body_limit`]): a client that stalls holds no connection
-/// longer than that and delays a shutdown by at most that much.
+/// Each connection is served by hyper's HTTP/1 with keep-alive. A connection that has not
+/// sent a request's head in full [`Config::client_timeout`] after it opened or after its last
+/// answer is closed, and a body that stalls as long is answered 408 ([`body_limit`]). After
+/// the drain, open requests get at most [`Config::sync_time_limit_cap`] (the longest a
+/// synchronous request runs) plus the client timeout to finish; the connections still open
+/// then (a client that does not read its answers) are closed. So no client can keep the
+/// service from stopping.
 pub async fn serve(
     service: Arc<Service>,
     listener: tokio::net::TcpListener,
@@ -214,6 +217,7 @@ pub async fn serve(
     let app = app(service.clone());
     let patience = service.config().client_timeout;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut connections = tokio::task::JoinSet::new();
     let stopping = service.clone();
     let mut stop = std::pin::pin!(async move {
         signal.await;
@@ -246,14 +250,29 @@ pub async fn serve(
             .keep_alive(true)
             .serve_connection(TokioIo::new(stream), handler);
         let conn = graceful.watch(conn);
-        tokio::spawn(async move {
+        while connections.try_join_next().is_some() {}
+        connections.spawn(async move {
             // A connection's error (a reset, a timed-out head) concerns that client alone.
             let _ = conn.await;
         });
     }
     drop(listener);
-    // Idle connections close now, busy ones after their request.
-    graceful.shutdown().await;
+    // Idle connections close now, busy ones after their request, within the bound.
+    let bound = service
+        .config()
+        .sync_time_limit_cap
+        .saturating_add(patience);
+    if tokio::time::timeout(bound, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "memplan serve: closing {} connection(s) still open {} s after the drain",
+            connections.len(),
+            bound.as_secs_f64()
+        );
+        connections.shutdown().await;
+    }
     // The graceful future above has stopped admission and drained.
     service.interrupt_running().await;
     Ok(())

@@ -150,14 +150,17 @@ struct RawCheckRequest<'a> {
     budget: Option<u64>,
 }
 
-/// The body as UTF-8 text.
+/// The body as UTF-8 text, without a leading byte order mark (which RFC 8259 lets a parser
+/// ignore, as the CLI and the library do: positions count from after it, as an editor that
+/// hides it shows them).
 pub fn text(body: &[u8]) -> Result<&str, ApiError> {
-    std::str::from_utf8(body).map_err(|e| {
+    let text = std::str::from_utf8(body).map_err(|e| {
         ApiError::BadRequest(format!(
             "request body is not UTF-8 (invalid byte at offset {})",
             e.valid_up_to()
         ))
-    })
+    })?;
+    Ok(text.strip_prefix('\u{feff}').unwrap_or(text))
 }
 
 /// Parses a JSON request body: syntax errors are 400, structure errors (unknown or missing
@@ -795,7 +798,7 @@ pub fn prepare_check(
             memplan::plan::PlanParseError {
                 line,
                 column,
-                message: memplan::json_path::strip_position(&e.message),
+                message: e.message,
             }
             .to_string(),
         )

@@ -287,6 +287,42 @@ async fn a_json_error_inside_the_graph_is_reported_at_its_place_in_the_body() {
 }
 
 #[tokio::test]
+async fn a_body_that_starts_with_a_byte_order_mark_is_read_as_without_it_as_the_cli_reads_it() {
+    let api = start(config(None)).await;
+    let graph = sample().to_string();
+    let plain = api
+        .send(
+            Method::POST,
+            "/plan?strategy=heuristic",
+            Some("application/json"),
+            graph.clone(),
+        )
+        .await;
+    assert_eq!(plain.status, StatusCode::OK, "{}", plain.text);
+    let marked = api
+        .send(
+            Method::POST,
+            "/plan?strategy=heuristic",
+            Some("application/json"),
+            format!("\u{feff}{graph}"),
+        )
+        .await;
+    assert_eq!(marked.status, StatusCode::OK, "{}", marked.text);
+    assert_eq!(marked.json()["instructions"], plain.json()["instructions"]);
+    // A structure error after the mark is a 422 (not a syntax error), its column counted
+    // after the mark.
+    let r = api
+        .send(
+            Method::POST,
+            "/plan",
+            Some("application/json"),
+            "\u{feff}{\"format\": 5}",
+        )
+        .await;
+    r.assert_problem(422, "graph JSON error at line 1, column 12");
+}
+
+#[tokio::test]
 async fn a_body_over_the_limit_is_a_413() {
     let mut c = config(None);
     c.body_limit = 1024;
@@ -542,6 +578,27 @@ async fn instantiate_refuses_bad_bindings_and_unreadable_documents_naming_the_cu
         .await;
     let p = r.assert_problem(422, "symbolic plan");
     assert_eq!(p["type"], "urn:memplan:problem:invalid-plan");
+    // A wrong field of a symbolic plan is named by its path, as the CLI names it.
+    use memplan::symbolic::{plan_symbolic, SymbolicGraph};
+    let sg = SymbolicGraph::parse(&graph.to_string()).unwrap();
+    let sp = plan_symbolic(&sg, &memplan::PipelineOptions::default()).unwrap();
+    let mut plan: Value = serde_json::from_str(&sp.to_json()).unwrap();
+    plan["buffers"][1]["alignment"] = json!(-1);
+    let r = api
+        .post_json(
+            "/v1/instantiate",
+            &json!({"plan": plan, "binding": {"B": 1}}),
+        )
+        .await;
+    r.assert_problem(422, "symbolic plan: buffers[1]");
+    r.assert_problem(422, "alignment: invalid value: integer `-1`");
+    let r = api
+        .post_json(
+            "/v1/instantiate",
+            &json!({"plan": [1], "binding": {"B": 1}}),
+        )
+        .await;
+    r.assert_problem(422, "symbolic plan: the document is an array");
     let mut bad = graph.clone();
     bad["tensors"][0]["size"] = json!("802816*B - 1");
     let r = api

@@ -319,3 +319,101 @@ async fn clients_that_stall_in_a_head_or_a_body_do_not_keep_the_service_from_sto
         drop(stream);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_trickles_its_body_cannot_hold_off_a_stop_beyond_the_client_timeout() {
+    let s = patient_server(Duration::from_millis(500)).await;
+    let addr = s.addr;
+    // One byte every 100 ms: never a pause of the client timeout, never the whole body.
+    let trickle = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream
+            .write_all(
+                b"POST /v1/plan HTTP/1.1\r\nhost: localhost\r\n\
+                  content-type: application/json\r\ncontent-length: 100000\r\n\r\n",
+            )
+            .unwrap();
+        for _ in 0..200 {
+            std::thread::sleep(Duration::from_millis(100));
+            if stream.write_all(b" ").is_err() {
+                break;
+            }
+        }
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let stopping = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), s.stop())
+        .await
+        .expect("the service still runs 10 s after the signal with a client trickling its body");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let answer = trickle.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+    assert!(
+        answer.contains("urn:memplan:problem:shutting-down"),
+        "{answer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_answers_cannot_hold_off_a_stop_for_ever() {
+    let service = Service::start(Config {
+        client_timeout: Duration::from_millis(300),
+        default_time_limit: Duration::from_millis(500),
+        sync_time_limit_cap: Duration::from_millis(500),
+        ..config(None)
+    })
+    .await
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(service, listener, async {
+        let _ = rx.await;
+    }));
+    // Many pipelined requests for a large answer, none of it read: the server's writes
+    // fill the socket buffers and block.
+    let stream = tokio::task::spawn_blocking(move || {
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        socket.connect(&addr.into()).unwrap();
+        let mut stream: std::net::TcpStream = socket.into();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        for _ in 0..200 {
+            if stream
+                .write_all(b"GET /openapi.json HTTP/1.1\r\nhost: localhost\r\n\r\n")
+                .is_err()
+            {
+                break;
+            }
+        }
+        stream
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopping = Instant::now();
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the service still runs 10 s after the signal with a client that reads nothing")
+        .unwrap()
+        .unwrap();
+    // The drain (no jobs) and then the bound: 0.5 s + 0.3 s.
+    assert!(
+        stopping.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        stopping.elapsed()
+    );
+    drop(stream);
+}

@@ -452,9 +452,10 @@ pub struct ServeArgs {
     /// Largest request body in bytes (413 beyond).
     #[arg(long, default_value_t = config::DEFAULT_BODY_LIMIT)]
     pub body_limit: usize,
-    /// Seconds the service waits for a client: for a request's head to arrive in full (then the
-    /// connection is closed) and for each next piece of its body (then 408); a stalled client
-    /// holds no connection longer and cannot keep the service from stopping.
+    /// Seconds the service waits for a client: for a request's head to arrive in full, after the
+    /// connection opened or its last answer (then the connection is closed), and for each next
+    /// piece of a body (then 408); at most 86400. A stalled client holds no connection longer,
+    /// and after SIGTERM no client keeps the service from stopping (see the README).
     #[arg(long, default_value_t = config::DEFAULT_CLIENT_TIMEOUT_S)]
     pub client_timeout: f64,
     /// Largest number of ops in a graph (422 beyond).

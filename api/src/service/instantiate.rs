@@ -30,7 +30,7 @@ impl Service {
                 elapsed_ms: 0.0,
             };
             if let Some(doc) = req.plan {
-                let plan = serde_json::from_value(doc)
+                let plan = memplan::json_path::from_value(&doc)
                     .map_err(|e| ApiError::plan(format!("symbolic plan: {e}")))
                     .and_then(|d| {
                         SymbolicPlan::from_doc(d)

@@ -37,10 +37,12 @@ impl Service {
         if config.workers == 0 {
             return Err(StartError::Config("workers must be at least 1".into()));
         }
-        if config.client_timeout.is_zero() {
-            return Err(StartError::Config(
-                "client_timeout must be above 0 s (every request would time out)".into(),
-            ));
+        let patience = config.client_timeout.as_secs_f64();
+        if !(patience > 0.0 && patience <= crate::config::MAX_CLIENT_TIMEOUT_S) {
+            return Err(StartError::Config(format!(
+                "client_timeout {patience} s must be above 0 s and at most {} s",
+                crate::config::MAX_CLIENT_TIMEOUT_S
+            )));
         }
         let default = config.default_time_limit;
         if default > config.sync_time_limit_cap || default > config.max_time_limit {
@@ -162,6 +164,15 @@ impl Service {
         self.shutdown.send_replace(true);
     }
 
+    /// Completes once [`Service::begin_shutdown`] has been called (at once if it has).
+    pub async fn shutdown_begun(&self) {
+        let mut rx = self.shutdown.subscribe();
+        if rx.wait_for(|begun| *begun).await.is_err() {
+            // The sender lives as long as the service: not reached.
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Shuts down: [`Service::begin_shutdown`], then lets running jobs finish within the grace
     /// period ([`Service::drain`]), then stops the others and waits until they are back in the
     /// queue on disk ([`Service::interrupt_running`]).
@@ -175,8 +186,9 @@ impl Service {
     /// while it still listens, so that `/healthz` answers 503 and new work is refused with
     /// 503 during the grace period instead of connections being refused.
     pub async fn drain(&self) {
-        let deadline = Instant::now() + self.config.shutdown_grace;
-        while self.running_jobs() > 0 && Instant::now() < deadline {
+        // A grace too long for the clock has no end.
+        let deadline = Instant::now().checked_add(self.config.shutdown_grace);
+        while self.running_jobs() > 0 && deadline.is_none_or(|d| Instant::now() < d) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -19,18 +19,22 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     };
     check_exposure(a.addr, tokens.is_some(), a.insecure).map_err(|e| bad(e.to_string()))?;
     let retention = Retention::parse(&a.retention).map_err(|e| bad(format!("--{e}")))?;
-    if a.client_timeout == 0.0 {
-        return Err(bad(
-            "--client-timeout must be above 0 s (every request would time out)",
-        ));
+    // Also refuses a negative or NaN value.
+    if !(a.client_timeout > 0.0 && a.client_timeout <= config::MAX_CLIENT_TIMEOUT_S) {
+        return Err(bad(format!(
+            "--client-timeout {} must be above 0 s and at most {} s",
+            a.client_timeout,
+            config::MAX_CLIENT_TIMEOUT_S
+        )));
     }
+    let patience = seconds("client-timeout", a.client_timeout)?;
     if a.max_jobs_per_client == 0 {
         return Err(bad("--max-jobs-per-client must be at least 1"));
     }
     let cfg = memplan_api::Config {
         db_path: Some(a.db.clone()),
         body_limit: a.body_limit,
-        client_timeout: seconds("client-timeout", a.client_timeout)?,
+        client_timeout: patience,
         max_ops: a.max_ops,
         max_tensors: a.max_tensors,
         max_buffers: a.max_buffers,
