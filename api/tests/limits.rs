@@ -101,12 +101,16 @@ struct Server {
 
 /// The service on a free local port, with a body limit of `body_limit` bytes.
 async fn server(body_limit: usize) -> Server {
-    let service = Service::start(Config {
+    server_with(Config {
         body_limit,
         ..config(None)
     })
     .await
-    .unwrap();
+}
+
+/// The service with `config` on a free local port.
+async fn server_with(config: Config) -> Server {
+    let service = Service::start(config).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();
@@ -216,19 +220,11 @@ async fn a_chunked_body_over_the_limit_is_answered_413_and_one_within_it_is_serv
 
 /// The service with a client timeout of `patience`.
 async fn patient_server(patience: Duration) -> Server {
-    let service = Service::start(Config {
+    server_with(Config {
         client_timeout: patience,
         ..config(None)
     })
     .await
-    .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(service, listener, async {
-        let _ = rx.await;
-    }));
-    Server { addr, stop, task }
 }
 
 /// Opens a connection, sends `part` and then nothing; returns the stream (open) so that the
@@ -364,20 +360,14 @@ async fn a_client_that_trickles_its_body_cannot_hold_off_a_stop_beyond_the_clien
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_its_answers_cannot_hold_off_a_stop_for_ever() {
-    let service = Service::start(Config {
+    let s = server_with(Config {
         client_timeout: Duration::from_millis(300),
         default_time_limit: Duration::from_millis(500),
         sync_time_limit_cap: Duration::from_millis(500),
         ..config(None)
     })
-    .await
-    .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(service, listener, async {
-        let _ = rx.await;
-    }));
+    .await;
+    let addr = s.addr;
     // Many pipelined requests for a large answer, none of it read: the server's writes
     // fill the socket buffers and block.
     let stream = tokio::task::spawn_blocking(move || {
@@ -403,12 +393,9 @@ async fn a_client_that_never_reads_its_answers_cannot_hold_off_a_stop_for_ever()
     .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stopping = Instant::now();
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(10), task)
+    tokio::time::timeout(Duration::from_secs(10), s.stop())
         .await
-        .expect("the service still runs 10 s after the signal with a client that reads nothing")
-        .unwrap()
-        .unwrap();
+        .expect("the service still runs 10 s after the signal with a client that reads nothing");
     // The drain (no jobs) and then the bound: 0.5 s + 0.3 s.
     assert!(
         stopping.elapsed() < Duration::from_secs(4),
