@@ -8,7 +8,8 @@
 //!
 //! Layers, each using only those above it (`tests/layering.rs` fails on a module cycle):
 //! the format ([`graph`] with [`graph::fused`], [`plan`](mod@plan) with its stats, the
-//! [`data_file`] of named tensor values) and op
+//! [`data_file`] of named tensor values, [`json_path`] reading them with the path to a wrong
+//! field) and op
 //! semantics ([`ops`]); the [`cost`] model; [`validate`](mod@validate), [`analysis`],
 //! [`trace`]; the [`planner`]; the conv-algorithm choice
 //! ([`conv_algo`]), [`budget`] and [`tiers`]; the rewrites ([`passes`]); the [`pipeline`];
