@@ -26,7 +26,7 @@ pub struct JsonError {
     /// 1-based column.
     pub column: usize,
     /// What is wrong, starting with the path to the culprit when there is one
-    /// (`tensors[5] (tensor "x").kind: unknown variant ...`).
+    /// (`tensors[5] ("x").kind: unknown variant ...`).
     pub message: String,
     /// Whether the text is well-formed JSON (the error is in the document's structure: a
     /// missing field, a wrong type, an unknown variant) rather than a syntax error.
@@ -38,9 +38,7 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
     // JSON's whitespace (RFC 8259): space, tab, line feed, carriage return.
     if let Some(at) = text.find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r')) {
         if text[at..].starts_with('[') {
-            let before = &text[..at];
-            let line = before.matches('\n').count() + 1;
-            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            let (line, column) = position(text, at);
             return Err(JsonError {
                 line,
                 column,
@@ -57,7 +55,7 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
         Err(e) => e,
     };
     let mut de = serde_json::Deserializer::from_str(text);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let _: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();
         let structure = inner.classify() == serde_json::error::Category::Data;
         let what = strip_position(&inner.to_string());
@@ -77,7 +75,6 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
     // Trailing characters after the document (or, were the second read to pass, the first
     // read's error as it is).
     let e = de.end().err().unwrap_or(plain);
-    drop(value);
     Err(JsonError {
         line: e.line(),
         column: e.column(),
@@ -108,6 +105,14 @@ fn prefixed(at: String, what: String) -> String {
     } else {
         format!("{at}: {what}")
     }
+}
+
+/// Line and column (1-based) of byte `offset` in `text`.
+pub fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, column)
 }
 
 /// serde_json appends " at line L column C" to its messages; the position is given apart.

@@ -16,6 +16,7 @@
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::model::ResolvedOptions;
+use memplan::json_path::{position, strip_position};
 use memplan::pipeline::PipelineError;
 use memplan::{Graph, GraphError, PipelineOptions, Rewrite};
 use serde::Deserialize;
@@ -171,21 +172,13 @@ pub fn json<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, ApiError> {
             "request JSON error at line {}, column {}: {}",
             e.line(),
             e.column(),
-            memplan::json_path::strip_position(&e.to_string())
+            strip_position(&e.to_string())
         );
         match e.classify() {
             serde_json::error::Category::Data => ApiError::request(msg),
             _ => ApiError::BadRequest(msg),
         }
     })
-}
-
-/// Line and column (1-based) of byte `offset` in `text`.
-fn position(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-    (line, column)
 }
 
 /// Byte offset of `inner` (a sub-slice) within `outer`.

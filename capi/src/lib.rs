@@ -310,11 +310,7 @@ unsafe fn read_options(p: *const c_char) -> Result<PipelineOptions, Failure> {
     }
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         // serde_json appends " at line L column C"; say it once, as graph errors do.
-        let message = e.to_string();
-        let message = match message.rfind(" at line ") {
-            Some(i) => &message[..i],
-            None => &message,
-        };
+        let message = memplan::json_path::strip_position(&e.to_string());
         Failure::new(
             MEMPLAN_ERR_BAD_OPTIONS,
             format!(

@@ -60,15 +60,10 @@ pub struct SymbolicGraph {
 }
 
 fn json_error(e: &serde_json::Error) -> SymbolicError {
-    let msg = e.to_string();
-    let message = match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg,
-    };
     SymbolicError::Json {
         line: e.line(),
         column: e.column(),
-        message,
+        message: crate::json_path::strip_position(&e.to_string()),
     }
 }
 
