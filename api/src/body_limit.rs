@@ -7,8 +7,9 @@
 //!   the body is never polled, so hyper never sends `100 Continue` and the client never sends
 //!   the body;
 //! - with a `Content-Length` over the limit and no `Expect`, reads and discards the body (at
-//!   most [`DRAIN_MAX_BYTES`] bytes and [`DRAIN_MAX_TIME`]; beyond either it answers at once),
-//!   then answers 413;
+//!   most [`DRAIN_MAX_BYTES`] bytes and [`DRAIN_MAX_TIME`], and only while the body keeps
+//!   coming: nothing for [`Config::client_timeout`] ends it too; beyond any of these it
+//!   answers at once), then answers 413;
 //! - otherwise reads the body (declared length or chunked) up to the limit: within it, the
 //!   handler gets the body read; over it, the rest is discarded as above and the answer is
 //!   413.
@@ -81,14 +82,21 @@ fn closing(e: ApiError) -> Response {
 }
 
 /// Reads and discards `stream` until it ends, [`DRAIN_MAX_BYTES`] more bytes have come
-/// (counting `already`) or [`DRAIN_MAX_TIME`] has passed. Whether it ended.
-async fn drain<S, E>(mut stream: S, already: u64) -> bool
+/// (counting `already`), [`DRAIN_MAX_TIME`] has passed or nothing has come for `patience`
+/// (the client timeout: a stalled upload is answered as soon as a stalled one within the
+/// limit is). Whether it ended.
+async fn drain<S, E>(mut stream: S, already: u64, patience: Duration) -> bool
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
 {
     let mut seen = already;
     let read = async {
-        while let Some(chunk) = stream.next().await {
+        loop {
+            let chunk = match tokio::time::timeout(patience, stream.next()).await {
+                Err(_) => return false,
+                Ok(None) => return true,
+                Ok(Some(chunk)) => chunk,
+            };
             match chunk {
                 Ok(b) => {
                     seen = seen.saturating_add(b.len() as u64);
@@ -99,7 +107,6 @@ where
                 Err(_) => return false,
             }
         }
-        true
     };
     tokio::time::timeout(DRAIN_MAX_TIME, read)
         .await
@@ -113,7 +120,7 @@ pub async fn guard(State(svc): State<AppState>, req: Request, next: Next) -> Res
     match content_length(req.headers()) {
         Some(n) if n > limit as u64 => {
             if !expects_continue(req.headers()) && n <= DRAIN_MAX_BYTES {
-                drain(req.into_body().into_data_stream(), 0).await;
+                drain(req.into_body().into_data_stream(), 0, patience).await;
             }
             return too_large(limit);
         }
@@ -154,7 +161,7 @@ pub async fn guard(State(svc): State<AppState>, req: Request, next: Next) -> Res
         if buf.len().saturating_add(chunk.len()) > limit {
             let read = (buf.len() + chunk.len()) as u64;
             drop(buf);
-            drain(stream, read).await;
+            drain(stream, read, patience).await;
             return too_large(limit);
         }
         buf.extend_from_slice(&chunk);
@@ -190,10 +197,28 @@ mod tests {
         let chunks = futures_util::stream::iter(
             (0..300).map(|_| Ok::<_, std::convert::Infallible>(big.clone())),
         );
-        assert!(!drain(chunks, 0).await, "300 MiB is over the cap");
+        let patience = Duration::from_secs(30);
+        assert!(!drain(chunks, 0, patience).await, "300 MiB is over the cap");
         let few = futures_util::stream::iter(
             (0..3).map(|_| Ok::<_, std::convert::Infallible>(big.clone())),
         );
-        assert!(drain(few, 0).await);
+        assert!(drain(few, 0, patience).await);
+    }
+
+    #[tokio::test]
+    async fn a_drain_of_a_stalled_body_ends_after_the_client_timeout_not_its_time_cap() {
+        let big = Bytes::from(vec![0u8; 1 << 10]);
+        // Two pieces, then nothing (the stream never ends).
+        let stalled = futures_util::stream::iter(
+            (0..2).map(|_| Ok::<_, std::convert::Infallible>(big.clone())),
+        )
+        .chain(futures_util::stream::pending());
+        let started = Instant::now();
+        assert!(!drain(stalled, 0, Duration::from_millis(100)).await);
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(100) && took < DRAIN_MAX_TIME / 2,
+            "ended after {took:?}"
+        );
     }
 }

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use memplan_api::body_limit::DRAIN_MAX_TIME;
 use memplan_api::{serve, Config, Service};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -292,6 +293,42 @@ async fn a_body_that_stalls_is_answered_408_after_the_client_timeout() {
     .await
     .unwrap();
     assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_over_the_limit_is_answered_413_after_the_client_timeout() {
+    let s = server_with(Config {
+        body_limit: LIMIT,
+        client_timeout: Duration::from_millis(300),
+        ..config(None)
+    })
+    .await;
+    // A declared length over the limit, a little of the body, then nothing: the refused
+    // body is discarded while it comes, and its stall ends that as a stall within the
+    // limit ends the read (before: only the drain's own cap of 5 s did).
+    let head = format!(
+        "POST /v1/plan HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {BIG}\r\n\r\n"
+    );
+    let part: &'static [u8] =
+        Box::leak([head.as_bytes(), &[b' '; 1024]].concat().into_boxed_slice());
+    let started = Instant::now();
+    let mut stream = stall(s.addr, part).await;
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let read = stream.read_to_end(&mut out);
+        read.map(|_| String::from_utf8_lossy(&out).into_owned())
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    assert_413(answer);
+    assert!(
+        took >= Duration::from_millis(300) && took < DRAIN_MAX_TIME / 2,
+        "answered after {took:?}"
+    );
     s.stop().await;
 }
 
