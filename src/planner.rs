@@ -136,6 +136,20 @@ pub const EFFORT_EXACT_NODES: u64 = 2_000_000;
 /// and each full search costs 10–13 s there.
 pub const EFFORT_EXACT_NODES_LATER: u64 = 500_000;
 
+/// One unit of effort: exact placement search work for the first candidate order refined
+/// (`ExactOptions::work_limit`, on top of [`EFFORT_EXACT_NODES`]; units of what the search
+/// visits, 1.5–3.5 ns each on two cores on every graph measured, where a node costs 2 to
+/// over 100 µs with the graph's width). Without it a 500-op graph whose ops read any of the
+/// last 400 tensors ran its 1.66 M nodes in 45 s (the plan in 54 s, so that under load the
+/// 60 s cap bound and the plan depended on the machine). The zoo's searches use at most
+/// 0.8·10⁹, random DAGs whose ops read the last 60 tensors at most 3.1·10⁹ (README,
+/// "Effort and limits").
+pub const EFFORT_EXACT_WORK: u64 = 4_000_000_000;
+
+/// One unit of effort: exact placement search work for each later candidate order (a
+/// quarter of [`EFFORT_EXACT_WORK`], as [`EFFORT_EXACT_NODES_LATER`] is of the nodes).
+pub const EFFORT_EXACT_WORK_LATER: u64 = 1_000_000_000;
+
 /// One unit of effort: HiGHS placement models per candidate order.
 pub const EFFORT_PLACEMENT_ILP_MODELS: usize = 2;
 
@@ -566,10 +580,10 @@ fn refine_candidates(
             time: left.time.map(|t| t / (count - k as u32).max(1)),
             ..left
         };
-        let nodes = if first {
-            EFFORT_EXACT_NODES
+        let (nodes, exact_work) = if first {
+            (EFFORT_EXACT_NODES, EFFORT_EXACT_WORK)
         } else {
-            EFFORT_EXACT_NODES_LATER
+            (EFFORT_EXACT_NODES_LATER, EFFORT_EXACT_WORK_LATER)
         };
         first = false;
         let work = opts.effort.map(|e| place::RefineWork {
@@ -578,6 +592,7 @@ fn refine_candidates(
                 .unwrap_or(usize::MAX)
                 .saturating_mul(EFFORT_PLACEMENT_ILP_MODELS),
             ilp_nodes_per_model: EFFORT_PLACEMENT_ILP_NODES,
+            exact_work: Some(exact_work.saturating_mul(e)),
         });
         let c = &mut candidates[k];
         c.placed = place::refine_with(&c.lt.problem, &c.placed, &share, work)?;

@@ -841,6 +841,7 @@ fn fit_budget(
             .saturating_mul(opts.effort.unwrap_or(1).max(1)),
         ilp_models: 0,
         ilp_nodes_per_model: 0,
+        exact_work: None,
     };
     let out = place::refine_with(&capped, &heur, limits, Some(work))?;
     Ok((

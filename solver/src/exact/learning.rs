@@ -167,6 +167,15 @@ impl Learning {
         !inst.has_fixed && (1..=MAX_BUFFERS).contains(&inst.len())
     }
 
+    /// Task entries of the model of `inst`: the sizes of its cliques summed (a step's cost
+    /// grows with them, see the module doc).
+    pub(crate) fn entries(inst: &Instance) -> usize {
+        clique_sections(inst)
+            .into_iter()
+            .map(|s| inst.members.row(s).len())
+            .sum()
+    }
+
     /// The model of `inst` under `capacity` with `branching`, or `None` when the member sits
     /// out (see [`Learning::applies`]; also offsets beyond `i32` on the grid, or a buffer
     /// larger than the capacity, which [`super::fit`] refutes before any member runs).

@@ -7,7 +7,8 @@
 //! binary search between the best lower bound and the best peak found, where every found
 //! placement lowers the upper end to its own peak and every proof of infeasibility raises the
 //! lower bound; an unanswered question (budget) only stops that side from being retried. Each
-//! question gets half of the budget left, so the total stays within the budget. The outcome
+//! question gets half of the budget left (time, nodes and, with
+//! [`ExactOptions::work_limit`], work), so the total stays within the budget. The outcome
 //! lists the unanswered questions with their budgets, and [`minimise_more`] continues from it
 //! with more budget (the placement step gives it what the HiGHS model's turn leaves): it asks
 //! only above every unanswered question below the peak that had at least the budget a
@@ -170,8 +171,15 @@ fn run(
         let mut lo = lower_bound;
         // The lower bound first (the usual answer), unless an earlier call asked it.
         let mut first = earlier.is_none();
+        // Work of the questions so far (`ExactOptions::work_limit` bounds it in all).
+        let mut work = 0u64;
         while clock.exhausted().is_none() {
             let limits = half_of_what_is_left(&opts.limits, clock.elapsed(), nodes);
+            let work_limit = match opts.work_limit {
+                Some(w) if work >= w => break,
+                Some(w) => Some((w.saturating_sub(work) / 2).max(1)),
+                None => None,
+            };
             // Below a question left unanswered with at least this budget, no use asking (one
             // at or above the peak is answered by the best placement now).
             for u in unanswered
@@ -191,18 +199,22 @@ fn run(
             first = false;
             let sub = ExactOptions {
                 limits: limits.clone(),
+                work_limit,
                 ..*opts
             };
             let sub_clock = sub.limits.start();
-            match solve_with_clock(
+            let mut question = SearchTrace::default();
+            let answer = solve_with_clock(
                 problem,
                 cap,
                 &[],
                 &sub,
                 &sub_clock,
                 &mut nodes,
-                &mut SearchTrace::default(),
-            ) {
+                &mut question,
+            );
+            work = work.saturating_add(question.work);
+            match answer {
                 Ok(placement) => {
                     if let Ok(p) = uncapped.check(&placement) {
                         if p < peak {

@@ -144,6 +144,20 @@ pub struct ExactOptions {
     /// elsewhere in time (see the `search` and `memo` modules). Only in runs of at least
     /// [`LOCATED_FROM_NODES`] nodes; nothing without [`ExactOptions::backjumping`].
     pub located_failures: bool,
+    /// Work limit: on top of the node limit, the most work ([`SearchTrace::work`]) each
+    /// search lane of the rotation (the forward and the time-reversed side, which two threads
+    /// run side by side) may do, so that a cap bounds the time on instances whose nodes are
+    /// dear (the planner's effort; `None`, the default: no limit). A run gets what its lane
+    /// has left and ends as at its node limit when it is used; a lane that has used it runs
+    /// no more. Deterministic: a lane's work depends only on its own runs, and the only runs
+    /// a thread's timing can cut short come after the answering one, which are discarded.
+    /// The phases of a fit (the first look, the blocks, the buffers again) draw on one limit
+    /// in turn; [`minimise`] gives each question half of the work left, as it does with
+    /// nodes. With a limit, the learning members sit out where their model has more than
+    /// [`LEARNING_WORK_MAX_ENTRIES`] task entries (their work cannot be counted); elsewhere
+    /// their steps count against the node limit only. The window repair of instances over
+    /// 4,096 buffers has its node caps per window only.
+    pub work_limit: Option<u64>,
     /// Threads for the restart rotation: 1, or 2 to share its runs after the first round
     /// between two threads (each side's search runs and each learning member's runs form
     /// four lanes; a free thread takes the lane whose next run comes first). The answer and
@@ -157,6 +171,15 @@ pub struct ExactOptions {
 /// learning members (see [`ExactOptions::learning`]).
 pub fn strategy_count() -> usize {
     STRATEGIES.len() + LEARNERS.len()
+}
+
+/// Whether the learning members join the rotation on `inst` (see [`ExactOptions::learning`]
+/// and [`ExactOptions::work_limit`]).
+fn learners_join(inst: &Instance, opts: &ExactOptions) -> bool {
+    opts.learning
+        && opts.restarts
+        && Learning::applies(inst)
+        && (opts.work_limit.is_none() || Learning::entries(inst) <= LEARNING_WORK_MAX_ENTRIES)
 }
 
 /// The learning members, in rotation order after the search strategies.
@@ -176,6 +199,15 @@ pub const LOCATED_FROM_NODES: u64 = 1 << 15;
 
 /// Nodes one step of a learning member counts as (see [`ExactOptions::learning`]).
 pub const LEARNING_STEP_NODES: u64 = learning::STEP_NODES;
+
+/// With a work limit ([`ExactOptions::work_limit`]), the learning members sit out where
+/// their model has more task entries than this (the cliques' sizes summed). Pumpkin's work
+/// cannot be counted from outside, and a step's cost grows with the model and the nogoods
+/// learned: 0.07–0.5 ms on the generated instances (at most 13,846 entries at 1,000
+/// buffers) and on a 300-op random graph's (6,751), but 0.27–11 ms on a 500-op graph's
+/// whose ops read any of the last 400 tensors (47,153 entries; 1,848 steps took 20.8 s,
+/// where the node limit counts them as 46,200 nodes).
+pub const LEARNING_WORK_MAX_ENTRIES: usize = 16_384;
 
 /// Most free buffers a learning member models.
 pub const LEARNING_MAX_BUFFERS: usize = learning::MAX_BUFFERS;
@@ -197,6 +229,7 @@ impl Default for ExactOptions {
             blocks: true,
             backjumping: true,
             located_failures: true,
+            work_limit: None,
             threads: default_threads(),
         }
     }
@@ -287,6 +320,13 @@ pub struct SearchTrace {
     /// Close to [`SearchTrace::check_failures`]: the runs *thrash*, failing again and again
     /// on one spot while they enumerate combinations of choices made elsewhere.
     pub hottest_failures: u64,
+    /// Work of the canonical-search runs counted, in units of what a run visits (each
+    /// unplaced buffer a node scans, each section checked or raised, each section and
+    /// overlapping buffer a placement or its undo updates, each buffer of a run's root):
+    /// about 1.5–3.5 ns a unit on two cores on every instance measured, where a node costs 2
+    /// to over 100 µs with the instance's width. [`ExactOptions::work_limit`] caps it. Unlike
+    /// the other fields it includes runs on blocks.
+    pub work: u64,
 }
 
 impl SearchTrace {
@@ -295,6 +335,7 @@ impl SearchTrace {
         self.deepest = self.deepest.max(other.deepest);
         self.check_failures = self.check_failures.saturating_add(other.check_failures);
         self.hottest_failures = self.hottest_failures.saturating_add(other.hottest_failures);
+        self.work = self.work.saturating_add(other.work);
     }
 }
 
@@ -379,23 +420,34 @@ pub(crate) fn solve_with_clock(
             // buffers again (from scratch) with the rest.
             let budget = opts.limits.nodes;
             let look = BLOCKS_AFTER_NODES_PER_BUFFER.saturating_mul(n.max(64) as u64);
-            let with_nodes = |limit: Option<u64>| ExactOptions {
+            // The work limit bounds the phases together: what one used is gone.
+            let work_from = trace.work;
+            let work_left = |trace: &SearchTrace| {
+                opts.work_limit
+                    .map(|w| w.saturating_sub(trace.work.saturating_sub(work_from)))
+            };
+            let with_nodes = |limit: Option<u64>, work_limit: Option<u64>| ExactOptions {
                 limits: Limits {
                     nodes: limit,
                     ..opts.limits.clone()
                 },
+                work_limit,
                 ..opts.clone()
             };
             let mut used = 0u64;
             let first = fit(
                 &inst,
                 capacity,
-                &with_nodes(Some(budget.map_or(look, |b| b.min(look)))),
+                &with_nodes(Some(budget.map_or(look, |b| b.min(look))), opts.work_limit),
                 clock,
                 &mut used,
                 trace,
             );
-            if !matches!(first, RunEnd::NodeLimit) || budget.is_some_and(|b| used >= b) {
+            let spent = |w: Option<u64>| w == Some(0);
+            if !matches!(first, RunEnd::NodeLimit)
+                || budget.is_some_and(|b| used >= b)
+                || spent(work_left(trace))
+            {
                 *nodes = nodes.saturating_add(used);
                 first
             } else {
@@ -407,10 +459,13 @@ pub(crate) fn solve_with_clock(
                         BLOCKS_SHARE,
                     ),
                     blocks: false,
+                    // The node budget splits the phases; the work limit bounds them all.
+                    work_limit: work_left(trace),
                     ..opts.clone()
                 };
                 let sub_clock = sub.limits.start();
-                // (The blocks' trace counts blocks, not buffers: it stays out.)
+                // (The blocks' trace counts blocks, not buffers: only its work counts.)
+                let mut blocks_trace = SearchTrace::default();
                 let found = solve_with_clock(
                     &blocks.problem,
                     capacity,
@@ -418,8 +473,9 @@ pub(crate) fn solve_with_clock(
                     &sub,
                     &sub_clock,
                     &mut used,
-                    &mut SearchTrace::default(),
+                    &mut blocks_trace,
                 );
+                trace.work = trace.work.saturating_add(blocks_trace.work);
                 *nodes = nodes.saturating_add(used);
                 if let Some(placement) = found.ok().and_then(|p| blocks.expand(&p)) {
                     if capped.check(&placement).is_ok() {
@@ -427,7 +483,19 @@ pub(crate) fn solve_with_clock(
                     }
                 }
                 let rest = budget.map(|b| b.saturating_sub(used));
-                fit(&inst, capacity, &with_nodes(rest), clock, nodes, trace)
+                let work_rest = work_left(trace);
+                if spent(work_rest) {
+                    RunEnd::NodeLimit
+                } else {
+                    fit(
+                        &inst,
+                        capacity,
+                        &with_nodes(rest, work_rest),
+                        clock,
+                        nodes,
+                        trace,
+                    )
+                }
             }
         }
     };
@@ -517,9 +585,12 @@ struct Lanes {
 }
 
 /// What the threads share: per lane its runs `(index, node limit)`, the next one, whether a
-/// thread runs it now, and its memo while no thread does.
+/// thread runs it now, its memo while no thread does, and the work it has left.
 struct LaneState {
     runs: [Vec<(u64, u64)>; LANES],
+    /// Per lane, the work left of its share ([`ExactOptions::work_limit`]): a lane with
+    /// none runs no more.
+    work_left: [u64; LANES],
     next: [usize; LANES],
     busy: [bool; LANES],
     memos: [Option<Memo>; LANES],
@@ -528,10 +599,11 @@ struct LaneState {
 }
 
 impl Lanes {
-    fn new(runs: [Vec<(u64, u64)>; LANES], memos: [Memo; LANES]) -> Lanes {
+    fn new(runs: [Vec<(u64, u64)>; LANES], memos: [Memo; LANES], work_left: [u64; LANES]) -> Lanes {
         Lanes {
             state: std::sync::Mutex::new(LaneState {
                 runs,
+                work_left,
                 next: [0; LANES],
                 busy: [false; LANES],
                 memos: memos.map(Some),
@@ -543,13 +615,13 @@ impl Lanes {
 
     /// Runs lanes on this thread until none is left for it: each time the free lane whose
     /// next run comes first in the schedule, skipping runs after the `answer` so far; of the
-    /// learning lanes only `learner`, whose solver lives on this thread. `run(index, limit,
-    /// memo)` runs one.
+    /// learning lanes only `learner`, whose solver lives on this thread; a lane with no work
+    /// left is done. `run(index, limit, work left, memo)` runs one.
     fn work(
         &self,
         learner: usize,
         answer: &AtomicU64,
-        mut run: impl FnMut(u64, u64, &mut Memo) -> RunReport,
+        mut run: impl FnMut(u64, u64, u64, &mut Memo) -> RunReport,
     ) -> Vec<RunReport> {
         let mut reports = Vec::new();
         // A poisoned lock means the other thread panicked: its runs are missing, which can
@@ -564,7 +636,10 @@ impl Lanes {
             let settled = answer.load(Ordering::Relaxed);
             let mut pick: Option<(u64, usize)> = None;
             for lane in 0..LANES {
-                if st.busy[lane] || (lane >= LEARNING_LANE && lane != learner) {
+                if st.busy[lane]
+                    || (lane >= LEARNING_LANE && lane != learner)
+                    || st.work_left[lane] == 0
+                {
                     continue;
                 }
                 let Some(&(r, _)) = st.runs[lane].get(st.next[lane]) else {
@@ -587,14 +662,16 @@ impl Lanes {
                 continue;
             };
             let limit = st.runs[lane][st.next[lane]].1;
+            let work_left = st.work_left[lane];
             st.busy[lane] = true;
             let mut memo = st.memos[lane].take().unwrap_or_default();
             drop(st);
             // A panic in a run is a bug: the lanes halt (the other thread must not wait for
             // this lane forever) and the runs left are missing, which can only turn an answer
             // into a timeout.
-            let report =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(r, limit, &mut memo)));
+            let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(r, limit, work_left, &mut memo)
+            }));
             st = match self.state.lock() {
                 Ok(st) => st,
                 Err(_) => return reports,
@@ -607,6 +684,7 @@ impl Lanes {
             };
             st.memos[lane] = Some(memo);
             st.next[lane] += 1;
+            st.work_left[lane] = st.work_left[lane].saturating_sub(report.trace.work);
             if matches!(report.end, RunEnd::TimeLimit) {
                 st.halted = true;
             }
@@ -726,10 +804,11 @@ pub(crate) fn fit(
             })
             .collect()
     };
+    let work_budget = opts.work_limit.unwrap_or(u64::MAX);
     if let [m] = members.as_slice() {
         let mut memo = Memo::default();
         let mut used = 0;
-        let end = Search::new(
+        let mut search = Search::new(
             sides[m.side],
             capacity,
             cfg,
@@ -737,13 +816,15 @@ pub(crate) fn fit(
             &mut memo,
         )
         .rerank_by(&m.keys)
-        .run(budget, clock, &mut used);
+        .with_work_limit(work_budget);
+        let end = search.run(budget, clock, &mut used);
+        trace.work = trace.work.saturating_add(search.trace().work);
         *nodes = nodes.saturating_add(used);
         return end;
     }
     // The learning members model `inst` itself (the sides share local indices, so their
     // placements hold for both) and have a lane each: their `side` is unused.
-    if opts.learning && opts.restarts && Learning::applies(inst) {
+    if learners_join(inst, opts) {
         for j in 0..LEARNERS.len() {
             members.push(Member {
                 keys: Vec::new(),
@@ -793,6 +874,7 @@ pub(crate) fn fit(
     // member `j` on `models[j]`, built when it first runs: `Some(None)` means it sits out).
     let run_one = |r: u64,
                    run_limit: u64,
+                   work_left: u64,
                    memo: &mut Memo,
                    models: &mut [Option<Option<Learning>>; LEARNERS.len()]|
      -> RunReport {
@@ -834,7 +916,8 @@ pub(crate) fn fit(
                 memo,
             )
             .rerank_by(&m.keys)
-            .stop_when(&answer, r);
+            .stop_when(&answer, r)
+            .with_work_limit(work_left);
             let end = search.run(run_limit, clock, &mut used);
             run_trace = search.trace();
             end
@@ -884,10 +967,17 @@ pub(crate) fn fit(
     // question (on one thread no other run can) or the clock runs out.
     let in_order = |runs: Vec<(u64, u64)>,
                     memos: &mut [Memo; LANES],
+                    work_left: &mut [u64; LANES],
                     models: &mut [Option<Option<Learning>>; LEARNERS.len()],
                     reports: &mut Vec<RunReport>| {
         for (r, run_limit) in runs {
-            let report = run_one(r, run_limit, &mut memos[lane_of(entry(r).0)], models);
+            let lane = lane_of(entry(r).0);
+            if work_left[lane] == 0 {
+                // The lane has used its share of the work: it runs no more.
+                continue;
+            }
+            let report = run_one(r, run_limit, work_left[lane], &mut memos[lane], models);
+            work_left[lane] = work_left[lane].saturating_sub(report.trace.work);
             let last = !matches!(report.end, RunEnd::NodeLimit);
             reports.push(report);
             if last {
@@ -901,11 +991,20 @@ pub(crate) fn fit(
     let mut memos: [Memo; LANES] = Default::default();
     let mut models: [Option<Option<Learning>>; LEARNERS.len()] = Default::default();
     let mut reports = Vec::new();
+    // The work limit, for each search lane (the learning lanes have none: their steps count
+    // against the node limit).
+    let mut work_left: [u64; LANES] = std::array::from_fn(|l| {
+        if l < LEARNING_LANE {
+            work_budget
+        } else {
+            u64::MAX
+        }
+    });
     let first = plan(0)
         .into_iter()
         .take_while(|&(r, _)| r < lds + k)
         .collect();
-    let stopped = in_order(first, &mut memos, &mut models, &mut reports);
+    let stopped = in_order(first, &mut memos, &mut work_left, &mut models, &mut reports);
     let mut used_lanes = [false; LANES];
     for mi in 0..members.len() {
         used_lanes[lane_of(mi)] = true;
@@ -920,17 +1019,17 @@ pub(crate) fn fit(
         for (r, run_limit) in plan(lds + k) {
             lanes[lane_of(entry(r).0)].push((r, run_limit));
         }
-        let shared = Lanes::new(lanes, memos);
+        let shared = Lanes::new(lanes, memos, work_left);
         let theirs = std::thread::scope(|scope| {
             let other = scope.spawn(|| {
                 let mut own: [Option<Option<Learning>>; LEARNERS.len()] = Default::default();
-                shared.work(LEARNING_LANE, &answer, |r, l, memo| {
-                    run_one(r, l, memo, &mut own)
+                shared.work(LEARNING_LANE, &answer, |r, l, w, memo| {
+                    run_one(r, l, w, memo, &mut own)
                 })
             });
             // This thread runs the second learning lane only (its solver lives here).
-            let mine = shared.work(LEARNING_LANE + 1, &answer, |r, l, memo| {
-                run_one(r, l, memo, &mut models)
+            let mine = shared.work(LEARNING_LANE + 1, &answer, |r, l, w, memo| {
+                run_one(r, l, w, memo, &mut models)
             });
             reports.extend(mine);
             // A panic in the other thread is a bug; its runs are then simply missing, which
@@ -939,10 +1038,17 @@ pub(crate) fn fit(
         });
         reports.extend(theirs);
     } else if !stopped {
-        in_order(plan(lds + k), &mut memos, &mut models, &mut reports);
+        in_order(
+            plan(lds + k),
+            &mut memos,
+            &mut work_left,
+            &mut models,
+            &mut reports,
+        );
     }
     reports.sort_by_key(|rep| rep.index);
     let settled = answer.load(Ordering::Relaxed);
+
     #[cfg(test)]
     RUN_MEMOS.with(|runs| {
         *runs.borrow_mut() = reports

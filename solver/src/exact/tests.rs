@@ -187,6 +187,8 @@ fn all_switches() -> impl Iterator<Item = ExactOptions> {
         blocks: m & 32 == 0,
         backjumping: m & 1 == 0,
         located_failures: m & 8 == 0,
+        // Half under a work limit no tiny instance reaches.
+        work_limit: (m & 16 != 0).then_some(1 << 40),
         threads: 1 + (m as usize & 1),
     })
 }
@@ -707,32 +709,10 @@ fn generated_hard_instances_get_answers_consistent_with_their_construction() {
     );
 }
 
-/// Solves `inst` under a budget of `nodes` on one thread and on two, requires the same status,
-/// placement and node count, and the same memo size at the start of every run (each run sees
-/// the states of its side's runs before it, whichever thread ran them), and returns the node
-/// count.
+/// Solves `inst` under a budget of `nodes` on one thread and on two (see
+/// [`agree_on_threads`]) and returns the node count.
 fn threads_agree(inst: &crate::generate::HardInstance, nodes: u64) -> u64 {
-    let with = |threads: usize| ExactOptions {
-        threads,
-        ..node_capped(nodes)
-    };
-    let runs = || super::RUN_MEMOS.with(|r| r.take());
-    let one = solve(&inst.problem, inst.capacity, &[], &with(1));
-    let one_runs = runs();
-    let two = solve(&inst.problem, inst.capacity, &[], &with(2));
-    assert_eq!(
-        (one.status, &one.placement, one.nodes, one.trace),
-        (two.status, &two.placement, two.nodes, two.trace),
-        "{}",
-        inst.name
-    );
-    assert_eq!(
-        one_runs,
-        runs(),
-        "{}: memo sizes at the runs' starts",
-        inst.name
-    );
-    one.nodes
+    agree_on_threads(inst, &node_capped(nodes)).nodes
 }
 
 /// The restart schedule's answer is that of its first settling run, whatever the number of
@@ -1107,12 +1087,12 @@ fn lanes_keep_their_order_and_memos_across_two_threads() {
     assert_eq!(LANES, 4);
     let runs: [Vec<(u64, u64)>; LANES] =
         std::array::from_fn(|lane| (0..12).map(|i| (4 * i + lane as u64, 1)).collect());
-    let lanes = Lanes::new(runs, Default::default());
+    let lanes = Lanes::new(runs, Default::default(), [u64::MAX; LANES]);
     let answer = AtomicU64::new(u64::MAX);
     let log = Mutex::new(Vec::new());
     let job = |learner: usize| {
         let (answer, log) = (&answer, &log);
-        move |r: u64, _: u64, memo: &mut Memo| {
+        move |r: u64, _: u64, _: u64, memo: &mut Memo| {
             let known = answer.load(Ordering::Relaxed);
             std::thread::sleep(std::time::Duration::from_millis(5));
             let states = memo.len();
@@ -1283,4 +1263,224 @@ fn one_member_alone_and_fixed_buffers_never_turn_to_blocks() {
     assert!(super::blocks_of(&inst.problem, &fixed, &capped).is_none());
     let unlimited = ExactOptions::default();
     assert!(super::blocks_of(&inst.problem, &[], &unlimited).is_none());
+}
+
+/// Solves `inst` with `opts` on one thread and on two, requires the same status, placement,
+/// node count and trace (its work included), and the same memo size at the start of every
+/// run (each run sees the states of its side's runs before it, whichever thread ran them),
+/// and returns the outcome on one thread.
+fn agree_on_threads(inst: &crate::generate::HardInstance, opts: &ExactOptions) -> ExactOutcome {
+    let with = |threads: usize| ExactOptions {
+        threads,
+        ..opts.clone()
+    };
+    let runs = || super::RUN_MEMOS.with(|r| r.take());
+    let one = solve(&inst.problem, inst.capacity, &[], &with(1));
+    let one_runs = runs();
+    let two = solve(&inst.problem, inst.capacity, &[], &with(2));
+    assert_eq!(
+        (one.status, &one.placement, one.nodes, one.trace),
+        (two.status, &two.placement, two.nodes, two.trace),
+        "{}",
+        inst.name
+    );
+    assert_eq!(
+        one_runs,
+        runs(),
+        "{}: memo sizes at the runs' starts",
+        inst.name
+    );
+    one
+}
+
+/// A work limit stops a search whose node cap alone lets it run on, at the same point on one
+/// thread and on two, and bounds the work of the runs counted: each of the two search lanes
+/// may do the limit, plus at most one node's work.
+#[test]
+fn a_work_limit_stops_the_search_at_the_same_point_on_one_thread_and_two() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let limit = 30_000_000;
+    for seed in [3u64, 8] {
+        let inst = generate(&HardSpec::challenging(seed, 450, Variant::Fits));
+        let nodes_only = agree_on_threads(&inst, &node_capped(200_000));
+        let capped = agree_on_threads(
+            &inst,
+            &ExactOptions {
+                work_limit: Some(limit),
+                ..node_capped(200_000)
+            },
+        );
+        assert_eq!(capped.status, ExactStatus::Timeout, "{}", inst.name);
+        assert!(
+            capped.nodes < nodes_only.nodes,
+            "{}: {} nodes with the work limit, {} without",
+            inst.name,
+            capped.nodes,
+            nodes_only.nodes
+        );
+        assert!(
+            capped.trace.work < nodes_only.trace.work,
+            "{}: {:?} {:?}",
+            inst.name,
+            capped.trace,
+            nodes_only.trace
+        );
+        // One node's work: a scan of the buffers, a check of the sections, a placement.
+        let node = 8 * inst.problem.buffers.len() as u64 * 4;
+        assert!(
+            capped.trace.work <= 2 * (limit + node),
+            "{}: {} work units counted under a limit of {limit} per lane",
+            inst.name,
+            capped.trace.work
+        );
+        assert!(
+            capped.trace.work >= limit,
+            "{}: {:?}",
+            inst.name,
+            capped.trace
+        );
+    }
+}
+
+/// Without a work limit, the work is counted but changes nothing: the same answer and node
+/// count as with a limit no search reaches.
+#[test]
+fn a_work_limit_no_search_reaches_changes_nothing() {
+    use crate::generate::{generate, HardSpec, Variant};
+    for seed in [1u64, 2] {
+        let inst = generate(&HardSpec::challenging(seed, 100, Variant::Fits));
+        let free = solve(&inst.problem, inst.capacity, &[], &node_capped(100_000));
+        let far = solve(
+            &inst.problem,
+            inst.capacity,
+            &[],
+            &ExactOptions {
+                work_limit: Some(u64::MAX / 2),
+                ..node_capped(100_000)
+            },
+        );
+        assert_eq!(
+            (free.status, &free.placement, free.nodes, free.trace),
+            (far.status, &far.placement, far.nodes, far.trace),
+            "{}",
+            inst.name
+        );
+        assert!(free.trace.work > 0, "{}: no work counted", inst.name);
+    }
+}
+
+/// The minimisation shares a work limit over its questions: it stops earlier than with its
+/// node cap alone, never worse than its start, and the same on one thread and on two.
+#[test]
+fn a_work_limited_minimisation_is_deterministic_and_stops_earlier() {
+    use crate::generate::{generate, HardSpec, Variant};
+    let inst = generate(&HardSpec::challenging(5, 450, Variant::Fits));
+    let p = PlacementProblem::new(inst.problem.buffers.clone());
+    let start = crate::placement::portfolio(&p, &Limits::UNLIMITED)
+        .unwrap()
+        .placement;
+    let run = |threads: usize, work_limit: Option<u64>| {
+        minimise(
+            &p,
+            &start,
+            &ExactOptions {
+                threads,
+                work_limit,
+                ..node_capped(200_000)
+            },
+        )
+    };
+    let (one, two) = (run(1, Some(30_000_000)), run(2, Some(30_000_000)));
+    assert_eq!(
+        (&one.placement, one.peak, one.lower_bound, one.nodes),
+        (&two.placement, two.peak, two.lower_bound, two.nodes)
+    );
+    assert!(one.peak <= p.check(&start).unwrap());
+    let free = run(2, None);
+    assert!(
+        one.nodes < free.nodes,
+        "{} nodes with the work limit, {} without",
+        one.nodes,
+        free.nodes
+    );
+}
+
+/// With a work limit, the learning members sit out on a model too wide for their steps to be
+/// weighed (more than `LEARNING_WORK_MAX_ENTRIES` task entries), and join as before on the
+/// generated instances and without a limit.
+#[test]
+fn with_a_work_limit_the_learning_members_sit_out_on_wide_models_only() {
+    use crate::generate::{generate, HardSpec, Variant};
+    // 400 buffers of 300 steps each, starting anywhere in 1,000: many maximal cliques of
+    // about 120 (as when every op reads any of the last few hundred tensors).
+    let mut rng = Rng::new(9);
+    let wide = PlacementProblem::new(
+        (0..400)
+            .map(|_| {
+                let lower = rng.below(1000);
+                buf(lower, lower + 300, 1 + rng.below(64))
+            })
+            .collect(),
+    );
+    let wide = Instance::new(&wide, &[], u64::MAX);
+    assert!(learning::Learning::entries(&wide) > super::LEARNING_WORK_MAX_ENTRIES);
+    let limited = ExactOptions {
+        work_limit: Some(1 << 40),
+        ..ExactOptions::default()
+    };
+    assert!(!super::learners_join(&wide, &limited));
+    assert!(super::learners_join(&wide, &ExactOptions::default()));
+    let cut = generate(&HardSpec::challenging(1, 1000, Variant::Fits));
+    let cut = Instance::new(&cut.problem, &[], u64::MAX);
+    assert!(super::learners_join(&cut, &limited));
+}
+
+/// A lane that has used its work runs no more, whichever thread would take it; the other
+/// lanes run on, and each run is given what its lane has left.
+#[test]
+fn a_lane_that_has_used_its_work_runs_no_more() {
+    use super::{LANES, LEARNING_LANE};
+    use std::sync::Mutex;
+    let runs: [Vec<(u64, u64)>; LANES] =
+        std::array::from_fn(|lane| (0..6).map(|i| (4 * i + lane as u64, 1)).collect());
+    // Lane 0 may do 25 units, lane 1 without limit; each run does 10.
+    let mut left = [u64::MAX; LANES];
+    left[0] = 25;
+    let lanes = Lanes::new(runs, Default::default(), left);
+    let answer = AtomicU64::new(u64::MAX);
+    let log = Mutex::new(Vec::new());
+    let job = |log: &'static Mutex<Vec<(u64, u64)>>| {
+        move |r: u64, _: u64, work_left: u64, _: &mut Memo| {
+            log.lock().unwrap().push((r, work_left));
+            RunReport {
+                index: r,
+                end: RunEnd::NodeLimit,
+                nodes: 1,
+                trace: SearchTrace {
+                    work: 10,
+                    ..SearchTrace::default()
+                },
+                memo: Some(0),
+            }
+        }
+    };
+    let log: &'static Mutex<Vec<(u64, u64)>> = Box::leak(Box::new(log));
+    std::thread::scope(|s| {
+        let other = s.spawn(|| lanes.work(LEARNING_LANE, &answer, job(log)));
+        lanes.work(LEARNING_LANE + 1, &answer, job(log));
+        other.join().unwrap();
+    });
+    let mut log = log.lock().unwrap().clone();
+    log.sort_unstable();
+    let lane0: Vec<(u64, u64)> = log.iter().copied().filter(|(r, _)| r % 4 == 0).collect();
+    assert_eq!(
+        lane0,
+        vec![(0, 25), (4, 15), (8, 5)],
+        "lane 0 stops once its 25 units are used"
+    );
+    assert_eq!(
+        log.iter().filter(|(r, _)| r % 4 == 1).count(),
+        6,
+        "lane 1 runs on"
+    );
 }

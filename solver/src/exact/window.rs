@@ -226,6 +226,8 @@ impl Context<'_> {
                 nodes: Some(WINDOW_NODES.saturating_mul(chosen.len() as u64).max(1024)),
                 cancel: self.opts.limits.cancel.clone(),
             },
+            // Each window has its node cap only (see `ExactOptions::work_limit`).
+            work_limit: None,
             ..self.opts.clone()
         };
         match fit(

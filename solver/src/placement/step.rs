@@ -177,6 +177,10 @@ pub struct RefineWork {
     pub ilp_models: usize,
     /// Branch-and-bound nodes per HiGHS model.
     pub ilp_nodes_per_model: u64,
+    /// The exact search's work limit ([`ExactOptions::work_limit`], on top of
+    /// `exact_nodes`: a node's cost ranges over fifty times with the instance's width, its
+    /// work does not); `None`: the node cap alone.
+    pub exact_work: Option<u64>,
 }
 
 /// Runs the exact search from `start` (a valid placement of `problem`, e.g. from
@@ -234,6 +238,7 @@ pub fn refine_with(
                 },
                 cancel: limits.cancel.clone(),
             },
+            work_limit: work.and_then(|w| w.exact_work),
             ..ExactOptions::default()
         };
         // The minimisation's outcome, which a later turn may continue (see below).
@@ -542,6 +547,7 @@ mod tests {
             exact_nodes: 20_000,
             ilp_models: 0,
             ilp_nodes_per_model: 0,
+            exact_work: None,
         };
         let out = refine_with(&p, &start, &Limits::UNLIMITED, Some(work)).unwrap();
         assert!(p.check(&out.placement).is_ok());
