@@ -139,16 +139,17 @@ pub const EFFORT_EXACT_NODES_LATER: u64 = 500_000;
 /// One unit of effort: exact placement search work for the first candidate order refined
 /// (`ExactOptions::work_limit`, on top of [`EFFORT_EXACT_NODES`]; units of what the search
 /// visits, 1.5–3.5 ns each on two cores on every graph measured, where a node costs 2 to
-/// over 100 µs with the graph's width). Without it a 500-op graph whose ops read any of the
+/// over 100 µs with the graph's width), in all: half for each of the two search lanes, which
+/// two threads run side by side. Without it a 500-op graph whose ops read any of the
 /// last 400 tensors ran its 1.66 M nodes in 45 s (the plan in 54 s, so that under load the
 /// 60 s cap bound and the plan depended on the machine). The zoo's searches use at most
 /// 0.8·10⁹, random DAGs whose ops read the last 60 tensors at most 3.1·10⁹ (README,
 /// "Effort and limits").
-pub const EFFORT_EXACT_WORK: u64 = 4_000_000_000;
+pub const EFFORT_EXACT_WORK: u64 = 8_000_000_000;
 
 /// One unit of effort: exact placement search work for each later candidate order (a
 /// quarter of [`EFFORT_EXACT_WORK`], as [`EFFORT_EXACT_NODES_LATER`] is of the nodes).
-pub const EFFORT_EXACT_WORK_LATER: u64 = 1_000_000_000;
+pub const EFFORT_EXACT_WORK_LATER: u64 = 2_000_000_000;
 
 /// One unit of effort: HiGHS placement models per candidate order.
 pub const EFFORT_PLACEMENT_ILP_MODELS: usize = 2;
@@ -200,8 +201,9 @@ pub struct PlanOptions {
     /// searches stop at their own node caps, so the result is deterministic.
     pub time_limit: Option<Duration>,
     /// Deterministic effort: `Some(k)` gives the exact placement search `k ×`
-    /// [`EFFORT_EXACT_NODES`] nodes for the first candidate order it refines (`k ×`
-    /// [`EFFORT_EXACT_NODES_LATER`] for each later one) and the order program at most `k ×`
+    /// [`EFFORT_EXACT_NODES`] nodes and `k ×` [`EFFORT_EXACT_WORK`] units of work for the
+    /// first candidate order it refines (`k ×` [`EFFORT_EXACT_NODES_LATER`] and `k ×`
+    /// [`EFFORT_EXACT_WORK_LATER`] for each later one) and the order program at most `k ×`
     /// [`EFFORT_ORDER_WINDOWS`] window models of `k ×` [`EFFORT_ORDER_WINDOW_NODES`]
     /// branch-and-bound nodes each, `k ×` [`EFFORT_ORDER_WINDOWS_WORK`] LP iterations ×
     /// nonzeros in all (or one whole-graph model of `k ×`

@@ -144,19 +144,24 @@ pub struct ExactOptions {
     /// elsewhere in time (see the `search` and `memo` modules). Only in runs of at least
     /// [`LOCATED_FROM_NODES`] nodes; nothing without [`ExactOptions::backjumping`].
     pub located_failures: bool,
-    /// Work limit: on top of the node limit, the most work ([`SearchTrace::work`]) each
-    /// search lane of the rotation (the forward and the time-reversed side, which two threads
-    /// run side by side) may do, so that a cap bounds the time on instances whose nodes are
-    /// dear (the planner's effort; `None`, the default: no limit). A run gets what its lane
-    /// has left and ends as at its node limit when it is used; a lane that has used it runs
-    /// no more. Deterministic: a lane's work depends only on its own runs, and the only runs
-    /// a thread's timing can cut short come after the answering one, which are discarded.
-    /// The phases of a fit (the first look, the blocks, the buffers again) draw on one limit
-    /// in turn; [`minimise`] gives each question half of the work left, as it does with
-    /// nodes. With a limit, the learning members sit out where their model has more than
-    /// [`LEARNING_WORK_MAX_ENTRIES`] task entries (their work cannot be counted); elsewhere
-    /// their steps count against the node limit only. The window repair of instances over
-    /// 4,096 buffers has its node caps per window only.
+    /// Work limit: on top of the node limit (not instead of it), the most work
+    /// ([`SearchTrace::work`]) the canonical-search runs may do, so that a cap bounds the
+    /// search's time on instances whose nodes are dear (the planner's effort; `None`, the
+    /// default: no limit). Each search lane of the rotation (the forward and the
+    /// time-reversed side, which two threads run side by side) gets an equal share; a run
+    /// gets what its lane has left and ends as at its node limit once it is used (checked as
+    /// each node is entered, so a run overshoots by what it did since its last node), and a
+    /// lane that has used its share runs no more. Deterministic: a lane's work depends only
+    /// on its own runs, and the only runs a thread's timing can cut short come after the
+    /// answering one, which are discarded (as is their work: [`SearchTrace::work`] counts the
+    /// runs up to the answer). The phases of a fit (the first look, the blocks, the buffers
+    /// again) draw on the one limit in turn (the node budget decides their split, the limit
+    /// caps them together); [`minimise`] gives each question half of the work left, as it
+    /// does with nodes. With a limit, the learning members sit out where their model has
+    /// more than [`LEARNING_WORK_MAX_ENTRIES`] task entries (their work cannot be counted;
+    /// so a limit no search reaches still changes the rotation there); elsewhere their steps
+    /// count against the node limit only. The window repair of instances over 4,096 buffers
+    /// has its node caps per window only.
     pub work_limit: Option<u64>,
     /// Threads for the restart rotation: 1, or 2 to share its runs after the first round
     /// between two threads (each side's search runs and each learning member's runs form
@@ -727,7 +732,9 @@ thread_local! {
 /// the rotation, with [`ExactOptions::learning`]) have no runs in the first round, nor in the
 /// discrepancy passes, nor while the limit is below [`LEARNING_FROM_NODES`]; each one's runs
 /// continue one solver, on one thread, under `limit / LEARNING_STEP_NODES` steps, and count
-/// `LEARNING_STEP_NODES` nodes per step. Members of the time-reversed
+/// `LEARNING_STEP_NODES` nodes per step. With [`ExactOptions::work_limit`], a search lane that
+/// has used its share runs no more, and a run ends early once its lane's share is used (so a
+/// run may count fewer nodes than its limit). Members of the time-reversed
 /// side share one memo, the others another, so a run's course depends only on the runs of its
 /// side before it. The answer is
 /// that of the first run in schedule order that ends with a placement or a proof, whether the
@@ -991,15 +998,15 @@ pub(crate) fn fit(
     let mut memos: [Memo; LANES] = Default::default();
     let mut models: [Option<Option<Learning>>; LEARNERS.len()] = Default::default();
     let mut reports = Vec::new();
-    // The work limit, for each search lane (the learning lanes have none: their steps count
-    // against the node limit).
-    let mut work_left: [u64; LANES] = std::array::from_fn(|l| {
-        if l < LEARNING_LANE {
-            work_budget
-        } else {
-            u64::MAX
-        }
-    });
+    // The work limit, in equal shares for the search lanes in use (the learning lanes have
+    // none: their steps count against the node limit).
+    let search_lanes = (0..LEARNING_LANE)
+        .filter(|&l| members.iter().any(|m| m.learning.is_none() && m.side == l))
+        .count()
+        .max(1) as u64;
+    let share = work_budget / search_lanes;
+    let mut work_left: [u64; LANES] =
+        std::array::from_fn(|l| if l < LEARNING_LANE { share } else { u64::MAX });
     let first = plan(0)
         .into_iter()
         .take_while(|&(r, _)| r < lds + k)

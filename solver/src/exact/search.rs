@@ -670,8 +670,8 @@ impl<'a> Search<'a> {
     }
 
     /// Makes the run end as at its node limit once its work reaches `limit` (units: see
-    /// [`SearchTrace::work`]); checked before every node, so a run overshoots by at most one
-    /// node's work.
+    /// [`SearchTrace::work`]); checked as each node is entered, so a run overshoots by what it
+    /// did since its last node (children that failed their checks, backtracking).
     pub(crate) fn with_work_limit(mut self, limit: u64) -> Self {
         self.work_limit = limit;
         self

@@ -1295,7 +1295,7 @@ fn agree_on_threads(inst: &crate::generate::HardInstance, opts: &ExactOptions) -
 
 /// A work limit stops a search whose node cap alone lets it run on, at the same point on one
 /// thread and on two, and bounds the work of the runs counted: each of the two search lanes
-/// may do the limit, plus at most one node's work.
+/// may do half of it, plus what a run did since its last node.
 #[test]
 fn a_work_limit_stops_the_search_at_the_same_point_on_one_thread_and_two() {
     use crate::generate::{generate, HardSpec, Variant};
@@ -1325,25 +1325,20 @@ fn a_work_limit_stops_the_search_at_the_same_point_on_one_thread_and_two() {
             capped.trace,
             nodes_only.trace
         );
-        // One node's work: a scan of the buffers, a check of the sections, a placement.
-        let node = 8 * inst.problem.buffers.len() as u64 * 4;
+        // Each lane stops once its half is used, overshooting by what a run did since its
+        // last node.
         assert!(
-            capped.trace.work <= 2 * (limit + node),
-            "{}: {} work units counted under a limit of {limit} per lane",
+            (limit / 2..=2 * limit).contains(&capped.trace.work),
+            "{}: {} work units counted under a limit of {limit}",
             inst.name,
             capped.trace.work
-        );
-        assert!(
-            capped.trace.work >= limit,
-            "{}: {:?}",
-            inst.name,
-            capped.trace
         );
     }
 }
 
 /// Without a work limit, the work is counted but changes nothing: the same answer and node
-/// count as with a limit no search reaches.
+/// count as with a limit no search reaches (on instances whose learning model is within
+/// `LEARNING_WORK_MAX_ENTRIES`, where the learning members join either way).
 #[test]
 fn a_work_limit_no_search_reaches_changes_nothing() {
     use crate::generate::{generate, HardSpec, Variant};
