@@ -998,10 +998,16 @@ pub(crate) fn fit(
     let mut memos: [Memo; LANES] = Default::default();
     let mut models: [Option<Option<Learning>>; LEARNERS.len()] = Default::default();
     let mut reports = Vec::new();
+    let mut used_lanes = [false; LANES];
+    for mi in 0..members.len() {
+        used_lanes[lane_of(mi)] = true;
+    }
+    let lanes_in_use = used_lanes.iter().filter(|&&used| used).count();
     // The work limit, in equal shares for the search lanes in use (the learning lanes have
     // none: their steps count against the node limit).
-    let search_lanes = (0..LEARNING_LANE)
-        .filter(|&l| members.iter().any(|m| m.learning.is_none() && m.side == l))
+    let search_lanes = used_lanes[..LEARNING_LANE]
+        .iter()
+        .filter(|&&used| used)
         .count()
         .max(1) as u64;
     let share = work_budget / search_lanes;
@@ -1012,11 +1018,6 @@ pub(crate) fn fit(
         .take_while(|&(r, _)| r < lds + k)
         .collect();
     let stopped = in_order(first, &mut memos, &mut work_left, &mut models, &mut reports);
-    let mut used_lanes = [false; LANES];
-    for mi in 0..members.len() {
-        used_lanes[lane_of(mi)] = true;
-    }
-    let lanes_in_use = used_lanes.iter().filter(|&&used| used).count();
     if !stopped && opts.threads >= 2 && lanes_in_use >= 2 {
         // The rest as lanes on two threads: each thread takes, among the lanes free to it, the
         // one whose next run comes first in the schedule (a learning lane only on the thread
@@ -1055,7 +1056,6 @@ pub(crate) fn fit(
     }
     reports.sort_by_key(|rep| rep.index);
     let settled = answer.load(Ordering::Relaxed);
-
     #[cfg(test)]
     RUN_MEMOS.with(|runs| {
         *runs.borrow_mut() = reports
