@@ -5,8 +5,11 @@
 //! tensor, op or instruction is wrong. [`from_str`] reads a document as serde_json does and,
 //! on a structure error, names the path to the culprit (`tensors[5].kind`) and, where an
 //! element on that path has a name, the element (`tensors[5] ("conv1.out").kind`; inside an
-//! element that serde reads by a tag first, such as a plan's instruction by its `op`, the path
-//! stops at the element: `instructions[3] (alloc "x")`); a document that is an
+//! element that serde reads by a tag first, such as a plan's instruction by its `op`, serde's
+//! path stops at the element, and a wrong value is traced to the one field holding it:
+//! `instructions[3] (alloc "x").offset`); a tuple given too many elements (an `inplace` pair of
+//! three), which serde_json calls "trailing characters", is a structure error with its path
+//! too; a document that is an
 //! array where an object is expected is refused with that said, instead of being read field
 //! by field in the order of the type's declaration (serde's rule for a sequence given to a
 //! struct).
@@ -57,11 +60,20 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let _: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();
-        let structure = inner.classify() == serde_json::error::Category::Data;
-        let what = strip_position(&inner.to_string());
+        let doc: Option<Value> = serde_json::from_str(text).ok();
+        // An array longer than the tuple it fills (an `inplace` pair of three) is reported
+        // by serde_json as "trailing characters", a syntax error, though the text is
+        // well-formed JSON: it is the document's structure that is wrong.
+        let structure = inner.classify() == serde_json::error::Category::Data || doc.is_some();
+        let mut what = strip_position(&inner.to_string());
+        if doc.is_some() && what == "trailing characters" {
+            what = match value_at(doc.as_ref(), e.path()).and_then(Value::as_array) {
+                Some(items) => format!("{} elements, more than expected", items.len()),
+                None => "more elements than expected".to_string(),
+            };
+        }
         let message = if structure {
-            let doc: Option<Value> = serde_json::from_str(text).ok();
-            prefixed(named(doc.as_ref(), e.path()), what)
+            located(doc.as_ref(), e.path(), what)
         } else {
             what
         };
@@ -91,7 +103,7 @@ pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
         return Err(ARRAY.to_string());
     }
     serde_path_to_error::deserialize(value)
-        .map_err(|e| prefixed(named(Some(value), e.path()), e.inner().to_string()))
+        .map_err(|e| located(Some(value), e.path(), e.inner().to_string()))
 }
 
 /// What an array where an object belongs is told.
@@ -104,6 +116,58 @@ fn prefixed(at: String, what: String) -> String {
         what
     } else {
         format!("{at}: {what}")
+    }
+}
+
+/// `what` after the path to the culprit in `doc`. Inside an element that serde reads by a
+/// tag first (a plan's instruction by its `op`), serde's path stops at the element; an
+/// invalid type or value then names the field whose value it is, when exactly one field of
+/// the element holds that value.
+fn located(doc: Option<&Value>, path: &serde_path_to_error::Path, what: String) -> String {
+    // An element with a field given twice is not labelled: the parsed value holds the last
+    // of the two, which serde has not read yet (`tensors[1] ("c")` for `"name": "b", "name":
+    // "c"` would name the tensor by the name refused).
+    let duplicate = what.starts_with("duplicate field");
+    let mut at = named(doc, path, !duplicate);
+    let element = value_at(doc, path);
+    if let Some(field) = element.and_then(|v| field_holding(v, &what)) {
+        at.push_str(&format!(".{field}"));
+    }
+    prefixed(at, what)
+}
+
+/// The one field of the tagged object `element` whose value is the unexpected value serde's
+/// message `what` names (`invalid type: string "x", expected u64`), if exactly one is.
+fn field_holding(element: &Value, what: &str) -> Option<String> {
+    let fields = element.as_object().filter(|o| o.contains_key("op"))?;
+    let rest = what
+        .strip_prefix("invalid type: ")
+        .or_else(|| what.strip_prefix("invalid value: "))?;
+    let unexpected = &rest[..rest.rfind(", expected ")?];
+    let mut holding = fields
+        .iter()
+        .filter(|(key, value)| key.as_str() != "op" && unexpected_text(value) == unexpected)
+        .map(|(key, _)| key);
+    match (holding.next(), holding.next()) {
+        (Some(key), None) => Some(key.clone()),
+        _ => None,
+    }
+}
+
+/// A JSON value as serde's `Unexpected` writes it in its messages.
+fn unexpected_text(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => format!("integer `{u}`"),
+            (None, Some(i), _) => format!("integer `{i}`"),
+            (None, None, Some(f)) => serde::de::Unexpected::Float(f).to_string(),
+            (None, None, None) => n.to_string(),
+        },
+        Value::String(s) => serde::de::Unexpected::Str(s).to_string(),
+        Value::Array(_) => "sequence".to_string(),
+        Value::Object(_) => "map".to_string(),
     }
 }
 
@@ -123,18 +187,20 @@ pub fn strip_position(msg: &str) -> String {
     }
 }
 
-/// The path as text, each array element followed by its name in `doc` where it has one:
-/// `ops[3] ("fc").inputs[0]`; empty for the whole document.
-fn named(doc: Option<&Value>, path: &serde_path_to_error::Path) -> String {
+/// The path as text, each array element followed by its name in `doc` where it has one
+/// (the last element only when `label_last`): `ops[3] ("fc").inputs[0]`; empty for the
+/// whole document.
+fn named(doc: Option<&Value>, path: &serde_path_to_error::Path, label_last: bool) -> String {
     use serde_path_to_error::Segment;
     let mut at = doc;
     let mut out = String::new();
-    for seg in path.iter() {
+    let last = path.iter().count().saturating_sub(1);
+    for (i, seg) in path.iter().enumerate() {
         match seg {
             Segment::Seq { index } => {
                 out.push_str(&format!("[{index}]"));
                 at = at.and_then(|v| v.get(*index));
-                if let Some(label) = at.and_then(label) {
+                if let Some(label) = at.filter(|_| label_last || i < last).and_then(label) {
                     out.push_str(&format!(" ({label})"));
                 }
             }
@@ -160,6 +226,16 @@ fn named(doc: Option<&Value>, path: &serde_path_to_error::Path) -> String {
         }
     }
     out
+}
+
+/// The element of `doc` at `path`, where the path leads to one.
+fn value_at<'a>(doc: Option<&'a Value>, path: &serde_path_to_error::Path) -> Option<&'a Value> {
+    use serde_path_to_error::Segment;
+    path.iter().try_fold(doc?, |at, seg| match seg {
+        Segment::Seq { index } => at.get(*index),
+        Segment::Map { key } => at.get(key.as_str()),
+        Segment::Enum { .. } | Segment::Unknown => None,
+    })
 }
 
 /// How an element of a document names itself: a tensor or op by `name`, an instruction by
@@ -208,6 +284,14 @@ mod tests {
     }
 
     #[test]
+    fn an_element_with_a_field_given_twice_is_not_labelled_by_the_refused_value() {
+        let text = r#"{"name": "d", "items": [{"name": "a", "size": 1}, {"name": "b", "name": "c", "size": 2}]}"#;
+        let e = from_str::<Doc>(text).unwrap_err();
+        assert_eq!(e.message, "items[1]: duplicate field `name`");
+        assert!(e.structure);
+    }
+
+    #[test]
     fn a_syntax_error_has_no_path_and_is_not_a_structure_error() {
         let e = from_str::<Doc>("{\"name\": \"d\", \"items\": [}").unwrap_err();
         assert!(!e.structure);
@@ -219,6 +303,23 @@ mod tests {
             "{}",
             trailing.message
         );
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Pairs {
+        name: String,
+        pairs: Vec<(usize, usize)>,
+    }
+
+    #[test]
+    fn a_tuple_given_too_many_elements_is_a_structure_error_with_its_path() {
+        // serde_json reports it as "trailing characters", a syntax error, without a path.
+        let e = from_str::<Pairs>("{\"name\": \"p\", \"pairs\": [[0, 1], [0, 0, 1]]}").unwrap_err();
+        assert!(e.structure);
+        assert_eq!(e.message, "pairs[1]: 3 elements, more than expected");
+        let short = from_str::<Pairs>("{\"name\": \"p\", \"pairs\": [[0]]}").unwrap_err();
+        assert!(short.structure && short.message.starts_with("pairs[0]: invalid length 1"));
     }
 
     #[test]
@@ -275,6 +376,57 @@ mod tests {
     fn a_missing_field_at_the_top_has_no_path() {
         let e = from_str::<Doc>("{\"name\": \"d\"}").unwrap_err();
         assert_eq!(e.message, "missing field `items`");
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Stream {
+        instructions: Vec<Step>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(tag = "op", rename_all = "snake_case")]
+    #[allow(dead_code)]
+    enum Step {
+        Alloc { tensor: String, offset: u64 },
+        Free { tensor: String },
+    }
+
+    #[test]
+    fn a_wrong_field_of_a_tagged_element_is_named_when_one_field_holds_the_value() {
+        let text = r#"{"instructions": [{"op": "free", "tensor": "a"},
+            {"op": "alloc", "tensor": "x", "offset": "12"}]}"#;
+        let e = from_str::<Stream>(text).unwrap_err();
+        assert_eq!(
+            e.message,
+            "instructions[1] (alloc \"x\").offset: invalid type: string \"12\", expected u64"
+        );
+        let negative = r#"{"instructions": [{"op": "alloc", "tensor": "x", "offset": -3}]}"#;
+        let e = from_str::<Stream>(negative).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("instructions[0] (alloc \"x\").offset: invalid value: integer `-3`"),
+            "{}",
+            e.message
+        );
+        let float =
+            serde_json::json!({"instructions": [{"op": "alloc", "tensor": "x", "offset": 1.5}]});
+        let e = from_value::<Stream>(&float).unwrap_err();
+        assert!(
+            e.starts_with(
+                "instructions[0] (alloc \"x\").offset: invalid type: floating point `1.5`"
+            ),
+            "{e}"
+        );
+        // Two fields hold the value: the path stops at the element, as serde's does.
+        let both = r#"{"instructions": [{"op": "alloc", "tensor": 7, "offset": 7}]}"#;
+        let e = from_str::<Stream>(both).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("instructions[0]: invalid type: integer `7`"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -697,11 +697,11 @@ mod tests {
         doc["instructions"][i]["offset"] = serde_json::json!(-64);
         let e = Plan::parse(&doc.to_string()).unwrap_err();
         assert_eq!(e.line, 1);
-        // An instruction is read by its `op` first (an internally tagged enum), so the path
-        // stops at the instruction.
+        // An instruction is read by its `op` first (an internally tagged enum), so serde's
+        // path stops at the instruction; the field is the one holding the value refused.
         assert!(
             e.message.starts_with(&format!(
-                "instructions[{i}] (alloc {tensor:?}): invalid value: integer `-64`"
+                "instructions[{i}] (alloc {tensor:?}).offset: invalid value: integer `-64`"
             )),
             "{e}"
         );

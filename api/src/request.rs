@@ -311,9 +311,60 @@ pub fn time_limit(
     Ok(limit)
 }
 
+/// Refuses a query string whose percent-encoding is broken (400 naming the culprit): a `%`
+/// not followed by two hex digits, or escapes that decode to bytes that are not UTF-8.
+/// `serde_urlencoded` would keep the first as written (`%zz` becoming an unknown parameter of
+/// that name) and replace the second by U+FFFD, so a mistyped request would be answered
+/// about a parameter the client never sent.
+pub fn check_query_encoding(query: &str) -> Result<(), ApiError> {
+    for part in query.split('&') {
+        let bytes = part.as_bytes();
+        let mut decoded = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' {
+                match bytes.get(i + 1..i + 3) {
+                    Some(&[hi, lo]) if hi.is_ascii_hexdigit() && lo.is_ascii_hexdigit() => {
+                        decoded.push(hex_digit(hi) << 4 | hex_digit(lo));
+                        i += 3;
+                        continue;
+                    }
+                    _ => {
+                        let end = (i + 3).min(bytes.len());
+                        let escape = String::from_utf8_lossy(&bytes[i..end]);
+                        return Err(ApiError::BadRequest(format!(
+                            "query string: `{escape}` in `{part}` is not a percent-encoded \
+                             byte (`%` and two hex digits; write a literal `%` as `%25`)"
+                        )));
+                    }
+                }
+            }
+            decoded.push(bytes[i]);
+            i += 1;
+        }
+        if std::str::from_utf8(&decoded).is_err() {
+            return Err(ApiError::BadRequest(format!(
+                "query string: `{part}` decodes to bytes that are not UTF-8"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The value of an ASCII hex digit (`0-9a-fA-F`; 0 for anything else).
+fn hex_digit(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        b'A'..=b'F' => c - b'A' + 10,
+        _ => 0,
+    }
+}
+
 /// Reads a query string into an options object ([`OPTION_FIELDS`] says how each parameter
 /// reads). Unknown parameters are refused (422) naming every one of them.
 pub fn query_object(query: Option<&str>) -> Result<Map<String, Value>, ApiError> {
+    check_query_encoding(query.unwrap_or(""))?;
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
         .map_err(|e| ApiError::BadRequest(format!("query string: {e}")))?;
     let mut obj = Map::new();
@@ -386,13 +437,16 @@ fn number(text: &str) -> Option<Value> {
 fn field_error(obj: &Map<String, Value>, whole: &serde_json::Error, source: Source) -> ApiError {
     for (key, value) in obj {
         let one = Value::Object(Map::from_iter([(key.clone(), value.clone())]));
-        if let Err(e) = serde_json::from_value::<PipelineOptions>(one) {
-            let msg = e.to_string();
-            // Some messages already start with the field's name (`budget: ...`).
-            let msg = msg
-                .strip_prefix(&format!("{key}: "))
-                .map_or(msg.clone(), str::to_string);
-            return ApiError::options(format!("{}: {msg}", source.field(key)));
+        if let Err(msg) = memplan::json_path::from_value::<PipelineOptions>(&one) {
+            // The message starts with the path inside the option where there is one
+            // (`device_profile.h2d_bytes_per_s: ...`), or with the option's name where its
+            // type names it (`budget: ...`).
+            let field = source.field(key);
+            let msg = match msg.strip_prefix(key.as_str()) {
+                Some(rest) if rest.starts_with(['.', '[', ':']) => format!("{field}{rest}"),
+                _ => format!("{field}: {msg}"),
+            };
+            return ApiError::options(msg);
         }
     }
     let what = match source {
@@ -895,6 +949,36 @@ mod tests {
         assert_ne!(d.key, a.key);
         let other = prepare_plan(&body(r#"{"strategy": "heuristic"}"#), &c, Mode::Sync).unwrap();
         assert_ne!(other.key, a.key);
+    }
+
+    #[test]
+    fn an_option_error_names_the_field_inside_the_option() {
+        let c = Config::default();
+        let e = prepare_plan(
+            &body(r#"{"device_profile": {"name": "slow", "h2d_bytes_per_s": "fast"}}"#),
+            &c,
+            Mode::Sync,
+        )
+        .unwrap_err();
+        assert!(
+            detail(e).starts_with("options.device_profile.h2d_bytes_per_s: invalid type: string"),
+        );
+        let q = prepare_bare(
+            Some("device_profile=%7B%22d2h_bytes_per_s%22%3Atrue%7D"),
+            GRAPH.as_bytes(),
+            &c,
+            Mode::Sync,
+        )
+        .unwrap_err();
+        let d = detail(q);
+        assert!(
+            d.starts_with("query parameter device_profile.d2h_bytes_per_s: invalid type: boolean"),
+            "{d}"
+        );
+        // A top-level option's own message keeps one name.
+        let e = prepare_plan(&body(r#"{"effort": "max"}"#), &c, Mode::Sync).unwrap_err();
+        let d = detail(e);
+        assert!(d.starts_with("options.effort: invalid type"), "{d}");
     }
 
     #[test]
