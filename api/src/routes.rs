@@ -529,6 +529,7 @@ pub async fn post_place(
     RawQuery(query): RawQuery,
     Body(body): Body,
 ) -> Result<Response, ApiError> {
+    crate::request::check_query_encoding(query.as_deref().unwrap_or(""))?;
     let kind = match media_type(&headers).as_deref() {
         Some("text/csv") => PlaceBody::Csv,
         None => PlaceBody::Json,

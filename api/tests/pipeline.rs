@@ -216,6 +216,38 @@ async fn query_parameters_and_wrapped_options_share_one_cache_key() {
 }
 
 #[tokio::test]
+async fn a_broken_percent_escape_in_the_query_is_a_400_naming_it_on_every_route() {
+    let api = start(config(None)).await;
+    for route in ["/plan", "/jobs", "/v1/place"] {
+        let r = api
+            .post_text(
+                &format!("{route}?strategy=heuristic&%zz=1"),
+                sample().to_string(),
+            )
+            .await;
+        r.assert_problem(400, "`%zz` in `%zz=1` is not a percent-encoded byte");
+        let r = api
+            .post_text(&format!("{route}?order=%ff"), sample().to_string())
+            .await;
+        r.assert_problem(400, "`order=%ff` decodes to bytes that are not UTF-8");
+        let r = api
+            .post_text(&format!("{route}?order=50%"), sample().to_string())
+            .await;
+        r.assert_problem(400, "`%` in `order=50%` is not a percent-encoded byte");
+    }
+    let r = api.get("/v1/jobs?status=queued%2").await;
+    r.assert_problem(
+        400,
+        "`%2` in `status=queued%2` is not a percent-encoded byte",
+    );
+    // A well-formed escape still reads: `%68euristic` is `heuristic`.
+    let r = api
+        .post_text("/plan?strategy=%68euristic", sample().to_string())
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
+#[tokio::test]
 async fn unknown_query_parameters_are_a_422_naming_them() {
     let api = start(config(None)).await;
     for route in ["/plan", "/jobs"] {
