@@ -5,7 +5,8 @@
 //! [`write_files`] writes all the outputs of a command together: each regular file through a
 //! temporary file beside it (`NAME.tmp~`) and a rename, so a failure never leaves half a
 //! file; every temporary file is written before the first rename, so a failure to write one
-//! output leaves the others as they were. A symbolic link is followed: its target is replaced
+//! output leaves the others as they were, and a rename that fails puts back the outputs
+//! already renamed (from hard links `NAME.old~` kept while the renames run). A symbolic link is followed: its target is replaced
 //! the same way and the link stays. A special file (a device such as `/dev/null`, a FIFO, a
 //! socket) is written directly, never replaced.
 //!
@@ -230,14 +231,7 @@ pub fn write_files(files: &[(&Path, &[u8])]) -> Result<()> {
             }
         }
     }
-    for (i, s) in staged.iter().enumerate() {
-        if let Staged::Replace { tmp, target, given } = s {
-            if let Err(e) = fs::rename(tmp, target) {
-                remove_temps(&staged[i..]);
-                return Err(io_error("write", given, e));
-            }
-        }
-    }
+    rename_all(&staged)?;
     for s in &staged {
         if let Staged::Direct { target, data } = s {
             let mut f = fs::OpenOptions::new()
@@ -250,6 +244,71 @@ pub fn write_files(files: &[(&Path, &[u8])]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The file that keeps a replaced target's old contents while the renames run: `NAME.old~`.
+fn backup_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".old~");
+    target.with_file_name(name)
+}
+
+/// Renames every staged temporary file onto its target, all or none: each existing target
+/// is first kept as a hard link `NAME.old~` (no copy), and when a rename fails, the targets
+/// already replaced get their old contents back (a target that did not exist is removed),
+/// so that a command either writes all its outputs or leaves every one as it was. The
+/// backups go once every rename has succeeded.
+fn rename_all(staged: &[Staged<'_>]) -> Result<()> {
+    let mut backups: Vec<Option<PathBuf>> = Vec::with_capacity(staged.len());
+    for s in staged {
+        let backup = match s {
+            Staged::Replace { target, given, .. } if target.is_file() => {
+                let backup = backup_path(target);
+                let _ = fs::remove_file(&backup);
+                if let Err(e) = fs::hard_link(target, &backup) {
+                    remove_backups(&backups);
+                    remove_temps(staged);
+                    return Err(io_error("keep the old contents of", given, e));
+                }
+                Some(backup)
+            }
+            _ => None,
+        };
+        backups.push(backup);
+    }
+    for (i, s) in staged.iter().enumerate() {
+        if let Staged::Replace { tmp, target, given } = s {
+            if let Err(e) = fs::rename(tmp, target) {
+                restore(&staged[..i], &backups[..i]);
+                remove_backups(&backups[i..]);
+                remove_temps(&staged[i..]);
+                return Err(io_error("write", given, e));
+            }
+        }
+    }
+    remove_backups(&backups);
+    Ok(())
+}
+
+/// Puts back the old contents of the targets of `staged` (renamed onto already), from their
+/// `backups`; a target that had none did not exist and is removed. Best effort: the error
+/// that got us here is the one reported.
+fn restore(staged: &[Staged<'_>], backups: &[Option<PathBuf>]) {
+    for (s, backup) in staged.iter().zip(backups) {
+        if let Staged::Replace { target, .. } = s {
+            let _ = match backup {
+                Some(b) => fs::rename(b, target),
+                None => fs::remove_file(target),
+            };
+        }
+    }
+}
+
+/// Removes the backups left in `backups` (best effort).
+fn remove_backups(backups: &[Option<PathBuf>]) {
+    for b in backups.iter().flatten() {
+        let _ = fs::remove_file(b);
+    }
 }
 
 /// Prepares the output `path`: a special file is left for a direct write; otherwise `data`
@@ -320,5 +379,69 @@ pub fn write_out(output: &Option<PathBuf>, text: &str) -> Result<()> {
             out.flush()?;
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("memplan-output-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_failing_rename_puts_back_the_outputs_already_replaced() {
+        let dir = scratch("rollback");
+        let plan = dir.join("plan.json");
+        let fresh = dir.join("report.html");
+        fs::write(&plan, "old plan").unwrap();
+        // The third target turns into a folder after staging: its rename fails.
+        let blocked = dir.join("stats.json");
+        let staged = vec![
+            stage(&plan, b"new plan").unwrap(),
+            stage(&fresh, b"new report").unwrap(),
+            stage(&blocked, b"new stats").unwrap(),
+        ];
+        fs::create_dir(&blocked).unwrap();
+        fs::write(blocked.join("keep"), "x").unwrap();
+        assert!(rename_all(&staged).is_err());
+        assert_eq!(fs::read_to_string(&plan).unwrap(), "old plan");
+        assert!(
+            !fresh.exists(),
+            "an output that did not exist is removed again"
+        );
+        assert!(blocked.join("keep").exists());
+        let mut left: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["plan.json", "stats.json"],
+            "no temporary file or backup left"
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn renames_that_succeed_replace_every_output_and_leave_no_backup() {
+        let dir = scratch("commit");
+        let plan = dir.join("plan.json");
+        fs::write(&plan, "old plan").unwrap();
+        write_files(&[(&plan, b"new plan"), (&dir.join("report.html"), b"report")]).unwrap();
+        assert_eq!(fs::read_to_string(&plan).unwrap(), "new plan");
+        let mut left: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["plan.json", "report.html"]);
+        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -208,22 +208,16 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Ok(r)
     }) {
         Ok(r) => r,
-        Err(e @ ExecError::Device(_)) => return Err(bad(e.to_string())),
-        Err(e @ ExecError::BadPlan { .. }) => {
-            eprintln!("execution failed: {e}");
-            return Ok(ExitCode::from(1));
+        Err(e) => {
+            return match failure(&e) {
+                Failure::Negative(why) => {
+                    eprintln!("{why}: {e}");
+                    Ok(ExitCode::from(1))
+                }
+                Failure::BadInput => Err(bad(e.to_string())),
+                Failure::Internal => Err(e.into()),
+            }
         }
-        // A plan whose regions cannot be allocated here cannot be executed: a negative answer.
-        Err(e @ ExecError::OutOfMemory { .. }) => {
-            eprintln!("the plan cannot be executed: {e}");
-            return Ok(ExitCode::from(1));
-        }
-        Err(e @ ExecError::MixedKernels { .. }) => {
-            eprintln!("refused (--require-real-kernels): {e}");
-            return Ok(ExitCode::from(1));
-        }
-        Err(e @ ExecError::Data { .. }) => return Err(bad(e.to_string())),
-        Err(e) => return Err(e.into()),
     };
     if opts.data.is_some() && !r.mixed_ops.is_empty() {
         eprintln!(
@@ -248,6 +242,33 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// What a failed run means for the exit code.
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    /// A negative answer about the plan (exit 1), said after the given words.
+    Negative(&'static str),
+    /// Bad input: the device asked for, or the data given (exit 2).
+    BadInput,
+    /// Anything else (exit 3).
+    Internal,
+}
+
+/// How the error of a run ends the command.
+fn failure(e: &ExecError) -> Failure {
+    match e {
+        ExecError::Device(_) | ExecError::Data { .. } => Failure::BadInput,
+        // A plan whose ranges break the graph, or (parallel plans, run with
+        // --skip-validation) two streams touching the same bytes at once: the plan is wrong.
+        ExecError::BadPlan { .. } | ExecError::Race(_) => Failure::Negative("execution failed"),
+        // A plan whose regions cannot be allocated here cannot be executed.
+        ExecError::OutOfMemory { .. } => Failure::Negative("the plan cannot be executed"),
+        ExecError::MixedKernels { .. } => Failure::Negative("refused (--require-real-kernels)"),
+        // Operand sizes that contradict a graph and plan the validator accepted: a fault of
+        // memplan's.
+        ExecError::Kernel { .. } => Failure::Internal,
+    }
 }
 
 /// Prints the report of a run on stdout, one figure a line (`g`: the graph run).
@@ -362,5 +383,36 @@ fn print_report(r: &ExecReport, g: &Graph) {
                  with --conv-algos off for bitwise equality"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_race_in_a_parallel_plan_is_a_negative_answer_like_a_bad_plan() {
+        assert_eq!(
+            failure(&ExecError::Race("exec \"a\" started while ...".into())),
+            Failure::Negative("execution failed")
+        );
+        assert_eq!(
+            failure(&ExecError::BadPlan {
+                instruction: Some(3),
+                message: "x".into()
+            }),
+            Failure::Negative("execution failed")
+        );
+        assert_eq!(
+            failure(&ExecError::Device("none".into())),
+            Failure::BadInput
+        );
+        assert_eq!(
+            failure(&ExecError::Kernel {
+                op: "conv".into(),
+                message: "sizes".into()
+            }),
+            Failure::Internal
+        );
     }
 }
