@@ -181,6 +181,14 @@ pub enum GraphError {
         /// What the parser expected.
         message: String,
     },
+    /// A graph handed over already read as JSON (a plan's `rewritten_graph`, a symbolic
+    /// graph at a binding) does not have the expected structure; the message starts with the
+    /// path to the culprit (it has no line and column: the text it came from is not at hand).
+    #[error("graph JSON error: {message}")]
+    Document {
+        /// What is wrong, starting with the path (`tensors[5] ("x").size: ...`).
+        message: String,
+    },
     /// Wrong or missing `format`.
     #[error("format is {found:?}, expected \"{GRAPH_FORMAT}\"")]
     Format {
@@ -459,6 +467,19 @@ impl Graph {
         if let Some(symbols) = &raw.symbols {
             return Err(symbolic_error(symbols));
         }
+        Graph::from_raw(raw)
+    }
+
+    /// Reads and validates a memplan-graph/1 document already parsed as JSON, as
+    /// [`Graph::parse`] does the text; a structure error names the path to the culprit
+    /// ([`GraphError::Document`]) instead of a position in a text the caller would have to
+    /// re-serialise.
+    pub fn from_value(doc: &serde_json::Value) -> Result<Graph, GraphError> {
+        if let Some(symbols) = doc.get("symbols") {
+            return Err(symbolic_error(symbols));
+        }
+        let raw: RawGraph = crate::json_path::from_value(doc)
+            .map_err(|message| GraphError::Document { message })?;
         Graph::from_raw(raw)
     }
 
@@ -980,6 +1001,29 @@ mod tests {
             Graph::parse(&twice),
             Err(GraphError::Json { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn a_graph_read_from_a_value_is_the_graph_read_from_its_text() {
+        let doc: serde_json::Value = serde_json::from_str(SAMPLE_JSON).unwrap();
+        assert_eq!(
+            Graph::from_value(&doc).unwrap(),
+            Graph::parse(SAMPLE_JSON).unwrap()
+        );
+        let mut bad = doc.clone();
+        bad["ops"][0]["inputs"] = serde_json::json!("x");
+        let e = Graph::from_value(&bad).unwrap_err();
+        assert!(matches!(e, GraphError::Document { .. }), "{e}");
+        assert!(
+            e.to_string().starts_with("graph JSON error: ops[0] ("),
+            "{e}"
+        );
+        let e = Graph::from_value(&serde_json::json!([1, 2])).unwrap_err();
+        assert!(e.to_string().contains("must be a JSON object"), "{e}");
+        let mut symbolic = doc;
+        symbolic["symbols"] = serde_json::json!({"B": [1, 8]});
+        let e = Graph::from_value(&symbolic).unwrap_err();
+        assert_eq!(e, Graph::parse(&symbolic.to_string()).unwrap_err());
     }
 
     #[test]

@@ -776,7 +776,7 @@ impl PlanGraphError {
 /// with the conv algorithms the plan names written in.
 pub fn graph_for_plan(original: Graph, plan: &Plan) -> Result<Graph, PlanGraphError> {
     if let Some(doc) = &plan.rewritten_graph {
-        let carried = Graph::parse(&doc.to_string()).map_err(PlanGraphError::Carried)?;
+        let carried = Graph::from_value(doc).map_err(PlanGraphError::Carried)?;
         // A plan checked against its own rewritten graph needs no derivation proof.
         if carried != original {
             derived_from(&original, &carried).map_err(|why| PlanGraphError::NotDerived {
@@ -879,6 +879,25 @@ mod tests {
         other.tensors[i].size += 256;
         let err = graph_for_plan(other, &r.plan).unwrap_err();
         assert!(err.to_string().contains("outputs"), "{err}");
+    }
+
+    #[test]
+    fn a_broken_carried_graph_is_named_by_its_path_not_a_position_in_re_serialised_text() {
+        let g = sample();
+        let opts = PipelineOptions {
+            rewrite: vec![Rewrite::Fuse],
+            ..PipelineOptions::default()
+        };
+        let mut plan = run(&g, &opts, &Control::default()).unwrap().plan;
+        let doc = plan.rewritten_graph.as_mut().unwrap();
+        let name = doc["tensors"][1]["name"].as_str().unwrap().to_string();
+        doc["tensors"][1]["size"] = serde_json::json!("big");
+        let err = graph_for_plan(g, &plan).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("rewritten_graph is invalid: graph JSON error: tensors[1] ({name:?}).size: invalid type: string \"big\"")),
+            "{err}"
+        );
+        assert!(!err.contains("line"), "{err}");
     }
 
     #[test]

@@ -185,8 +185,8 @@ impl SymbolicGraph {
         Binding::min_corner(&self.symbols)
     }
 
-    /// The ordinary graph at `binding`: every expression replaced by its value, then parsed
-    /// by [`Graph::parse`]. A missing, unknown or out-of-range symbol value is an error naming
+    /// The ordinary graph at `binding`: every expression replaced by its value, then read
+    /// by [`Graph::from_value`]. A missing, unknown or out-of-range symbol value is an error naming
     /// the symbol and its range.
     pub fn instantiate(&self, binding: &Binding) -> Result<Graph, SymbolicError> {
         binding.resolve(&self.symbols)?;
@@ -217,7 +217,7 @@ impl SymbolicGraph {
                 *slot = Value::from(v);
             }
         }
-        Graph::parse(&doc.to_string()).map_err(|source| SymbolicError::Graph {
+        Graph::from_value(&doc).map_err(|source| SymbolicError::Graph {
             binding: binding.to_string(),
             source,
         })
