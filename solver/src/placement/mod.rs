@@ -28,7 +28,7 @@ pub mod step;
 #[cfg(test)]
 mod registry_tests;
 
-use crate::limits::{Limits, SolveStats};
+use crate::limits::{Limits, SolveStats, SolveStatus};
 use crate::problem::{Placement, PlacementError, PlacementProblem};
 use std::time::{Duration, Instant};
 
@@ -89,8 +89,9 @@ pub struct MemberResult {
     pub peak: u64,
     /// Time it took.
     pub elapsed: Duration,
-    /// Whether it was skipped because an earlier member reached LOAD (its peak is then that
-    /// member's, its time zero).
+    /// Whether it was not run (its time zero): an earlier member reached LOAD (its peak is
+    /// then that member's), or the time limit or the stop flag was reached once a member had
+    /// placed the buffers (its peak is then the best so far).
     pub skipped: bool,
 }
 
@@ -127,8 +128,16 @@ pub fn run_portfolio(
     let bound = problem.aligned_load();
     let mut best: Option<(u64, Placement, &'static str)> = None;
     let mut members = Vec::with_capacity(placers.len());
+    // The limits bound the portfolio too: once a member has placed the buffers, a spent
+    // time limit or a raised stop flag skips the members left (the answer then says
+    // `time_limit` unless it meets the bound).
+    let spent = || limits.time.is_some_and(|t| started.elapsed() >= t) || limits.is_cancelled();
+    let mut cut = false;
     for placer in placers {
-        if let Some((peak, _, _)) = best.as_ref().filter(|(peak, _, _)| *peak <= bound) {
+        let reached = best.as_ref().filter(|(peak, _, _)| *peak <= bound);
+        let stopped = best.as_ref().filter(|_| spent());
+        cut |= reached.is_none() && stopped.is_some();
+        if let Some((peak, _, _)) = reached.or(stopped) {
             members.push(MemberResult {
                 name: placer.name(),
                 peak: *peak,
@@ -152,11 +161,15 @@ pub fn run_portfolio(
         }
     }
     let (peak, placement, method) = best.unwrap_or((0, Placement::default(), "none"));
+    let mut stats = SolveStats::heuristic(peak, bound, started.elapsed());
+    if cut && stats.status != SolveStatus::Optimal {
+        stats.status = SolveStatus::TimeLimit;
+    }
     Ok(PortfolioResult {
         placement,
         method,
         members,
-        stats: SolveStats::heuristic(peak, bound, started.elapsed()),
+        stats,
     })
 }
 

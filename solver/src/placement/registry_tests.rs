@@ -160,6 +160,33 @@ fn members_after_one_that_reaches_load_are_skipped() {
 }
 
 #[test]
+fn a_spent_time_limit_or_stop_flag_skips_the_members_after_the_first() {
+    use crate::generate::{generate, HardSpec, Variant};
+    use crate::limits::{CancelToken, SolveStatus};
+    let p = generate(&HardSpec::challenging(3, 100, Variant::Fits)).problem;
+    let full = run_portfolio(&registry(), &p, &Limits::UNLIMITED).unwrap();
+    assert!(full.members.iter().all(|m| !m.skipped));
+    assert_ne!(full.stats.status, SolveStatus::TimeLimit);
+    let token = CancelToken::new();
+    token.cancel();
+    let cancelled = Limits {
+        cancel: Some(token),
+        ..Limits::UNLIMITED
+    };
+    for limits in [Limits::with_time(std::time::Duration::ZERO), cancelled] {
+        let cut = run_portfolio(&registry(), &p, &limits).unwrap();
+        assert_eq!(cut.members.len(), full.members.len());
+        assert!(!cut.members[0].skipped);
+        assert!(cut.members[1..].iter().all(|m| m.skipped));
+        assert_eq!(cut.stats.objective, full.members[0].peak);
+        assert_eq!(cut.stats.status, SolveStatus::TimeLimit);
+        PlacementProblem::new(p.buffers.clone())
+            .check(&cut.placement)
+            .unwrap();
+    }
+}
+
+#[test]
 fn later_members_start_from_the_best_so_far_and_never_lose_it() {
     for name in ["A", "B", "C"] {
         let Some(p) = shared(&format!("minimalloc/{name}.1048576.csv")) else {
