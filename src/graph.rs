@@ -475,7 +475,8 @@ impl Graph {
     /// ([`GraphError::Document`]) instead of a position in a text the caller would have to
     /// re-serialise.
     pub fn from_value(doc: &serde_json::Value) -> Result<Graph, GraphError> {
-        if let Some(symbols) = doc.get("symbols") {
+        // `"symbols": null` reads as absent, as in [`Graph::parse`].
+        if let Some(symbols) = doc.get("symbols").filter(|s| !s.is_null()) {
             return Err(symbolic_error(symbols));
         }
         let raw: RawGraph = crate::json_path::from_value(doc)
@@ -1024,6 +1025,11 @@ mod tests {
         symbolic["symbols"] = serde_json::json!({"B": [1, 8]});
         let e = Graph::from_value(&symbolic).unwrap_err();
         assert_eq!(e, Graph::parse(&symbolic.to_string()).unwrap_err());
+        symbolic["symbols"] = serde_json::Value::Null;
+        assert_eq!(
+            Graph::from_value(&symbolic).unwrap(),
+            Graph::parse(&symbolic.to_string()).unwrap()
+        );
     }
 
     #[test]

@@ -67,9 +67,14 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
         let structure = inner.classify() == serde_json::error::Category::Data || doc.is_some();
         let mut what = strip_position(&inner.to_string());
         if doc.is_some() && what == "trailing characters" {
+            // Worded as serde words it when it reads the same document as a value
+            // ([`from_value`]).
             what = match value_at(doc.as_ref(), e.path()).and_then(Value::as_array) {
-                Some(items) => format!("{} elements, more than expected", items.len()),
-                None => "more elements than expected".to_string(),
+                Some(items) => format!(
+                    "invalid length {}, expected fewer elements in array",
+                    items.len()
+                ),
+                None => "expected fewer elements".to_string(),
             };
         }
         let message = if structure {
@@ -124,14 +129,19 @@ fn prefixed(at: String, what: String) -> String {
 /// invalid type or value then names the field whose value it is, when exactly one field of
 /// the element holds that value.
 fn located(doc: Option<&Value>, path: &serde_path_to_error::Path, what: String) -> String {
-    // An element with a field given twice is not labelled: the parsed value holds the last
-    // of the two, which serde has not read yet (`tensors[1] ("c")` for `"name": "b", "name":
-    // "c"` would name the tensor by the name refused).
-    let duplicate = what.starts_with("duplicate field");
-    let mut at = named(doc, path, !duplicate);
+    // An element with a labelling field given twice is not labelled: the parsed value holds
+    // the last of the two, which serde has not read yet (`tensors[1] ("c")` for `"name":
+    // "b", "name": "c"` would name the tensor by the name refused).
+    let label_twice = ["name", "op", "tensor", "node"]
+        .iter()
+        .any(|k| what == format!("duplicate field `{k}`"));
+    let mut at = named(doc, path, !label_twice);
     let element = value_at(doc, path);
     if let Some(field) = element.and_then(|v| field_holding(v, &what)) {
-        at.push_str(&format!(".{field}"));
+        if !at.is_empty() {
+            at.push('.');
+        }
+        at.push_str(&field);
     }
     prefixed(at, what)
 }
@@ -289,6 +299,10 @@ mod tests {
         let e = from_str::<Doc>(text).unwrap_err();
         assert_eq!(e.message, "items[1]: duplicate field `name`");
         assert!(e.structure);
+        // Another field given twice keeps the element's name.
+        let text = r#"{"name": "d", "items": [{"name": "a", "size": 1, "size": 2}]}"#;
+        let e = from_str::<Doc>(text).unwrap_err();
+        assert_eq!(e.message, "items[0] (\"a\"): duplicate field `size`");
     }
 
     #[test]
@@ -317,7 +331,13 @@ mod tests {
         // serde_json reports it as "trailing characters", a syntax error, without a path.
         let e = from_str::<Pairs>("{\"name\": \"p\", \"pairs\": [[0, 1], [0, 0, 1]]}").unwrap_err();
         assert!(e.structure);
-        assert_eq!(e.message, "pairs[1]: 3 elements, more than expected");
+        assert_eq!(
+            e.message,
+            "pairs[1]: invalid length 3, expected fewer elements in array"
+        );
+        // The same words as when the document is read as a value.
+        let v = serde_json::json!({"name": "p", "pairs": [[0, 1], [0, 0, 1]]});
+        assert_eq!(from_value::<Pairs>(&v).unwrap_err(), e.message);
         let short = from_str::<Pairs>("{\"name\": \"p\", \"pairs\": [[0]]}").unwrap_err();
         assert!(short.structure && short.message.starts_with("pairs[0]: invalid length 1"));
     }

@@ -311,32 +311,22 @@ pub fn time_limit(
     Ok(limit)
 }
 
-/// Refuses a query string whose percent-encoding is broken (400 naming the culprit): a `%`
-/// not followed by two hex digits, or escapes that decode to bytes that are not UTF-8.
-/// `serde_urlencoded` would keep the first as written (`%zz` becoming an unknown parameter of
-/// that name) and replace the second by U+FFFD, so a mistyped request would be answered
-/// about a parameter the client never sent.
+/// Refuses a query string whose percent-escapes decode to bytes that are not UTF-8 (400
+/// naming the parameter): `serde_urlencoded` would replace them by U+FFFD and the request
+/// would be answered about a value the client never sent. A `%` not followed by two hex
+/// digits stays a literal `%`, as form decoding does (WHATWG URL standard), so
+/// `budget=60%` reads as `60%`.
 pub fn check_query_encoding(query: &str) -> Result<(), ApiError> {
     for part in query.split('&') {
         let bytes = part.as_bytes();
         let mut decoded = Vec::with_capacity(bytes.len());
         let mut i = 0;
         while i < bytes.len() {
-            if bytes[i] == b'%' {
-                match bytes.get(i + 1..i + 3) {
-                    Some(&[hi, lo]) if hi.is_ascii_hexdigit() && lo.is_ascii_hexdigit() => {
-                        decoded.push(hex_digit(hi) << 4 | hex_digit(lo));
-                        i += 3;
-                        continue;
-                    }
-                    _ => {
-                        let end = (i + 3).min(bytes.len());
-                        let escape = String::from_utf8_lossy(&bytes[i..end]);
-                        return Err(ApiError::BadRequest(format!(
-                            "query string: `{escape}` in `{part}` is not a percent-encoded \
-                             byte (`%` and two hex digits; write a literal `%` as `%25`)"
-                        )));
-                    }
+            if let (b'%', Some(&[hi, lo])) = (bytes[i], bytes.get(i + 1..i + 3)) {
+                if hi.is_ascii_hexdigit() && lo.is_ascii_hexdigit() {
+                    decoded.push(hex_digit(hi) << 4 | hex_digit(lo));
+                    i += 3;
+                    continue;
                 }
             }
             decoded.push(bytes[i]);

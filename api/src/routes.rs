@@ -529,7 +529,6 @@ pub async fn post_place(
     RawQuery(query): RawQuery,
     Body(body): Body,
 ) -> Result<Response, ApiError> {
-    crate::request::check_query_encoding(query.as_deref().unwrap_or(""))?;
     let kind = match media_type(&headers).as_deref() {
         Some("text/csv") => PlaceBody::Csv,
         None => PlaceBody::Json,
@@ -540,6 +539,7 @@ pub async fn post_place(
             )))
         }
     };
+    crate::request::check_query_encoding(query.as_deref().unwrap_or(""))?;
     let query: PlaceQuery = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
         .map_err(|e| ApiError::BadRequest(format!("query string: {e}")))?;
     let a = svc.place(kind, query, body).await?;

@@ -6,7 +6,8 @@
 //! temporary file beside it (`NAME.tmp~`) and a rename, so a failure never leaves half a
 //! file; every temporary file is written before the first rename, so a failure to write one
 //! output leaves the others as they were, and a rename that fails puts back the outputs
-//! already renamed (from hard links `NAME.old~` kept while the renames run). A symbolic link is followed: its target is replaced
+//! already renamed (from their old contents, kept beside them as `NAME.old~N` while the
+//! renames run; special files are written last and cannot be put back). A symbolic link is followed: its target is replaced
 //! the same way and the link stays. A special file (a device such as `/dev/null`, a FIFO, a
 //! socket) is written directly, never replaced.
 //!
@@ -246,31 +247,70 @@ pub fn write_files(files: &[(&Path, &[u8])]) -> Result<()> {
     Ok(())
 }
 
-/// The file that keeps a replaced target's old contents while the renames run: `NAME.old~`.
-fn backup_path(target: &Path) -> PathBuf {
-    let mut name = target.file_name().unwrap_or_default().to_os_string();
-    name.push(".old~");
-    target.with_file_name(name)
+/// Keeps the old contents of `target` under a name of its own beside it, `NAME.old~N` for
+/// the first `N` no file has: a hard link (no copy), or a copy where the file system has no
+/// hard links. No existing file is ever replaced or removed; `None` when no backup could be
+/// made.
+fn keep_old(target: &Path) -> Option<PathBuf> {
+    let name = target.file_name().unwrap_or_default();
+    for n in 0..64u32 {
+        let mut backup_name = name.to_os_string();
+        backup_name.push(format!(".old~{n}"));
+        let backup = target.with_file_name(backup_name);
+        match fs::hard_link(target, &backup) {
+            Ok(()) => return Some(backup),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(_) => {}
+        }
+        // No hard link here (vfat, some network file systems, protected links): a copy,
+        // into a file created new.
+        let copied = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&backup)
+            .and_then(|mut out| {
+                let mut src = fs::File::open(target)?;
+                std::io::copy(&mut src, &mut out).map(|_| ())
+            });
+        match copied {
+            Ok(()) => return Some(backup),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(_) => {
+                let _ = fs::remove_file(&backup);
+                return None;
+            }
+        }
+    }
+    None
 }
 
 /// Renames every staged temporary file onto its target, all or none: each existing target
-/// is first kept as a hard link `NAME.old~` (no copy), and when a rename fails, the targets
-/// already replaced get their old contents back (a target that did not exist is removed),
-/// so that a command either writes all its outputs or leaves every one as it was. The
-/// backups go once every rename has succeeded.
+/// but the last is first kept beside it ([`keep_old`]; nothing is renamed after the last, so
+/// it never needs putting back), and when a rename fails, the targets already replaced get
+/// their old contents back (a target that did not exist is removed), so that a command
+/// writes all its outputs or leaves every one as it was. The backups go once every rename
+/// has succeeded. A target whose old contents cannot be kept fails the command before any
+/// rename (nothing changed).
 fn rename_all(staged: &[Staged<'_>]) -> Result<()> {
+    let last = staged
+        .iter()
+        .rposition(|s| matches!(s, Staged::Replace { .. }));
     let mut backups: Vec<Option<PathBuf>> = Vec::with_capacity(staged.len());
-    for s in staged {
+    for (i, s) in staged.iter().enumerate() {
         let backup = match s {
-            Staged::Replace { target, given, .. } if target.is_file() => {
-                let backup = backup_path(target);
-                let _ = fs::remove_file(&backup);
-                if let Err(e) = fs::hard_link(target, &backup) {
-                    remove_backups(&backups);
-                    remove_temps(staged);
-                    return Err(io_error("keep the old contents of", given, e));
+            Staged::Replace { target, given, .. } if Some(i) != last && target.is_file() => {
+                match keep_old(target) {
+                    Some(b) => Some(b),
+                    None => {
+                        remove_backups(&backups);
+                        remove_temps(staged);
+                        return Err(bad(format!(
+                            "cannot write {}: its old contents cannot be kept beside it while \
+                             the command's other outputs are written",
+                            given.display()
+                        )));
+                    }
                 }
-                Some(backup)
             }
             _ => None,
         };
@@ -279,10 +319,18 @@ fn rename_all(staged: &[Staged<'_>]) -> Result<()> {
     for (i, s) in staged.iter().enumerate() {
         if let Staged::Replace { tmp, target, given } = s {
             if let Err(e) = fs::rename(tmp, target) {
-                restore(&staged[..i], &backups[..i]);
+                let unrestored = restore(&staged[..i], &backups[..i]);
                 remove_backups(&backups[i..]);
                 remove_temps(&staged[i..]);
-                return Err(io_error("write", given, e));
+                let err = io_error("write", given, e);
+                return Err(if unrestored.is_empty() {
+                    err
+                } else {
+                    err.context(format!(
+                        "and the outputs written before it could not all be put back: {}",
+                        unrestored.join("; ")
+                    ))
+                });
             }
         }
     }
@@ -291,20 +339,32 @@ fn rename_all(staged: &[Staged<'_>]) -> Result<()> {
 }
 
 /// Puts back the old contents of the targets of `staged` (renamed onto already), from their
-/// `backups`; a target that had none did not exist and is removed. Best effort: the error
-/// that got us here is the one reported.
-fn restore(staged: &[Staged<'_>], backups: &[Option<PathBuf>]) {
+/// `backups`; a target that had none did not exist and is removed. What could not be put
+/// back, each with where its old contents are.
+fn restore(staged: &[Staged<'_>], backups: &[Option<PathBuf>]) -> Vec<String> {
+    let mut failed = Vec::new();
     for (s, backup) in staged.iter().zip(backups) {
-        if let Staged::Replace { target, .. } = s {
-            let _ = match backup {
+        if let Staged::Replace { target, given, .. } = s {
+            let undone = match backup {
                 Some(b) => fs::rename(b, target),
                 None => fs::remove_file(target),
             };
+            if let Err(e) = undone {
+                failed.push(match backup {
+                    Some(b) => format!(
+                        "{} holds the new contents, its old ones are in {} ({e})",
+                        given.display(),
+                        b.display()
+                    ),
+                    None => format!("{} was written ({e})", given.display()),
+                });
+            }
         }
     }
+    failed
 }
 
-/// Removes the backups left in `backups` (best effort).
+/// Removes the backups left in `backups` (best effort: they are ours, made by [`keep_old`]).
 fn remove_backups(backups: &[Option<PathBuf>]) {
     for b in backups.iter().flatten() {
         let _ = fs::remove_file(b);
@@ -400,6 +460,9 @@ mod tests {
         let plan = dir.join("plan.json");
         let fresh = dir.join("report.html");
         fs::write(&plan, "old plan").unwrap();
+        // A file of the user's with the first backup name is left alone.
+        let users = dir.join("plan.json.old~0");
+        fs::write(&users, "mine").unwrap();
         // The third target turns into a folder after staging: its rename fails.
         let blocked = dir.join("stats.json");
         let staged = vec![
@@ -416,6 +479,7 @@ mod tests {
             "an output that did not exist is removed again"
         );
         assert!(blocked.join("keep").exists());
+        assert_eq!(fs::read_to_string(&users).unwrap(), "mine");
         let mut left: Vec<String> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -423,8 +487,8 @@ mod tests {
         left.sort();
         assert_eq!(
             left,
-            ["plan.json", "stats.json"],
-            "no temporary file or backup left"
+            ["plan.json", "plan.json.old~0", "stats.json"],
+            "no temporary file or backup of ours left"
         );
         let _ = fs::remove_dir_all(&dir);
     }
