@@ -454,6 +454,16 @@ mod tests {
         dir
     }
 
+    /// The names of the files in `dir`, sorted.
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
     #[test]
     fn a_failing_rename_puts_back_the_outputs_already_replaced() {
         let dir = scratch("rollback");
@@ -480,11 +490,7 @@ mod tests {
         );
         assert!(blocked.join("keep").exists());
         assert_eq!(fs::read_to_string(&users).unwrap(), "mine");
-        let mut left: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
+        let left = names_in(&dir);
         assert_eq!(
             left,
             ["plan.json", "plan.json.old~0", "stats.json"],
@@ -500,11 +506,7 @@ mod tests {
         fs::write(&plan, "old plan").unwrap();
         write_files(&[(&plan, b"new plan"), (&dir.join("report.html"), b"report")]).unwrap();
         assert_eq!(fs::read_to_string(&plan).unwrap(), "new plan");
-        let mut left: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
+        let left = names_in(&dir);
         assert_eq!(left, ["plan.json", "report.html"]);
         let _ = fs::remove_dir_all(&dir);
     }
