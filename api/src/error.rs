@@ -65,7 +65,7 @@ pub enum ApiError {
     #[error("{detail}")]
     Invalid {
         /// Problem slug (`invalid-graph`, `invalid-plan`, `invalid-buffers`, `invalid-options`,
-        /// `invalid-request`).
+        /// `invalid-request`, `invalid-query`).
         slug: &'static str,
         /// Title of the slug.
         title: &'static str,
@@ -166,6 +166,16 @@ impl ApiError {
         ApiError::Invalid {
             slug: "invalid-request",
             title: "Invalid request body",
+            detail: detail.into(),
+        }
+    }
+
+    /// A query string of the right encoding whose parameters break a rule (an unknown
+    /// parameter or status, a limit out of range, a malformed cursor).
+    pub fn query(detail: impl Into<String>) -> Self {
+        ApiError::Invalid {
+            slug: "invalid-query",
+            title: "Invalid query parameters",
             detail: detail.into(),
         }
     }

@@ -286,10 +286,13 @@ async fn jobs_are_listed_newest_first_filtered_by_status_and_page_by_page() {
     assert_eq!(all["jobs"].as_array().unwrap().len(), 6);
     assert!(all["next"].is_null());
 
-    // Bad queries name the culprit.
-    api.get("/v1/jobs?status=finished")
+    // Bad queries name the culprit, as query errors (not a body's).
+    let p = api
+        .get("/v1/jobs?status=finished")
         .await
         .assert_problem(422, "unknown job status \"finished\"");
+    assert_eq!(p["type"], "urn:memplan:problem:invalid-query");
+    assert_eq!(p["title"], "Invalid query parameters");
     api.get("/v1/jobs?limit=0")
         .await
         .assert_problem(422, "`limit` is 0");

@@ -173,7 +173,7 @@ impl JobListQuery {
     pub fn parse(query: &str) -> Result<JobListQuery, crate::ApiError> {
         crate::request::check_query_encoding(query)?;
         serde_urlencoded::from_str(query)
-            .map_err(|e| crate::ApiError::request(format!("GET /v1/jobs query: {e}")))
+            .map_err(|e| crate::ApiError::query(format!("GET /v1/jobs query: {e}")))
     }
 
     /// The statuses asked for (empty: all).
@@ -184,7 +184,7 @@ impl JobListQuery {
         let mut out = Vec::new();
         for name in list.split(',') {
             let s = JobStatus::from_name(name).ok_or_else(|| {
-                crate::ApiError::request(format!(
+                crate::ApiError::query(format!(
                     "unknown job status {name:?} in `status` (queued, running, done, failed, \
                      cancelled)"
                 ))
@@ -207,7 +207,7 @@ impl JobListQuery {
     pub fn cursor(&self) -> Result<Option<i64>, crate::ApiError> {
         if let Some(l) = self.limit {
             if !(1..=MAX_LIST_LIMIT).contains(&l) {
-                return Err(crate::ApiError::request(format!(
+                return Err(crate::ApiError::query(format!(
                     "`limit` is {l}; it is between 1 and {MAX_LIST_LIMIT}"
                 )));
             }
@@ -218,7 +218,7 @@ impl JobListQuery {
         let ok = !c.is_empty() && c.len() <= 18 && c.bytes().all(|b| b.is_ascii_digit());
         match c.parse::<i64>() {
             Ok(v) if ok => Ok(Some(v)),
-            _ => Err(crate::ApiError::request(format!(
+            _ => Err(crate::ApiError::query(format!(
                 "`cursor` {c:?} is not a cursor from a `next` URL"
             ))),
         }
