@@ -164,20 +164,22 @@ fn field_holding(element: &Value, what: &str) -> Option<String> {
     }
 }
 
-/// A JSON value as serde's `Unexpected` writes it in its messages.
+/// A JSON value as serde's `Unexpected` writes it in its messages (serde_json's reader
+/// says `null` where serde says "unit value").
 fn unexpected_text(value: &Value) -> String {
+    use serde::de::Unexpected;
     match value {
         Value::Null => "null".to_string(),
-        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Bool(b) => Unexpected::Bool(*b).to_string(),
         Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
-            (Some(u), _, _) => format!("integer `{u}`"),
-            (None, Some(i), _) => format!("integer `{i}`"),
-            (None, None, Some(f)) => serde::de::Unexpected::Float(f).to_string(),
+            (Some(u), _, _) => Unexpected::Unsigned(u).to_string(),
+            (None, Some(i), _) => Unexpected::Signed(i).to_string(),
+            (None, None, Some(f)) => Unexpected::Float(f).to_string(),
             (None, None, None) => n.to_string(),
         },
-        Value::String(s) => serde::de::Unexpected::Str(s).to_string(),
-        Value::Array(_) => "sequence".to_string(),
-        Value::Object(_) => "map".to_string(),
+        Value::String(s) => Unexpected::Str(s).to_string(),
+        Value::Array(_) => Unexpected::Seq.to_string(),
+        Value::Object(_) => Unexpected::Map.to_string(),
     }
 }
 

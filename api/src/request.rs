@@ -311,12 +311,24 @@ pub fn time_limit(
     Ok(limit)
 }
 
+/// Reads a query string as `T` (`serde_urlencoded`), every route's one way: first a 400
+/// when its percent-escapes decode to bytes that are not UTF-8 (a lone `%` stays literal,
+/// as form decoding has it), then `invalid` for what `serde_urlencoded` refuses.
+pub fn parse_query<T: serde::de::DeserializeOwned>(
+    query: Option<&str>,
+    invalid: impl FnOnce(serde_urlencoded::de::Error) -> ApiError,
+) -> Result<T, ApiError> {
+    let query = query.unwrap_or("");
+    check_query_encoding(query)?;
+    serde_urlencoded::from_str(query).map_err(invalid)
+}
+
 /// Refuses a query string whose percent-escapes decode to bytes that are not UTF-8 (400
 /// naming the parameter): `serde_urlencoded` would replace them by U+FFFD and the request
 /// would be answered about a value the client never sent. A `%` not followed by two hex
 /// digits stays a literal `%`, as form decoding does (WHATWG URL standard), so
 /// `budget=60%` reads as `60%`.
-pub fn check_query_encoding(query: &str) -> Result<(), ApiError> {
+fn check_query_encoding(query: &str) -> Result<(), ApiError> {
     for part in query.split('&') {
         let bytes = part.as_bytes();
         let mut decoded = Vec::with_capacity(bytes.len());
@@ -354,9 +366,9 @@ fn hex_digit(c: u8) -> u8 {
 /// Reads a query string into an options object ([`OPTION_FIELDS`] says how each parameter
 /// reads). Unknown parameters are refused (422) naming every one of them.
 pub fn query_object(query: Option<&str>) -> Result<Map<String, Value>, ApiError> {
-    check_query_encoding(query.unwrap_or(""))?;
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
-        .map_err(|e| ApiError::BadRequest(format!("query string: {e}")))?;
+    let pairs: Vec<(String, String)> = parse_query(query, |e| {
+        ApiError::BadRequest(format!("query string: {e}"))
+    })?;
     let mut obj = Map::new();
     let mut unknown: Vec<String> = Vec::new();
     for (key, text) in pairs {

@@ -539,9 +539,9 @@ pub async fn post_place(
             )))
         }
     };
-    crate::request::check_query_encoding(query.as_deref().unwrap_or(""))?;
-    let query: PlaceQuery = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
-        .map_err(|e| ApiError::BadRequest(format!("query string: {e}")))?;
+    let query: PlaceQuery = crate::request::parse_query(query.as_deref(), |e| {
+        ApiError::BadRequest(format!("query string: {e}"))
+    })?;
     let a = svc.place(kind, query, body).await?;
     let r = &a.response;
     let figures = [

@@ -171,9 +171,9 @@ pub struct JobListQuery {
 impl JobListQuery {
     /// Parses a query string (unknown parameters are refused).
     pub fn parse(query: &str) -> Result<JobListQuery, crate::ApiError> {
-        crate::request::check_query_encoding(query)?;
-        serde_urlencoded::from_str(query)
-            .map_err(|e| crate::ApiError::query(format!("GET /v1/jobs query: {e}")))
+        crate::request::parse_query(Some(query), |e| {
+            crate::ApiError::query(format!("GET /v1/jobs query: {e}"))
+        })
     }
 
     /// The statuses asked for (empty: all).

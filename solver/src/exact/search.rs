@@ -669,6 +669,11 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// Work of placing buffer `bi` or undoing it: its sections and the buffers it overlaps.
+    fn placement_work(&self, bi: usize) -> u64 {
+        u64::from(self.inst.hi[bi] - self.inst.lo[bi]) + self.inst.overlaps.row(bi).len() as u64
+    }
+
     /// Makes the run end as at its node limit once its work reaches `limit` (units: see
     /// [`SearchTrace::work`]); checked as each node is entered, so a run overshoots by what it
     /// did since its last node (children that failed their checks, backtracking).
@@ -1279,7 +1284,7 @@ impl<'a> Search<'a> {
         }
         let (mut a0, mut a1) = (lo, hi);
         let mut ok = true;
-        self.work += u64::from(hi - lo) + self.inst.overlaps.row(bi).len() as u64;
+        self.work += self.placement_work(bi);
         for &o in self.inst.overlaps.row(bi) {
             let oi = o as usize;
             self.open[oi] = self.open[oi].saturating_sub(1);
@@ -1438,8 +1443,7 @@ impl<'a> Search<'a> {
             match u {
                 Undo::Place(b, g) => {
                     let bi = b as usize;
-                    self.work += u64::from(self.inst.hi[bi] - self.inst.lo[bi])
-                        + self.inst.overlaps.row(bi).len() as u64;
+                    self.work += self.placement_work(bi);
                     // Back into the unplaced prefix of its piece: it is the member right
                     // after it (placements are undone last first). The piece may be gone
                     // (a decomposition that succeeded, undone as a whole): its count is

@@ -120,7 +120,12 @@ pub fn run_portfolio(
     limits: &Limits,
 ) -> Result<PortfolioResult, PlacementError> {
     problem.validate()?;
-    let started = Instant::now();
+    // The portfolio's clock: time and stop flag (a node limit is the members' own).
+    let clock = Limits {
+        nodes: None,
+        ..limits.clone()
+    }
+    .start();
     let uncapped = PlacementProblem {
         buffers: problem.buffers.clone(),
         capacity: None,
@@ -131,7 +136,7 @@ pub fn run_portfolio(
     // The limits bound the portfolio too: once a member has placed the buffers, a spent
     // time limit or a raised stop flag skips the members left (the answer then says
     // `time_limit` unless it meets the bound).
-    let spent = || limits.time.is_some_and(|t| started.elapsed() >= t) || limits.is_cancelled();
+    let spent = || clock.exhausted().is_some();
     let mut cut = false;
     for placer in placers {
         let reached = best.as_ref().filter(|(peak, _, _)| *peak <= bound);
@@ -161,7 +166,7 @@ pub fn run_portfolio(
         }
     }
     let (peak, placement, method) = best.unwrap_or((0, Placement::default(), "none"));
-    let mut stats = SolveStats::heuristic(peak, bound, started.elapsed());
+    let mut stats = SolveStats::heuristic(peak, bound, clock.elapsed());
     if cut && stats.status != SolveStatus::Optimal {
         stats.status = SolveStatus::TimeLimit;
     }
