@@ -154,9 +154,19 @@ fn field_holding(element: &Value, what: &str) -> Option<String> {
         .strip_prefix("invalid type: ")
         .or_else(|| what.strip_prefix("invalid value: "))?;
     let unexpected = &rest[..rest.rfind(", expected ")?];
+    // serde_json's text reader and serde write some floats differently (`1e20`,
+    // `1.8446744073709552e+19` for an integer past u64): a float is compared by value.
+    let float = unexpected
+        .strip_prefix("floating point `")
+        .and_then(|f| f.strip_suffix('`'))
+        .and_then(|f| f.parse::<f64>().ok());
+    let holds = |value: &Value| {
+        unexpected_text(value) == unexpected
+            || float.is_some_and(|f| value.is_f64() && value.as_f64() == Some(f))
+    };
     let mut holding = fields
         .iter()
-        .filter(|(key, value)| key.as_str() != "op" && unexpected_text(value) == unexpected)
+        .filter(|(key, value)| key.as_str() != "op" && holds(value))
         .map(|(key, _)| key);
     match (holding.next(), holding.next()) {
         (Some(key), None) => Some(key.clone()),
@@ -440,6 +450,20 @@ mod tests {
             ),
             "{e}"
         );
+        // Floats that serde_json's reader and serde write differently are traced by value.
+        for big in ["18446744073709551616", "1e20"] {
+            let text = format!(
+                r#"{{"instructions": [{{"op": "alloc", "tensor": "x", "offset": {big}}}]}}"#
+            );
+            let e = from_str::<Stream>(&text).unwrap_err();
+            assert!(
+                e.message.starts_with(
+                    "instructions[0] (alloc \"x\").offset: invalid type: floating point"
+                ),
+                "{big}: {}",
+                e.message
+            );
+        }
         // Two fields hold the value: the path stops at the element, as serde's does.
         let both = r#"{"instructions": [{"op": "alloc", "tensor": 7, "offset": 7}]}"#;
         let e = from_str::<Stream>(both).unwrap_err();

@@ -67,17 +67,29 @@ impl Rewrite {
         Rewrite::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// Parses a comma-separated list: rewrite names, `all` or `none` (empty: none).
+    /// Parses a comma-separated list: rewrite names, `all` or `none`, spaces allowed around
+    /// each (the empty text: none); an empty item (`fuse,,tile`) is refused.
     pub fn parse_list(text: &str) -> Result<Vec<Rewrite>, PipelineError> {
         let mut out = Vec::new();
-        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if text.is_empty() {
+            return Ok(out);
+        }
+        let known = || format!("{}, all, none", Rewrite::ALL.map(Rewrite::name).join(", "));
+        for item in text.split(',').map(|s| s.trim_matches(' ')) {
             match item {
                 "all" => out.extend(Rewrite::ALL),
                 "none" => {}
+                "" => {
+                    return Err(PipelineError::Options(format!(
+                        "rewrite: {text:?} has an empty item; list names separated by single \
+                         commas (known: {})",
+                        known()
+                    )))
+                }
                 name => out.push(Rewrite::from_name(name).ok_or_else(|| {
                     PipelineError::Options(format!(
-                        "rewrite: unknown rewrite {name:?} (known: {}, all, none)",
-                        Rewrite::ALL.map(Rewrite::name).join(", ")
+                        "rewrite: unknown rewrite {name:?} (known: {})",
+                        known()
                     ))
                 })?),
             }
@@ -86,12 +98,48 @@ impl Rewrite {
         out.dedup();
         Ok(out)
     }
+
+    /// Reads a JSON `rewrite` as every front end takes it: one comma-separated string
+    /// ([`Rewrite::parse_list`]) or a list of names (each a rewrite, `all` or `none`).
+    pub fn from_json(value: &serde_json::Value) -> Result<Vec<Rewrite>, PipelineError> {
+        let known = || format!("{}, all, none", Rewrite::ALL.map(Rewrite::name).join(", "));
+        match value {
+            serde_json::Value::String(list) => Rewrite::parse_list(list),
+            serde_json::Value::Array(items) => {
+                let mut names = Vec::with_capacity(items.len());
+                for item in items {
+                    match item.as_str() {
+                        Some(n) if n == "all" || n == "none" || Rewrite::from_name(n).is_some() => {
+                            names.push(n)
+                        }
+                        _ => {
+                            return Err(PipelineError::Options(format!(
+                                "rewrite: unknown rewrite {item} (known: {})",
+                                known()
+                            )))
+                        }
+                    }
+                }
+                Rewrite::parse_list(&names.join(","))
+            }
+            other => Err(PipelineError::Options(format!(
+                "rewrite: expected a list of rewrite names or one comma-separated string of \
+                 them (spaces around names allowed), not {other} (known: {})",
+                known()
+            ))),
+        }
+    }
 }
 
 /// Default wall-clock cap of a pipeline run (seconds). The default effort takes at most about
 /// 3 s on the zoo's graphs on 2 idle cores; the cap leaves room for a machine under load, so
 /// that it does not bind and plans stay the same.
 pub const DEFAULT_TIME_LIMIT_S: f64 = 60.0;
+
+/// Smallest `link_gbps` taken (GB/s: 1 MB/s).
+pub const MIN_LINK_GBPS: f64 = 0.001;
+/// Largest `link_gbps` taken (GB/s).
+pub const MAX_LINK_GBPS: f64 = 1e12;
 
 /// Default effort (work units, see [`PipelineOptions::effort`]).
 pub const DEFAULT_EFFORT: u64 = 1;
@@ -410,6 +458,13 @@ impl PipelineOptions {
             TierAlignment::parse(spec)
                 .map_err(|e| PipelineError::Options(format!("tier_alignment {spec:?}: {e}")))?;
         }
+        if let Some(g) = self.link_gbps {
+            if !(MIN_LINK_GBPS..=MAX_LINK_GBPS).contains(&g) {
+                return bad(format!(
+                    "link_gbps {g} is outside [{MIN_LINK_GBPS}, {MAX_LINK_GBPS:e}] GB/s"
+                ));
+            }
+        }
         self.profile()?;
         Ok(())
     }
@@ -477,8 +532,8 @@ impl PipelineOptions {
             }
         };
         obj.retain(|_, v| !v.is_null());
-        if let Some(serde_json::Value::String(list)) = obj.get("rewrite") {
-            let names = Rewrite::parse_list(list)?
+        if let Some(given) = obj.get("rewrite") {
+            let names = Rewrite::from_json(given)?
                 .into_iter()
                 .map(|r| serde_json::Value::from(r.name()))
                 .collect();
@@ -1065,12 +1120,10 @@ mod tests {
         for text in ["1e308%", "150%", "100.5%", "0%", "-5%", "inf%", "NaN%"] {
             // The CLI's --budget and the HTTP option read the same text the same way.
             let e = BudgetSpec::parse(text).unwrap_err().to_string();
-            assert_eq!(
-                e,
-                format!(
-                    "budget {text:?} is not BYTES (a positive integer) or PCT% (a percentage \
-                     in (0, 100], e.g. 60%)"
-                )
+            assert_eq!(e, budget::BudgetError::Parse(text.into()).to_string());
+            assert!(
+                e.starts_with(&format!("budget {text:?} is not BYTES")),
+                "{e}"
             );
             let json = format!(r#"{{"budget": "{text}"}}"#);
             let e = serde_json::from_str::<PipelineOptions>(&json).unwrap_err();
@@ -1116,7 +1169,70 @@ mod tests {
             ..PipelineOptions::default()
         };
         let e = opts.check().unwrap_err().to_string();
-        assert!(e.starts_with("link_gbps 0.000000000001: "), "{e}");
+        assert_eq!(
+            e, "link_gbps 0.000000000001 is outside [0.001, 1e12] GB/s",
+            "the range every front end states"
+        );
+    }
+
+    #[test]
+    fn option_texts_follow_one_grammar_the_openapi_patterns_state() {
+        // Budgets: what the CLI used to trim or read loosely is refused as the HTTP service
+        // refuses it, with the library's one message.
+        for bad in [
+            "60 %",
+            " 60%",
+            "060%",
+            "+60%",
+            "1e1%",
+            "5.%",
+            "007",
+            "1e3",
+            "12345678901234567890",
+        ] {
+            let e = BudgetSpec::parse(bad).unwrap_err();
+            assert!(matches!(e, budget::BudgetError::Parse(_)), "{bad}: {e}");
+        }
+        assert!(matches!(
+            BudgetSpec::parse("0"),
+            Err(budget::BudgetError::Zero)
+        ));
+        for (good, spec) in [
+            ("60%", BudgetSpec::Percent(60.0)),
+            (".5%", BudgetSpec::Percent(0.5)),
+            ("100.00%", BudgetSpec::Percent(100.0)),
+            ("4096", BudgetSpec::Bytes(4096)),
+        ] {
+            assert_eq!(BudgetSpec::parse(good).unwrap(), spec, "{good}");
+        }
+        // Rewrite lists: spaces around names, no empty item.
+        assert_eq!(
+            Rewrite::parse_list(" fuse , tile").unwrap(),
+            vec![Rewrite::Tile, Rewrite::Fuse]
+        );
+        assert!(Rewrite::parse_list("").unwrap().is_empty());
+        let e = Rewrite::parse_list("fuse,,tile").unwrap_err().to_string();
+        assert!(e.contains("empty item"), "{e}");
+        // A list of names takes `all` and `none` as the comma list does.
+        let all = Rewrite::from_json(&serde_json::json!(["all"])).unwrap();
+        assert_eq!(all, Rewrite::ALL.to_vec());
+        assert!(Rewrite::from_json(&serde_json::json!(["none"]))
+            .unwrap()
+            .is_empty());
+        assert!(Rewrite::from_json(&serde_json::json!(["fuse", 3])).is_err());
+        // Tile: a strip count of at most nine digits, no leading zero.
+        for bad in ["1000000000", "02", "+4", " 4", "1"] {
+            assert!(passes::tile::TileSpec::parse(bad).is_err(), "{bad}");
+        }
+        // link_gbps: the documented range, before the device profile is built.
+        for g in [0.0, 0.0001, 1e13, f64::NAN] {
+            let opts = PipelineOptions {
+                link_gbps: Some(g),
+                ..PipelineOptions::default()
+            };
+            let e = opts.check().unwrap_err().to_string();
+            assert!(e.starts_with(&format!("link_gbps {g} is outside")), "{e}");
+        }
     }
 
     #[test]

@@ -254,73 +254,146 @@ pub struct PlanStats {
     /// A proven lower bound on the peak (bytes): LOAD of the order tightened by alignment (or
     /// better) for `--order given`, the order-independent bound tightened by alignment for
     /// `--order auto`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "informative")]
     pub lower_bound_bytes: u64,
     /// Algorithm that produced the placement.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "informative")]
     pub method: String,
     /// How good the plan is and why planning stopped ([`PlanStatus`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub status: Option<PlanStatus>,
     /// Relative gap `(peak - lower bound) / peak`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[serde(serialize_with = "finite_opt")]
     pub gap: Option<f64>,
     /// LOAD of the chosen order (bytes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub load_bytes: Option<u64>,
     /// Order-independent lower bound (bytes): the larger of the per-node bound and the min-cut
     /// bound (`memplan_solver::order::bound::order_lower_bound_hinted`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub order_lower_bound_bytes: Option<u64>,
     /// Order heuristic that produced the order (`… + joint` when, under a budget, the joint
     /// program then moved ops).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub order_method: Option<String>,
     /// Each order heuristic's LOAD.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub order_members: Vec<MemberStat>,
     /// Each placement heuristic's peak on the chosen order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub members: Vec<MemberStat>,
     /// Status of the placement step for the chosen order: `optimal` (the peak is proven
     /// minimal for this order), `node_limit` / `time_limit` (the exact search or the placement
     /// model stopped at its node cap / the time limit with a gap left), `heuristic` (no search
     /// ran, e.g. strategy `heuristic`, or a negligible gap's one question went unanswered),
     /// `infeasible` (a capacity no placement meets).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub placement_status: Option<String>,
     /// What the exact placement search did, when it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub exact: Option<ExactStat>,
     /// What the HiGHS placement model did, when it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ilp: Option<IlpStat>,
     /// What the order integer program did, when it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub order_ilp: Option<OrderIlpStat>,
     /// Whether in-place hints were honoured.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "informative")]
     pub inplace: bool,
     /// Budget figures, for plans made under a memory budget.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub budget: Option<BudgetStat>,
     /// Planning time in milliseconds.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "informative")]
     #[serde(serialize_with = "finite")]
     pub elapsed_ms: f64,
     /// Seed 001 §4.1's fragmentation `1 − largest free block / total free` of the arena
     /// `[0, peak)` at the step with the most bytes reserved (see [`crate::tiers`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[serde(serialize_with = "finite_opt")]
     pub fragmentation_at_peak: Option<f64>,
     /// Parallel plans: streams, modelled makespans and the candidates weighed
     /// (`crate::streams`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub streams: Option<Box<StreamStat>>,
     /// The tier regions of a tiered plan (`memplan plan --tiers`); empty otherwise.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "informative",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub tiers: Vec<TierStat>,
+}
+
+/// Reads an informative stats field as its type, or as absent (the type's default) where the
+/// value has another shape: docs/FORMATS.md fixes only `stats.peak_bytes`, which the replay
+/// checks, so a plan from another planner whose `status` says `heuristic`, or whose
+/// `lower_bound_bytes` is null, is still read and checked.
+fn informative<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
 }
 
 impl PlanStats {
@@ -680,6 +753,32 @@ mod tests {
         let back = Plan::parse(&p.to_json()).unwrap();
         assert_eq!(back, p);
         assert!(p.to_json().contains("\"workspace_offset\": null"));
+    }
+
+    #[test]
+    fn stats_other_planners_write_differently_are_read_as_absent_but_the_peak_must_be_an_integer() {
+        let mut doc: serde_json::Value = serde_json::from_str(&planned().to_json()).unwrap();
+        let peak = doc["stats"]["peak_bytes"].clone();
+        doc["stats"] = serde_json::json!({
+            "peak_bytes": peak,
+            "status": "heuristic",
+            "method": null,
+            "lower_bound_bytes": null,
+            "gap": "0.3%",
+            "budget": 1000,
+            "streams": "2",
+            "inplace": "yes"
+        });
+        let p = Plan::parse(&doc.to_string()).unwrap();
+        assert_eq!(p.stats.status, None);
+        assert_eq!(p.stats.method, "");
+        assert_eq!((p.stats.lower_bound_bytes, p.stats.gap), (0, None));
+        assert!(p.stats.budget.is_none() && p.stats.streams.is_none() && !p.stats.inplace);
+        assert!(crate::validate::validate(&graph(), &p, None).is_ok());
+        // `stats.peak_bytes` is what the replay checks: an integer, required.
+        doc["stats"]["peak_bytes"] = serde_json::json!(peak.as_f64().unwrap());
+        let e = Plan::parse(&doc.to_string()).unwrap_err();
+        assert!(e.message.contains("stats.peak_bytes"), "{e}");
     }
 
     #[test]

@@ -108,6 +108,12 @@ pub enum TierError {
     /// An item that is not `TIER=BYTES`.
     #[error("{0:?} is not TIER=BYTES (e.g. activations=256) or a bare BYTES for every tier")]
     Syntax(String),
+    /// A specification with spaces (items are written `TIER=BYTES,TIER=BYTES`).
+    #[error(
+        "{0:?} has spaces: write one power of two, or TIER=BYTES items separated by commas \
+         without spaces (e.g. persistent=256,activations=512)"
+    )]
+    Spaces(String),
     /// A size that does not fit in 64 bits.
     #[error("the {0} region does not fit in 64 bits")]
     Overflow(&'static str),
@@ -157,19 +163,26 @@ impl TierAlignment {
     }
 
     /// Parses `persistent=256,activations=256,temporaries=512` (tiers not named keep
-    /// [`DEFAULT_TIER_ALIGNMENT`]) or a bare `512` for every tier. Errors name the culprit.
+    /// [`DEFAULT_TIER_ALIGNMENT`]) or a bare `512` for every tier, as
+    /// [`tier_alignment_pattern`] writes them (decimal powers of two without a leading zero,
+    /// no spaces; each tier at most once). Errors name the culprit.
     pub fn parse(spec: &str) -> Result<Self, TierError> {
         let number = |tier: &str, v: &str| -> Result<u64, TierError> {
-            v.trim()
-                .parse::<u64>()
-                .ok()
+            let decimal = !v.is_empty()
+                && v.bytes().all(|b| b.is_ascii_digit())
+                && !(v.len() > 1 && v.starts_with('0'));
+            decimal
+                .then(|| v.parse::<u64>().ok())
+                .flatten()
                 .filter(|n| n.is_power_of_two())
                 .ok_or_else(|| TierError::BadAlignment {
                     tier: tier.to_string(),
-                    value: v.trim().to_string(),
+                    value: v.to_string(),
                 })
         };
-        let spec = spec.trim();
+        if spec.contains(char::is_whitespace) {
+            return Err(TierError::Spaces(spec.to_string()));
+        }
         if !spec.contains('=') {
             if spec.contains(',') {
                 return Err(TierError::Syntax(spec.to_string()));
@@ -181,8 +194,7 @@ impl TierAlignment {
         for item in spec.split(',') {
             let (name, value) = item
                 .split_once('=')
-                .ok_or_else(|| TierError::Syntax(item.trim().to_string()))?;
-            let name = name.trim();
+                .ok_or_else(|| TierError::Syntax(item.to_string()))?;
             let tier = Tier::from_name(name).ok_or_else(|| TierError::UnknownTier(name.into()))?;
             if seen.contains(&tier) {
                 return Err(TierError::Duplicate(name.into()));
@@ -192,6 +204,21 @@ impl TierAlignment {
         }
         Ok(out)
     }
+}
+
+/// The decimal powers of two of a u64 as a regular expression alternation, longest first.
+fn pow2_decimal() -> String {
+    let all: Vec<String> = (0..64).rev().map(|k| (1u64 << k).to_string()).collect();
+    format!("(?:{})", all.join("|"))
+}
+
+/// The grammar of `tier_alignment` as the OpenAPI document states it: one power of two for
+/// every tier, or `tier=N` items (tiers `persistent`, `activations`, `temporaries`),
+/// comma-separated, no spaces. [`TierAlignment::parse`] accepts these, each tier at most once.
+pub fn tier_alignment_pattern() -> String {
+    let n = pow2_decimal();
+    let item = format!("(?:persistent|activations|temporaries)={n}");
+    format!("^(?:{n}|{item}(?:,{item}){{0,2}})$")
 }
 
 impl FromStr for TierAlignment {
@@ -373,8 +400,16 @@ mod tests {
 
     #[test]
     fn tier_alignments_parse_by_name_or_as_one_number() {
-        let a = TierAlignment::parse("persistent=64, temporaries=512").unwrap();
+        let a = TierAlignment::parse("persistent=64,temporaries=512").unwrap();
         assert_eq!((a.persistent, a.activations, a.temporaries), (64, 256, 512));
+        // One grammar with the OpenAPI pattern: no spaces, no leading zero.
+        for bad in ["persistent=64, temporaries=512", " 128", "0128", "+128"] {
+            assert!(TierAlignment::parse(bad).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            TierAlignment::parse("persistent=64, temporaries=512"),
+            Err(TierError::Spaces(_))
+        ));
         assert_eq!(
             TierAlignment::parse("128").unwrap(),
             TierAlignment::uniform(128)

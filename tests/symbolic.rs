@@ -195,7 +195,7 @@ fn shapes_and_workspaces_may_be_expressions_too() {
 }
 
 #[test]
-fn rewrites_budgets_and_in_place_sharing_are_refused_saying_so() {
+fn rewrites_budgets_in_place_sharing_and_streams_are_refused_saying_so() {
     let sg = SymbolicGraph::parse(&one_op(b_range(), json!("8*B"))).unwrap();
     let cases = [
         (
@@ -218,6 +218,13 @@ fn rewrites_budgets_and_in_place_sharing_are_refused_saying_so() {
                 ..quick()
             },
             "inplace",
+        ),
+        (
+            PipelineOptions {
+                streams: 2,
+                ..quick()
+            },
+            "streams",
         ),
     ];
     for (opts, word) in cases {

@@ -137,7 +137,115 @@ struct RawPlanRequest<'a> {
     #[serde(borrow)]
     graph: &'a RawValue,
     #[serde(default)]
-    options: Option<Map<String, Value>>,
+    options: Option<UniqueMap>,
+}
+
+/// A JSON object whose keys must differ (serde_json's `Map` keeps the last of a key given
+/// twice, which would let `{"budget": "60%", "budget": "100%"}` plan at 100 % without a
+/// word): a key given twice, at any depth, is refused as the request's own fields are
+/// (`duplicate field `budget``).
+#[derive(Debug, Default)]
+struct UniqueMap(Map<String, Value>);
+
+/// A JSON value read with [`UniqueMap`]'s rule inside.
+struct UniqueValue(Value);
+
+impl<'de> Deserialize<'de> for UniqueMap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match UniqueValue::deserialize(d)?.0 {
+            Value::Object(map) => Ok(UniqueMap(map)),
+            other => Err(serde::de::Error::invalid_type(
+                unexpected(&other),
+                &"a JSON object of options",
+            )),
+        }
+    }
+}
+
+/// serde's description of a JSON value for a type error.
+fn unexpected(v: &Value) -> serde::de::Unexpected<'_> {
+    use serde::de::Unexpected;
+    match v {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => Unexpected::Unsigned(u),
+            (None, Some(i)) => Unexpected::Signed(i),
+            _ => Unexpected::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Unexpected::Str(s),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    }
+}
+
+impl<'de> Deserialize<'de> for UniqueValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = UniqueValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::from(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::String(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::Null))
+            }
+            fn visit_none<E>(self) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::Null))
+            }
+            fn visit_some<D2: serde::Deserializer<'de>>(
+                self,
+                d: D2,
+            ) -> Result<UniqueValue, D2::Error> {
+                UniqueValue::deserialize(d)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<UniqueValue, A::Error> {
+                let mut items = Vec::new();
+                while let Some(UniqueValue(v)) = seq.next_element()? {
+                    items.push(v);
+                }
+                Ok(UniqueValue(Value::Array(items)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<UniqueValue, A::Error> {
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if out.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "duplicate field `{key}`"
+                        )));
+                    }
+                    let UniqueValue(v) = map.next_value()?;
+                    out.insert(key, v);
+                }
+                Ok(UniqueValue(Value::Object(out)))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 #[derive(Deserialize)]
@@ -167,6 +275,17 @@ pub fn text(body: &[u8]) -> Result<&str, ApiError> {
 /// Parses a JSON request body: syntax errors are 400, structure errors (unknown or missing
 /// fields, wrong types) 422, both with line and column.
 pub fn json<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, ApiError> {
+    // Every request body is an object: serde would read an array field by field in the
+    // order of the type's declaration.
+    if let Some(at) = text.find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r')) {
+        if text[at..].starts_with('[') {
+            let (line, column) = position(text, at);
+            return Err(ApiError::request(format!(
+                "request JSON error at line {line}, column {column}: the request body is an \
+                 array; it must be a JSON object ({{...}})"
+            )));
+        }
+    }
     serde_json::from_str(text).map_err(|e| {
         let msg = format!(
             "request JSON error at line {}, column {}: {}",
@@ -464,52 +583,10 @@ fn field_error(obj: &Map<String, Value>, whole: &serde_json::Error, source: Sour
 /// `tile` its text.
 fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Result<(), ApiError> {
     use crate::model::rules;
-    let names: Vec<&str> = Rewrite::ALL
-        .map(Rewrite::name)
-        .into_iter()
-        .chain(["all", "none"])
-        .collect();
     let bad = |key: &str, msg: String| ApiError::options(format!("{}: {msg}", source.field(key)));
     if let Some(v) = obj.get_mut("rewrite") {
-        let list = match v {
-            Value::String(s) if rules::rewrite_list_ok(s, &names) => s.clone(),
-            Value::Array(items) => {
-                let mut list = Vec::with_capacity(items.len());
-                for item in items.iter() {
-                    match item.as_str() {
-                        Some(name) if names.contains(&name) => list.push(name),
-                        _ => {
-                            return Err(bad(
-                                "rewrite",
-                                format!("unknown rewrite {item} (known: {})", names.join(", ")),
-                            ))
-                        }
-                    }
-                }
-                list.join(",")
-            }
-            other => {
-                // The library's message names an unknown rewrite; else the rule of the form.
-                if let Value::String(text) = other {
-                    if let Err(e) = Rewrite::parse_list(text) {
-                        let msg = e.to_string();
-                        return Err(bad(
-                            "rewrite",
-                            msg.strip_prefix("rewrite: ").unwrap_or(&msg).to_string(),
-                        ));
-                    }
-                }
-                return Err(bad(
-                    "rewrite",
-                    format!(
-                        "expected a list of rewrite names or one comma-separated string of \
-                         them (spaces around names allowed), not {other} (known: {})",
-                        names.join(", ")
-                    ),
-                ));
-            }
-        };
-        let rewrites = Rewrite::parse_list(&list).map_err(|e| {
+        // The library's reading (a comma list or a list of names) and its messages.
+        let rewrites = Rewrite::from_json(v).map_err(|e| {
             let msg = e.to_string();
             bad(
                 "rewrite",
@@ -529,7 +606,9 @@ fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Resul
                 .as_u64()
                 .filter(|k| (2..=rules::MAX_TILE_STRIPS).contains(k))
                 .map(|k| k.to_string()),
-            Value::String(s) if rules::tile_ok(s) => Some(s.clone()),
+            Value::String(s) if memplan::passes::tile::TileSpec::parse(s).is_ok() => {
+                Some(s.clone())
+            }
             _ => None,
         };
         match text {
@@ -556,26 +635,24 @@ fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Resul
             }
         }
     }
+    // The library's grammars and messages, the same in every front end (the option's name
+    // is the field's, not repeated).
+    let own = |key: &str, msg: String| {
+        let msg = msg
+            .strip_prefix(&format!("{key} "))
+            .or_else(|| msg.strip_prefix(&format!("{key}: ")))
+            .map(str::to_string)
+            .unwrap_or(msg);
+        bad(key, msg)
+    };
     if let Some(Value::String(s)) = obj.get("tier_alignment") {
-        if !rules::tier_alignment_ok(s) {
-            return Err(bad(
-                "tier_alignment",
-                format!(
-                    "{s:?} is not one power of two nor `tier=N` items (tiers persistent, \
-                     activations, temporaries; N a power of two), comma-separated"
-                ),
-            ));
+        if let Err(e) = memplan::tiers::TierAlignment::parse(s) {
+            return Err(own("tier_alignment", e.to_string()));
         }
     }
     if let Some(Value::String(s)) = obj.get("budget") {
-        if !rules::budget_text_ok(s) {
-            return Err(bad(
-                "budget",
-                format!(
-                    "{s:?} is neither bytes (1 to 19 digits, no leading zero) nor a percentage \
-                     in (0, 100] such as \"60%\""
-                ),
-            ));
+        if let Err(e) = memplan::budget::BudgetSpec::parse(s) {
+            return Err(own("budget", e.to_string()));
         }
     }
     if let Some(g) = obj.get("link_gbps").and_then(Value::as_f64) {
@@ -589,10 +666,10 @@ fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Resul
     Ok(())
 }
 
-/// Smallest `link_gbps` taken (1 MB/s).
-pub const MIN_LINK_GBPS: f64 = 0.001;
-/// Largest `link_gbps` taken.
-pub const MAX_LINK_GBPS: f64 = 1e12;
+/// Smallest `link_gbps` taken (the library's, 1 MB/s).
+pub const MIN_LINK_GBPS: f64 = memplan::pipeline::MIN_LINK_GBPS;
+/// Largest `link_gbps` taken (the library's).
+pub const MAX_LINK_GBPS: f64 = memplan::pipeline::MAX_LINK_GBPS;
 
 /// Reads an options object (the body's `options` or [`query_object`]) as pipeline options:
 /// the service's `cache` taken out, `rewrite` read as names or a comma list (`all`, `none`),
@@ -753,7 +830,12 @@ pub fn prepare(input: &PlanInput, config: &Config, mode: Mode) -> Result<Prepare
 pub fn prepare_plan(body: &[u8], config: &Config, mode: Mode) -> Result<PreparedPlan, ApiError> {
     let text = text(body)?;
     let req: RawPlanRequest<'_> = json(text).map_err(|e| with_bare_hint(e, text))?;
-    let options = resolve(req.options.unwrap_or_default(), Source::Body, config, mode)?;
+    let options = resolve(
+        req.options.unwrap_or_default().0,
+        Source::Body,
+        config,
+        mode,
+    )?;
     let graph = graph(text, req.graph, config)?;
     let graph_json = canonical_graph(req.graph.get())?;
     let key = cache_key(&graph_json, &options.pipeline);
@@ -852,13 +934,8 @@ pub fn prepare_check(
             .to_string(),
         )
     })?;
-    if plan.format != memplan::plan::PLAN_FORMAT {
-        return Err(ApiError::plan(format!(
-            "plan format is {:?}, expected \"{}\"",
-            plan.format,
-            memplan::plan::PLAN_FORMAT
-        )));
-    }
+    // A plan of another format is the validator's verdict (`format is ...`), as in the CLI's
+    // `check` and Python's: not a document this request could not read.
     Ok((graph, plan, req.budget))
 }
 

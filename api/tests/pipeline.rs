@@ -288,6 +288,81 @@ async fn unknown_query_parameters_are_a_422_naming_them() {
     r.assert_problem(400, "query parameters are for POST /plan");
 }
 
+#[tokio::test]
+async fn option_texts_are_read_by_the_librarys_grammar_with_its_messages() {
+    let api = start(config(None)).await;
+    // (option, value, the library's own error for it)
+    let cases = [
+        (
+            "budget",
+            "60 %",
+            BudgetSpec::parse("60 %").unwrap_err().to_string(),
+        ),
+        (
+            "tier_alignment",
+            "persistent=256, activations=512",
+            memplan::tiers::TierAlignment::parse("persistent=256, activations=512")
+                .unwrap_err()
+                .to_string(),
+        ),
+        (
+            "rewrite",
+            "fuse,,tile",
+            Rewrite::parse_list("fuse,,tile").unwrap_err().to_string(),
+        ),
+    ];
+    for (key, value, library) in cases {
+        // The option's name is the field's, not repeated in the message.
+        let tail = library
+            .strip_prefix(&format!("{key}: "))
+            .or_else(|| library.strip_prefix(&format!("{key} ")))
+            .unwrap_or(&library)
+            .to_string();
+        let mut options = json!({ key: value });
+        if key == "tier_alignment" {
+            options["tiers"] = json!(true);
+        }
+        let r = api
+            .post_json("/v1/plan", &plan_request(sample(), options))
+            .await;
+        r.assert_problem(422, &format!("options.{key}: {tail}"));
+    }
+    let r = api
+        .post_json(
+            "/v1/plan",
+            &plan_request(
+                sample(),
+                json!({"rewrite": ["all"], "strategy": "heuristic"}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+}
+
+#[tokio::test]
+async fn an_option_given_twice_or_an_array_body_is_refused_not_read_silently() {
+    let api = start(config(None)).await;
+    let body = format!(
+        r#"{{"graph": {}, "options": {{"budget": "60%", "budget": "100%"}}}}"#,
+        sample()
+    );
+    api.post_text("/v1/plan", body)
+        .await
+        .assert_problem(422, "duplicate field `budget`");
+    let body = format!(
+        r#"{{"graph": {}, "options": {{"device_profile": {{"name": "a", "name": "b"}}}}}}"#,
+        sample()
+    );
+    api.post_text("/v1/plan", body)
+        .await
+        .assert_problem(422, "duplicate field `name`");
+    let body = format!(r#"[{}, {{}}]"#, sample());
+    api.post_text("/v1/plan", body).await.assert_problem(
+        422,
+        "the request body is an array; it must be a JSON object",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_given_tile_or_conv_algos_adds_its_rewrite_as_the_cli_flag_does() {
     let api = start(config(None)).await;

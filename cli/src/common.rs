@@ -88,13 +88,50 @@ pub fn load_device_profile(path: &Path) -> Result<DeviceProfile> {
 /// `secs` of the flag `--FLAG` as a duration; a negative or non-finite number is bad input.
 pub fn seconds(flag: &str, secs: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(secs).map_err(|_| {
-        bad(format!(
-            "--{flag} {secs} is not a non-negative number of seconds"
-        ))
+        // Plain, or in exponent form where plain would print hundreds of digits.
+        let shown = if secs.is_finite() && secs.abs() >= 1e16 {
+            format!("{secs:e}")
+        } else {
+            format!("{secs}")
+        };
+        if secs.is_finite() && secs >= 0.0 {
+            bad(format!(
+                "--{flag} {shown} is too large: at most {:e} seconds",
+                Duration::MAX.as_secs_f64()
+            ))
+        } else {
+            bad(format!(
+                "--{flag} {shown} is not a non-negative number of seconds"
+            ))
+        }
     })
 }
 
 /// `b` bytes in MiB, two decimals.
 pub fn mib(b: u64) -> String {
     format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_too_large_is_called_too_large_in_short_form_and_a_negative_one_refused() {
+        let e = seconds("time-limit", 1e20).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--time-limit 1e20 is too large: at most"),
+            "{e}"
+        );
+        let e = seconds("time-limit", 1e300).unwrap_err().to_string();
+        assert!(e.starts_with("--time-limit 1e300 is too large"), "{e}");
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let e = seconds("time-limit", bad).unwrap_err().to_string();
+            assert!(e.contains("is not a non-negative number of seconds"), "{e}");
+        }
+        assert_eq!(
+            seconds("time-limit", 1.5).unwrap(),
+            Duration::from_millis(1500)
+        );
+    }
 }

@@ -123,6 +123,65 @@ fn place_writes_offsets_and_exits_1_when_over_capacity() {
 }
 
 #[test]
+fn place_that_misses_its_capacity_writes_nothing_and_says_why_with_or_without_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("bufs.csv");
+    // LOAD 300 B: two buffers alive together at every step of [1, 3).
+    std::fs::write(
+        &csv,
+        "id,lower,upper,size\n0,0,2,100\n1,1,3,200\n2,2,4,50\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.csv");
+    std::fs::write(&out, "ORIGINAL\n").unwrap();
+    for extra in [&[][..], &["--heuristic"][..]] {
+        let mut args = vec!["place", csv.to_str().unwrap(), "--capacity", "299"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["-o", out.to_str().unwrap()]);
+        let r = memplan(&args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{extra:?}: {err}");
+        // Below LOAD: proven by the bound, search or not.
+        assert!(
+            err.contains("does not fit") && err.contains("(proven)"),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "ORIGINAL\n");
+    }
+    // At LOAD of a generated fit the heuristics miss (1.1–1.25 × LOAD); --heuristic then
+    // says that no search ran rather than that one ran out of time.
+    use memplan_solver::generate::{generate, HardSpec, Variant};
+    let inst = generate(&HardSpec::challenging(5, 100, Variant::Fits));
+    let ids: Vec<String> = (0..inst.problem.buffers.len())
+        .map(|i| i.to_string())
+        .collect();
+    let hard = dir.path().join("hard.csv");
+    std::fs::write(
+        &hard,
+        memplan_solver::csv::write_buffers(&ids, &inst.problem),
+    )
+    .unwrap();
+    let cap = inst.capacity.to_string();
+    let r = memplan(&[
+        "place",
+        hard.to_str().unwrap(),
+        "--heuristic",
+        "--capacity",
+        &cap,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("by the heuristics") && err.contains("--heuristic runs no exact search"),
+        "{err}"
+    );
+    assert!(!err.contains("time limit"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "ORIGINAL\n");
+}
+
+#[test]
 fn place_proves_optimal_a_peak_above_load_that_only_alignment_causes() {
     let dir = tempfile::tempdir().unwrap();
     // Three 256-aligned buffers alive together: LOAD 315 B, but only the topmost can end

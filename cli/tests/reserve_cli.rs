@@ -135,6 +135,29 @@ fn reserve_with_the_graph_plans_the_budgeted_fallback_above_the_quantile_and_wri
     // --fallback-dir needs --graph.
     let o = memplan(&["reserve", &plan, &hist, "--fallback-dir", "x"]);
     assert_eq!(o.status.code(), Some(2));
+    // A file where the folder should be is named before any work, and kept.
+    let file = files.path().join("not-a-folder");
+    std::fs::write(&file, "mine").unwrap();
+    let o = memplan(&[
+        "reserve",
+        &plan,
+        &hist,
+        "--graph",
+        &symbolic_sample(),
+        "--fallback-dir",
+        file.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--fallback-dir {}: exists and is not a folder",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "the report came before the refusal");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
 }
 
 #[test]
@@ -214,4 +237,34 @@ fn reserve_with_a_concrete_graph_says_the_graph_is_not_symbolic() {
         "{err}"
     );
     assert!(!err.contains(&hist), "the histogram is not blamed: {err}");
+}
+
+#[test]
+fn reserve_refuses_a_graph_the_plan_was_not_made_for_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = symbolic_plan(dir.path(), "plan.json", &[]);
+    let hist = histogram(dir.path(), "hist.json");
+    // Another symbolic graph: the sample renamed, then the sample with another range of B.
+    let mut other: Value =
+        serde_json::from_str(&std::fs::read_to_string(symbolic_sample()).unwrap()).unwrap();
+    let name = other["name"].as_str().unwrap().to_string();
+    other["name"] = json!(format!("{name}-other"));
+    let renamed = dir.path().join("renamed.json");
+    std::fs::write(&renamed, other.to_string()).unwrap();
+    other["name"] = json!(name);
+    other["symbols"]["B"]["max"] = json!(16);
+    let narrower = dir.path().join("narrower.json");
+    std::fs::write(&narrower, other.to_string()).unwrap();
+    for (graph, words) in [
+        (&renamed, "the plan is for graph"),
+        (&narrower, "declares other symbols or ranges"),
+    ] {
+        let o = memplan(&["reserve", &plan, &hist, "--graph", graph.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("--graph {}", graph.display())) && err.contains(words),
+            "{err}"
+        );
+    }
 }

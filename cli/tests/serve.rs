@@ -300,6 +300,34 @@ fn refused(args: &[&str]) -> String {
 }
 
 #[test]
+fn a_database_path_that_cannot_be_opened_exits_2_naming_the_flag_and_keeps_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_db = dir.path().join("graph.json");
+    std::fs::write(&not_db, "{\"not\": \"a database\"}").unwrap();
+    let missing = dir.path().join("missing").join("x.db");
+    for db in [dir.path(), not_db.as_path(), missing.as_path()] {
+        let out = Command::new(env!("CARGO_BIN_EXE_memplan"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", db.display());
+        assert!(
+            err.contains(&format!(
+                "--db {}: cannot open the job database",
+                db.display()
+            )),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&not_db).unwrap(),
+        "{\"not\": \"a database\"}"
+    );
+}
+
+#[test]
 fn serve_refuses_a_public_address_without_tokens_unless_insecure() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("memplan.db");

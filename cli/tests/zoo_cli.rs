@@ -96,6 +96,24 @@ fn zoo_plans_every_budget_with_every_spill_strategy_and_reports_the_table() {
 }
 
 #[test]
+fn zoo_refuses_an_out_that_is_a_file_or_under_one_with_exit_2_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("results.txt");
+    std::fs::write(&file, "mine").unwrap();
+    for out in [file.clone(), file.join("sub")] {
+        let o = memplan()
+            .args(["zoo", &sample(), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", out.display());
+        assert!(err.contains(&format!("--out {}", out.display())), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+}
+
+#[test]
 fn zoo_refuses_a_budget_that_is_not_a_percentage() {
     let dir = tempfile::tempdir().unwrap();
     for bad in ["80,abc", "0", "150"] {

@@ -52,7 +52,7 @@ class Plan:
         """Host pool size for spills (bytes)."""
     @property
     def status(self) -> Optional[str]:
-        """optimal / heuristic / time_limit / node_limit / cancelled / ..."""
+        """The plan's status: optimal, feasible, time_limit, cancelled or heuristic_only (None when the plan gives none)."""
     @property
     def graph(self) -> Optional[Dict[str, Any]]:
         """The graph the plan refers to (rewritten when a rewrite changed it); None when loaded."""

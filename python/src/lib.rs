@@ -66,7 +66,7 @@ fn json_dumps(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 
 /// JSON text of a graph or plan argument and the label the CLI would put in front of an error
 /// about it: a dict (or any JSON-serialisable object) is written as JSON; a `str` that starts
-/// with `{` is JSON text; `"sample"` is the bundled sample graph (only when `sample_ok`); any
+/// with `{` or `[` (after a byte order mark and whitespace) is JSON text; `"sample"` is the bundled sample graph (only when `sample_ok`); any
 /// other `str` or `os.PathLike` is a path to a file.
 fn document_text(
     obj: &Bound<'_, PyAny>,
@@ -77,7 +77,8 @@ fn document_text(
     if obj.is_instance_of::<PyString>() {
         let s: String = obj.extract()?;
         let s = s.as_str();
-        if s.trim_start().starts_with('{') {
+        let body = s.strip_prefix('\u{feff}').unwrap_or(s);
+        if body.trim_start().starts_with(['{', '[']) {
             return Ok((s.to_string(), what.to_string()));
         }
         if sample_ok && s == "sample" {
@@ -243,7 +244,8 @@ impl Plan {
         self.plan.host_bytes
     }
 
-    /// The run's status (`optimal`, `heuristic`, `time_limit`, ...), or None.
+    /// The plan's status (`optimal`, `feasible`, `time_limit`, `cancelled` or
+    /// `heuristic_only`), or None.
     #[getter]
     fn status(&self) -> Option<&'static str> {
         self.plan.stats.status.map(|s| s.as_str())

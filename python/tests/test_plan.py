@@ -109,6 +109,37 @@ def test_the_rewrite_option_takes_the_cli_list_or_a_list_of_names():
     a = memplan.plan(SAMPLE, rewrite="fuse,conv-algos")
     b = memplan.plan(SAMPLE, rewrite=["conv-algos", "fuse"])
     assert without_timing(a.to_json()) == without_timing(b.to_json())
+    # `all` and `none` in a list, as in the comma list and over HTTP.
+    c = memplan.plan(SAMPLE, rewrite=["all"], strategy="heuristic")
+    d = memplan.plan(SAMPLE, rewrite="all", strategy="heuristic")
+    assert without_timing(c.to_json()) == without_timing(d.to_json())
+    e = memplan.plan(SAMPLE, rewrite=["none"], strategy="heuristic")
+    f = memplan.plan(SAMPLE, strategy="heuristic")
+    assert without_timing(e.to_json()) == without_timing(f.to_json())
+    with pytest.raises(memplan.BadInputError, match="empty item"):
+        memplan.plan(SAMPLE, rewrite="fuse,,tile")
+
+
+def test_json_text_is_read_as_json_even_when_it_is_an_array_or_starts_with_a_bom():
+    with pytest.raises(memplan.BadInputError, match="the document is an array"):
+        memplan.plan("[1, 2, 3]")
+    text = "\ufeff" + json.dumps(sample_graph())
+    a = memplan.plan(text)
+    b = memplan.plan(SAMPLE)
+    assert without_timing(a.to_json()) == without_timing(b.to_json())
+
+
+def test_option_texts_follow_the_cli_and_http_grammar():
+    # What the HTTP service refuses, Python refuses with the same message.
+    for budget in ("60 %", "060%", "1e1%", "+60%"):
+        with pytest.raises(memplan.BadInputError, match="is not BYTES"):
+            memplan.plan(SAMPLE, budget=budget)
+    with pytest.raises(memplan.BadInputError, match="has spaces"):
+        memplan.plan(SAMPLE, tiers=True, tier_alignment="persistent=256, activations=512")
+    with pytest.raises(memplan.BadInputError, match=r"link_gbps 0.0001 is outside \[0.001, 1e12\] GB/s"):
+        memplan.plan(SAMPLE, budget="80%", link_gbps=0.0001)
+    with pytest.raises(memplan.BadInputError, match="strip count from 2 to 999999999"):
+        memplan.plan(SAMPLE, tile=1000000000)
 
 
 def test_a_tile_or_conv_algos_mode_adds_its_rewrite_as_the_cli_flags_do(tmp_path):

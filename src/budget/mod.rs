@@ -203,8 +203,8 @@ pub enum BudgetError {
     /// A `--budget` argument (or HTTP `budget`) that is neither bytes nor a percentage in
     /// (0, 100].
     #[error(
-        "budget {0:?} is not BYTES (a positive integer) or PCT% (a percentage in (0, 100], \
-         e.g. 60%)"
+        "budget {0:?} is not BYTES (a positive integer of 1 to 19 digits, no leading zero) or \
+         PCT% (a percentage in (0, 100] such as 60% or 12.5%), written without spaces"
     )]
     Parse(String),
     /// A percentage (a number, as the zoo batch's `--budgets` gives them) that is not finite,
@@ -269,22 +269,58 @@ fn percent_text(p: f64) -> String {
     }
 }
 
+/// The grammar of a budget given as text, as the OpenAPI document states it: bytes (1 to 19
+/// digits, no leading zero) or a percentage in (0, 100] (`60%`, `12.5%`, `.5%`, `100%`), no
+/// spaces. [`BudgetSpec::parse`] accepts exactly these (and says why `0` is refused).
+pub const BUDGET_TEXT_PATTERN: &str =
+    r"^(?:[1-9][0-9]{0,18}|(?:[1-9][0-9]?(?:\.[0-9]+)?|0?\.[0-9]*[1-9][0-9]*|100(?:\.0+)?)%)$";
+
+/// Whether `p` (a budget's text without its `%`) is a percentage as [`BUDGET_TEXT_PATTERN`]
+/// writes it.
+fn percent_text_ok(p: &str) -> bool {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if let Some(zeros) = p.strip_prefix("100") {
+        return zeros.is_empty()
+            || zeros
+                .strip_prefix('.')
+                .is_some_and(|z| !z.is_empty() && z.bytes().all(|b| b == b'0'));
+    }
+    let (whole, frac) = match p.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (p, None),
+    };
+    match frac {
+        Some(f) if whole.is_empty() || whole == "0" => digits(f) && f.bytes().any(|b| b != b'0'),
+        _ => {
+            digits(whole) && whole.len() <= 2 && !whole.starts_with('0') && frac.is_none_or(digits)
+        }
+    }
+}
+
 impl BudgetSpec {
-    /// Parses `BYTES` or `PCT%`: zero and unparsable values are refused, and so are
-    /// percentages outside (0, 100] ([`check_percent`]; a huge one would saturate the bytes).
+    /// Parses `BYTES` or `PCT%` as [`BUDGET_TEXT_PATTERN`] writes them, the one grammar of
+    /// every front end: zero is refused ([`BudgetError::Zero`]), and so is anything else the
+    /// pattern does not match (spaces, signs, leading zeros, exponents, more than 100 %).
     pub fn parse(text: &str) -> Result<Self, BudgetError> {
-        let t = text.trim();
         let bad = || BudgetError::Parse(text.to_string());
-        if let Some(p) = t.strip_suffix('%') {
-            let v: f64 = p.trim().parse().map_err(|_| bad())?;
+        if let Some(p) = text.strip_suffix('%') {
+            if !percent_text_ok(p) {
+                return Err(bad());
+            }
+            let v: f64 = p.parse().map_err(|_| bad())?;
             check_percent(v).map_err(|_| bad())?;
             return Ok(BudgetSpec::Percent(v));
         }
-        let v: u64 = t.parse().map_err(|_| bad())?;
-        if v == 0 {
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        if text.bytes().all(|b| b == b'0') {
             return Err(BudgetError::Zero);
         }
-        Ok(BudgetSpec::Bytes(v))
+        if text.starts_with('0') || text.len() > 19 {
+            return Err(bad());
+        }
+        text.parse().map(BudgetSpec::Bytes).map_err(|_| bad())
     }
 }
 
@@ -304,6 +340,7 @@ impl<'de> Deserialize<'de> for BudgetSpec {
         #[serde(untagged)]
         enum Raw {
             Bytes(u64),
+            Negative(i64),
             Text(String),
             Float(f64),
         }
@@ -316,6 +353,8 @@ impl<'de> Deserialize<'de> for BudgetSpec {
                 "budget: the budget must be more than 0 bytes",
             )),
             Raw::Bytes(b) => Ok(BudgetSpec::Bytes(b)),
+            // An integer below zero is the text's error, not a float's.
+            Raw::Negative(n) => Err(serde::de::Error::custom(BudgetError::Parse(n.to_string()))),
             Raw::Text(t) => BudgetSpec::parse(&t).map_err(serde::de::Error::custom),
             // Byte counts are integers (docs/FORMATS.md): `164.0` is refused as such.
             Raw::Float(x) => Err(serde::de::Error::custom(format!(

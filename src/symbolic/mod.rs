@@ -54,8 +54,8 @@ pub use plan::{
 };
 pub use prove::{prove_layout, Proof};
 pub use reserve::{
-    parse_histogram, plan_fallbacks, reserve, reserve_report, BatchSplit, Fallback, FallbackPlan,
-    Reservation, ReserveReport, ReservedBinding,
+    check_plan_graph, parse_histogram, plan_fallbacks, reserve, reserve_report, BatchSplit,
+    Fallback, FallbackPlan, Reservation, ReserveReport, ReservedBinding,
 };
 
 /// Whether a graph document declares `symbols` (a symbolic graph, planned with

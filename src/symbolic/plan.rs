@@ -360,6 +360,12 @@ fn options_error(options: &PipelineOptions) -> Option<String> {
         )
     } else if options.tiers {
         Some("tiers are not supported: plan with tiers off".into())
+    } else if options.streams > 1 {
+        Some(
+            "several streams (streams) are not supported: a symbolic plan keeps one order of \
+             its ops; plan with streams 1"
+                .into(),
+        )
     } else {
         None
     }
@@ -367,7 +373,7 @@ fn options_error(options: &PipelineOptions) -> Option<String> {
 
 /// Plans `graph` for every binding in range (module doc): the max-corner graph planned by
 /// [`crate::pipeline::run`] with `options`, then its stacking order. Rewrites, a budget,
-/// in-place sharing and tiers are refused with [`SymbolicError::Options`].
+/// in-place sharing, tiers and several streams are refused with [`SymbolicError::Options`].
 pub fn plan_symbolic(
     graph: &SymbolicGraph,
     options: &PipelineOptions,

@@ -334,6 +334,29 @@ pub struct ReserveReport {
     pub fallback_plans: Option<Vec<FallbackPlan>>,
 }
 
+/// Checks that `graph` is the symbolic graph `plan` was made for: the same name and the same
+/// symbols with the same ranges (the fallback plans are planned from it).
+pub fn check_plan_graph(
+    plan: &SymbolicPlan,
+    graph: &super::SymbolicGraph,
+) -> Result<(), SymbolicError> {
+    let doc = plan.doc();
+    if graph.name != doc.graph {
+        return Err(SymbolicError::Reserve(format!(
+            "the plan is for graph {:?}, not {:?}: give the symbolic graph the plan was made for",
+            doc.graph, graph.name
+        )));
+    }
+    if graph.symbols != doc.symbols {
+        return Err(SymbolicError::Reserve(format!(
+            "graph {:?} declares other symbols or ranges than the plan: give the symbolic graph \
+             the plan was made for",
+            graph.name
+        )));
+    }
+    Ok(())
+}
+
 /// [`reserve`], then [`super::simulate_batching`] along `split_symbol` when `batching` is given
 /// and [`plan_fallbacks`] when `graph` is: the one call behind every front end's reservation.
 /// Returns the report and, per planned fallback, its concrete graph and plan when it fits.
@@ -346,6 +369,9 @@ pub fn reserve_report(
     graph: Option<&super::SymbolicGraph>,
     options: &crate::pipeline::PipelineOptions,
 ) -> Result<(ReserveReport, Vec<Option<ConcretePair>>), SymbolicError> {
+    if let Some(g) = graph {
+        check_plan_graph(plan, g)?;
+    }
     let reservation = reserve(plan, samples, quantile, split_symbol)?;
     let batching =
         match (batching, split_symbol) {

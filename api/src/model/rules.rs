@@ -98,24 +98,21 @@ fn pow2_decimal() -> String {
     format!("(?:{})", all.join("|"))
 }
 
-/// The pattern of `tier_alignment`: one power of two for every tier, or
-/// `tier=N` items (tiers `persistent`, `activations`, `temporaries`), comma-separated.
+/// The pattern of `tier_alignment` (the library's grammar,
+/// [`memplan::tiers::tier_alignment_pattern`]).
 pub fn tier_alignment_pattern() -> String {
-    let n = pow2_decimal();
-    let item = format!("(?:persistent|activations|temporaries)={n}");
-    format!("^(?:{n}|{item}(?:,{item}){{0,2}})$")
+    memplan::tiers::tier_alignment_pattern()
 }
 
-/// The pattern of `tile`: `auto`, `off`, or a strip count from 2 to 999999999.
-pub const TILE_PATTERN: &str = "^(?:auto|off|[2-9]|[1-9][0-9]{1,8})$";
+/// The pattern of `tile` (the library's grammar, [`memplan::passes::tile::TILE_PATTERN`]).
+pub const TILE_PATTERN: &str = memplan::passes::tile::TILE_PATTERN;
 
 /// Largest strip count `tile` takes.
-pub const MAX_TILE_STRIPS: u64 = 999_999_999;
+pub const MAX_TILE_STRIPS: u64 = memplan::passes::tile::MAX_TILE_STRIPS as u64;
 
-/// The pattern of a budget given as text: bytes (1 to 19 digits, no leading zero) or a
-/// percentage in (0, 100] (`60%`, `12.5%`, `100%`).
-pub const BUDGET_TEXT_PATTERN: &str =
-    r"^(?:[1-9][0-9]{0,18}|(?:[1-9][0-9]?(?:\.[0-9]+)?|0?\.[0-9]*[1-9][0-9]*|100(?:\.0+)?)%)$";
+/// The pattern of a budget given as text (the library's grammar,
+/// [`memplan::budget::BUDGET_TEXT_PATTERN`]).
+pub const BUDGET_TEXT_PATTERN: &str = memplan::budget::BUDGET_TEXT_PATTERN;
 
 /// The pattern of a minimalloc CSV body as the service reads it: the header
 /// `id,lower,upper,size` (or with `,alignment`), then one row per buffer: an id without commas
@@ -138,72 +135,8 @@ pub fn rewrite_list_pattern(names: &[&str]) -> String {
     format!("^(?:{one}(?:,{one})*)?$")
 }
 
-/// Whether `s` matches [`rewrite_list_pattern`] of `names`.
-pub fn rewrite_list_ok(s: &str, names: &[&str]) -> bool {
-    s.is_empty()
-        || s.split(',')
-            .all(|item| names.contains(&item.trim_matches(' ')))
-}
-
-/// Whether `s` matches [`TILE_PATTERN`].
-pub fn tile_ok(s: &str) -> bool {
-    s == "auto" || s == "off" || strip_count(s).is_some()
-}
-
-/// A strip count as [`TILE_PATTERN`] writes it (2 to [`MAX_TILE_STRIPS`], no leading zero).
-fn strip_count(s: &str) -> Option<u64> {
-    if s.is_empty() || s.len() > 9 || s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse::<u64>().ok().filter(|&n| n >= 2)
-}
-
-/// Whether `s` is a decimal power of two as [`pow2_decimal`] writes it.
-fn pow2_text_ok(s: &str) -> bool {
-    powers_of_two().any(|p| p.to_string() == s)
-}
-
-/// Whether `s` matches [`tier_alignment_pattern`].
-pub fn tier_alignment_ok(s: &str) -> bool {
-    if pow2_text_ok(s) {
-        return true;
-    }
-    let items: Vec<&str> = s.split(',').collect();
-    items.len() <= 3
-        && items.iter().all(|item| {
-            item.split_once('=').is_some_and(|(tier, n)| {
-                ["persistent", "activations", "temporaries"].contains(&tier) && pow2_text_ok(n)
-            })
-        })
-}
-
-/// Whether `s` matches [`BUDGET_TEXT_PATTERN`].
-pub fn budget_text_ok(s: &str) -> bool {
-    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    let Some(p) = s.strip_suffix('%') else {
-        return digits(s) && s.len() <= 19 && !s.starts_with('0');
-    };
-    if let Some(zeros) = p.strip_prefix("100") {
-        return zeros.is_empty()
-            || zeros
-                .strip_prefix('.')
-                .is_some_and(|z| !z.is_empty() && z.bytes().all(|b| b == b'0'));
-    }
-    let (whole, frac) = match p.split_once('.') {
-        Some((w, f)) => (w, Some(f)),
-        None => (p, None),
-    };
-    match frac {
-        Some(f) if whole.is_empty() || whole == "0" => digits(f) && f.bytes().any(|b| b != b'0'),
-        _ => {
-            digits(whole) && whole.len() <= 2 && !whole.starts_with('0') && frac.is_none_or(digits)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
 
     #[test]
     fn the_string_rules_accept_what_their_patterns_describe() {
@@ -218,7 +151,7 @@ mod tests {
             ".5%",
             "99.99%",
         ] {
-            assert!(budget_text_ok(ok), "{ok}");
+            assert!(memplan::budget::BudgetSpec::parse(ok).is_ok(), "{ok}");
         }
         for bad in [
             "0",
@@ -234,13 +167,16 @@ mod tests {
             "1e3",
             "12345678901234567890",
         ] {
-            assert!(!budget_text_ok(bad), "{bad}");
+            assert!(memplan::budget::BudgetSpec::parse(bad).is_err(), "{bad}");
         }
         for ok in ["auto", "off", "2", "10", "999999999"] {
-            assert!(tile_ok(ok), "{ok}");
+            assert!(memplan::passes::tile::TileSpec::parse(ok).is_ok(), "{ok}");
         }
         for bad in ["1", "0", "02", "+4", "1000000000", "", "Auto"] {
-            assert!(!tile_ok(bad), "{bad}");
+            assert!(
+                memplan::passes::tile::TileSpec::parse(bad).is_err(),
+                "{bad}"
+            );
         }
         for ok in [
             "512",
@@ -248,7 +184,7 @@ mod tests {
             "persistent=256,activations=256,temporaries=512",
             "temporaries=4096",
         ] {
-            assert!(tier_alignment_ok(ok), "{ok}");
+            assert!(memplan::tiers::TierAlignment::parse(ok).is_ok(), "{ok}");
         }
         for bad in [
             "0",
@@ -259,14 +195,16 @@ mod tests {
             "",
             "a=1,b=2,c=4,d=8",
         ] {
-            assert!(!tier_alignment_ok(bad), "{bad}");
+            assert!(memplan::tiers::TierAlignment::parse(bad).is_err(), "{bad}");
         }
-        let names = ["tile", "fuse", "conv-algos", "all", "none"];
         for ok in ["", "fuse", "fuse,tile", " fuse , conv-algos ", "all"] {
-            assert!(rewrite_list_ok(ok, &names), "{ok}");
+            assert!(memplan::pipeline::Rewrite::parse_list(ok).is_ok(), "{ok}");
         }
         for bad in ["fusion", "fuse,,tile", ",", "fuse\ttile"] {
-            assert!(!rewrite_list_ok(bad, &names), "{bad}");
+            assert!(
+                memplan::pipeline::Rewrite::parse_list(bad).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -55,10 +55,14 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
     })?;
     let load = problem.load();
     let peak = result.stats.objective;
-    write_out(
-        &a.output,
-        &csv::write(&parsed.ids, &problem, &result.placement),
-    )?;
+    // A placement over the capacity asked is no answer: nothing is written (an existing
+    // output stays as it was).
+    if result.fits {
+        write_out(
+            &a.output,
+            &csv::write(&parsed.ids, &problem, &result.placement),
+        )?;
+    }
     eprintln!(
         "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, lower bound {} B (gap {:.2}%), status {}{}{}, {:.1} ms",
         problem.buffers.len(),
@@ -84,6 +88,12 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
         let capacity = a.capacity.unwrap_or(0);
         if result.stats.status == memplan_solver::SolveStatus::Infeasible {
             eprintln!("does not fit: no placement fits the capacity {capacity} B (proven)");
+        } else if a.heuristic {
+            eprintln!(
+                "no placement found under the capacity {capacity} B by the heuristics (best \
+                 peak {peak} B); not proven impossible: --heuristic runs no exact search (drop \
+                 it to search)"
+            );
         } else {
             eprintln!(
                 "no placement found under the capacity {capacity} B (best peak {peak} B); not \

@@ -31,7 +31,9 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
             a.graph
         )));
     }
-    let opts = pipeline_options(&a, &original)?;
+    let opts = pipeline_options(&a)?;
+    // An option's own error is the options', not the graph's (as over HTTP and in Python).
+    opts.check().map_err(|e| bad(e.to_string()))?;
     let result = pipeline::run(&original, &opts, &pipeline::Control::default()).map_err(|e| {
         if e.is_bad_input() {
             bad(format!("{}: {e}", original.name))
@@ -100,7 +102,8 @@ fn plan_symbolic(a: &PlanArgs, text: &str) -> Result<ExitCode> {
     let corner = graph
         .instantiate(&graph.max_corner())
         .map_err(|e| bad(format!("{}: {e}", a.graph)))?;
-    let opts = pipeline_options(a, &corner)?;
+    let opts = pipeline_options(a)?;
+    opts.check().map_err(|e| bad(e.to_string()))?;
     let mut split = SymbolicOptions::default();
     if let Some(r) = a.max_ratio {
         split.max_ratio = r;
@@ -158,10 +161,9 @@ fn plan_symbolic(a: &PlanArgs, text: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The pipeline options the flags of `memplan plan` give (`original` names the graph in
-/// messages).
-fn pipeline_options(a: &PlanArgs, original: &Graph) -> Result<PipelineOptions> {
-    let opt_err = |e: pipeline::PipelineError| bad(format!("{}: {e}", original.name));
+/// The pipeline options the flags of `memplan plan` give.
+fn pipeline_options(a: &PlanArgs) -> Result<PipelineOptions> {
+    let opt_err = |e: pipeline::PipelineError| bad(e.to_string());
     let mut rewrites = Rewrite::parse_list(&a.rewrite).map_err(opt_err)?;
     let mut opts = PipelineOptions::default();
     if a.no_fuse {

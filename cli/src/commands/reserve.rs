@@ -25,6 +25,22 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
     if let Some(path) = &a.output {
         check_outputs(&inputs, &[("-o", path)])?;
     }
+    // The folder of the fallbacks before any work: a file there is the user's mistake.
+    if let Some(dir) = &a.fallback_dir {
+        if dir.exists() && !dir.is_dir() {
+            return Err(bad(format!(
+                "--fallback-dir {}: exists and is not a folder",
+                dir.display()
+            )));
+        } else {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                bad(format!(
+                    "--fallback-dir {}: cannot create the folder: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+    }
     let plan =
         SymbolicPlan::parse(&read(&a.plan)?).map_err(|e| bad(format!("{plan_label}: {e}")))?;
     let samples =
@@ -41,6 +57,8 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
                     path.display()
                 )));
             }
+            memplan::symbolic::check_plan_graph(&plan, &g)
+                .map_err(|e| bad(format!("--graph {}: {e}", path.display())))?;
             Some(g)
         }
     };
@@ -107,10 +125,6 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
             rep.average_utilisation * 100.0,
             rep.min_utilisation * 100.0
         );
-    }
-    if let Some(dir) = &a.fallback_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
     }
     // The fallbacks and the report, written together once all are known.
     let mut files: Vec<(&str, PathBuf, String)> = Vec::new();

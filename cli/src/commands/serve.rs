@@ -60,7 +60,12 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         let (workers, queue) = (cfg.workers, cfg.queue);
         let service = memplan_api::Service::start(cfg).await.map_err(|e| match e {
             memplan_api::StartError::Config(m) => bad(m),
-            e => anyhow::Error::new(e).context(format!("opening {}", a.db.display())),
+            // The database file is the user's: a folder, a file of another kind or a missing
+            // folder is named with the flag (once, without the driver's repeated chain).
+            memplan_api::StartError::Store(e) => bad(format!(
+                "--db {}: cannot open the job database: {e}",
+                a.db.display()
+            )),
         })?;
         let listener = tokio::net::TcpListener::bind(a.addr)
             .await

@@ -35,6 +35,20 @@ pub fn zoo(a: ZooArgs) -> Result<ExitCode> {
             input.display()
         )));
     }
+    // OUT must be a folder (created if missing) before any graph is planned: a file there, or
+    // a file on its path, is the user's mistake.
+    if a.out.exists() && !a.out.is_dir() {
+        return Err(bad(format!(
+            "--out {}: exists and is not a folder; choose a folder for the results",
+            a.out.display()
+        )));
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| {
+        bad(format!(
+            "--out {}: cannot create the folder: {e}",
+            a.out.display()
+        ))
+    })?;
     let opts = ZooOptions {
         pipeline: base,
         jobs: a.jobs,

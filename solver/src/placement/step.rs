@@ -156,6 +156,11 @@ pub fn heuristics(
 ) -> Result<PlaceOutcome, PlacementError> {
     let heur = placement::portfolio(problem, limits)?;
     let peak = heur.stats.objective;
+    let mut stats = heur.stats;
+    // A capacity below the lower bound is answered by the bound itself, search or not.
+    if problem.capacity.is_some_and(|c| c < stats.lower_bound) {
+        stats.status = SolveStatus::Infeasible;
+    }
     Ok(PlaceOutcome {
         placement: heur.placement,
         method: heur.method.to_string(),
@@ -163,7 +168,7 @@ pub fn heuristics(
         exact: None,
         ilp: None,
         fits: problem.capacity.is_none_or(|c| peak <= c),
-        stats: heur.stats,
+        stats,
     })
 }
 

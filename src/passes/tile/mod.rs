@@ -84,16 +84,33 @@ pub enum TileSpec {
     Auto,
 }
 
+/// Largest strip count `tile` takes (nine digits).
+pub const MAX_TILE_STRIPS: usize = 999_999_999;
+
+/// The grammar of `tile`, as the OpenAPI document states it: `auto`, `off`, or a strip count
+/// from 2 to [`MAX_TILE_STRIPS`] without a leading zero. [`TileSpec::parse`] accepts exactly
+/// these.
+pub const TILE_PATTERN: &str = "^(?:auto|off|[2-9]|[1-9][0-9]{1,8})$";
+
 impl TileSpec {
-    /// Parses a CLI value: `auto`, `off` (`None`) or a strip count ≥ 2.
+    /// Parses a `tile` value as [`TILE_PATTERN`] writes it: `auto`, `off` (`None`) or a strip
+    /// count from 2 to [`MAX_TILE_STRIPS`].
     pub fn parse(text: &str) -> Result<Option<TileSpec>, String> {
+        let strips = || {
+            let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+            (digits && !text.starts_with('0') && text.len() <= 9)
+                .then(|| text.parse::<usize>().ok())
+                .flatten()
+                .filter(|&n| (2..=MAX_TILE_STRIPS).contains(&n))
+        };
         match text {
             "off" => Ok(None),
             "auto" => Ok(Some(TileSpec::Auto)),
-            n => match n.parse::<usize>() {
-                Ok(n) if n >= 2 => Ok(Some(TileSpec::Strips(n))),
-                _ => Err(format!(
-                    "tile: expected auto, off or a strip count >= 2, got {text:?}"
+            _ => match strips() {
+                Some(n) => Ok(Some(TileSpec::Strips(n))),
+                None => Err(format!(
+                    "tile: expected auto, off or a strip count from 2 to {MAX_TILE_STRIPS}, got \
+                     {text:?}"
                 )),
             },
         }
