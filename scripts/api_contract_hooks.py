@@ -19,7 +19,7 @@ and JSON Schema cannot state them; the document states them in prose instead:
   (memplan-symbolic-plan/1 in src/symbolic/plan.rs, size expressions and declared symbols in
   src/symbolic/graph.rs, README "Dynamic shapes") and a binding's relation to the declared
   symbols (every symbol given, each within its range) are prose, and so are the options a
-  symbolic plan refuses (rewrites, a budget, in-place sharing, tiers);
+  symbolic plan refuses (rewrites, a budget, in-place sharing, tiers, several streams);
 - integers written as integers: JSON Schema's `integer` admits `1290.0` (a number with a zero
   fraction is an integer in its data model), the formats do not ("a JSON integer ... not a
   float", docs/FORMATS.md section 2), and the service refuses it naming the value.
@@ -54,7 +54,7 @@ CROSS_FIELD_RULES = [
     ("invalid-options", r"inplace and budget cannot be combined"),
     ("invalid-options", r"^spill_strategy \".*\" needs a budget"),
     ("invalid-options", r"^tier_alignment needs tiers"),
-    ("invalid-options", r"^tier_alignment \".*\": tier \w+ is given twice"),
+    ("invalid-options", r"tier_alignment\b.*tier \w+ is given twice"),
     ("invalid-options", r"^budget of \d+ bytes cannot be met"),
     ("invalid-options", r"^planning under the budget of \d+ bytes was stopped"),
     ("invalid-options", r"is given both in the query string and in the body"),

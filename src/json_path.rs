@@ -19,7 +19,7 @@
 //! the element's name.
 
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Where and why a JSON document failed to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +113,121 @@ pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
 
 /// What an array where an object belongs is told.
 const ARRAY: &str = "the document is an array; it must be a JSON object ({...})";
+
+/// A JSON object whose keys must differ, at any depth (serde_json's `Map` keeps the last of a
+/// key given twice, which would let options `{"budget": "60%", "budget": "100%"}` plan at
+/// 100 % without a word): a key given twice is refused as a struct's own fields are
+/// (`duplicate field `budget``). The HTTP bodies' and the C API's options are read so.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(transparent)]
+pub struct UniqueMap(pub Map<String, Value>);
+
+/// A JSON value read with [`UniqueMap`]'s rule inside.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UniqueValue(pub Value);
+
+impl<'de> serde::Deserialize<'de> for UniqueMap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match <UniqueValue as serde::Deserialize>::deserialize(d)?.0 {
+            Value::Object(map) => Ok(UniqueMap(map)),
+            other => Err(serde::de::Error::invalid_type(
+                unexpected(&other),
+                &"a JSON object of options",
+            )),
+        }
+    }
+}
+
+/// serde's description of a JSON value for a type error.
+fn unexpected(v: &Value) -> serde::de::Unexpected<'_> {
+    use serde::de::Unexpected;
+    match v {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => Unexpected::Unsigned(u),
+            (None, Some(i)) => Unexpected::Signed(i),
+            _ => Unexpected::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Unexpected::Str(s),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for UniqueValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = UniqueValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::from(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::String(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::Null))
+            }
+            fn visit_none<E>(self) -> Result<UniqueValue, E> {
+                Ok(UniqueValue(Value::Null))
+            }
+            fn visit_some<D2: serde::Deserializer<'de>>(
+                self,
+                d: D2,
+            ) -> Result<UniqueValue, D2::Error> {
+                <UniqueValue as serde::Deserialize>::deserialize(d)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<UniqueValue, A::Error> {
+                let mut items = Vec::new();
+                while let Some(UniqueValue(v)) = seq.next_element()? {
+                    items.push(v);
+                }
+                Ok(UniqueValue(Value::Array(items)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<UniqueValue, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if out.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "duplicate field `{key}`"
+                        )));
+                    }
+                    let UniqueValue(v) = map.next_value()?;
+                    out.insert(key, v);
+                }
+                Ok(UniqueValue(Value::Object(out)))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// Reads `text` as a JSON value whose objects have no key twice ([`UniqueValue`]).
+pub fn unique_from_str(text: &str) -> Result<Value, serde_json::Error> {
+    serde_json::from_str::<UniqueValue>(text).map(|v| v.0)
+}
 
 /// `what` after the path `at`, unless the path is the whole document or `what` already
 /// starts with it (a type's own message naming its field).

@@ -214,7 +214,8 @@ fn pow2_decimal() -> String {
 
 /// The grammar of `tier_alignment` as the OpenAPI document states it: one power of two for
 /// every tier, or `tier=N` items (tiers `persistent`, `activations`, `temporaries`),
-/// comma-separated, no spaces. [`TierAlignment::parse`] accepts these, each tier at most once.
+/// comma-separated, no spaces. [`TierAlignment::parse`] accepts these, and is stricter in one
+/// point the pattern cannot state: each tier at most once.
 pub fn tier_alignment_pattern() -> String {
     let n = pow2_decimal();
     let item = format!("(?:persistent|activations|temporaries)={n}");

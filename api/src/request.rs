@@ -16,7 +16,7 @@
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::model::ResolvedOptions;
-use memplan::json_path::{position, strip_position};
+use memplan::json_path::{position, strip_position, UniqueMap};
 use memplan::pipeline::PipelineError;
 use memplan::{Graph, GraphError, PipelineOptions, Rewrite};
 use serde::Deserialize;
@@ -140,114 +140,6 @@ struct RawPlanRequest<'a> {
     options: Option<UniqueMap>,
 }
 
-/// A JSON object whose keys must differ (serde_json's `Map` keeps the last of a key given
-/// twice, which would let `{"budget": "60%", "budget": "100%"}` plan at 100 % without a
-/// word): a key given twice, at any depth, is refused as the request's own fields are
-/// (`duplicate field `budget``).
-#[derive(Debug, Default)]
-struct UniqueMap(Map<String, Value>);
-
-/// A JSON value read with [`UniqueMap`]'s rule inside.
-struct UniqueValue(Value);
-
-impl<'de> Deserialize<'de> for UniqueMap {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match UniqueValue::deserialize(d)?.0 {
-            Value::Object(map) => Ok(UniqueMap(map)),
-            other => Err(serde::de::Error::invalid_type(
-                unexpected(&other),
-                &"a JSON object of options",
-            )),
-        }
-    }
-}
-
-/// serde's description of a JSON value for a type error.
-fn unexpected(v: &Value) -> serde::de::Unexpected<'_> {
-    use serde::de::Unexpected;
-    match v {
-        Value::Null => Unexpected::Unit,
-        Value::Bool(b) => Unexpected::Bool(*b),
-        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => Unexpected::Unsigned(u),
-            (None, Some(i)) => Unexpected::Signed(i),
-            _ => Unexpected::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => Unexpected::Str(s),
-        Value::Array(_) => Unexpected::Seq,
-        Value::Object(_) => Unexpected::Map,
-    }
-}
-
-impl<'de> Deserialize<'de> for UniqueValue {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = UniqueValue;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<UniqueValue, E> {
-                Ok(UniqueValue(Value::Bool(v)))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<UniqueValue, E> {
-                Ok(UniqueValue(Value::from(v)))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<UniqueValue, E> {
-                Ok(UniqueValue(Value::from(v)))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<UniqueValue, E> {
-                Ok(UniqueValue(Value::from(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<UniqueValue, E> {
-                Ok(UniqueValue(Value::String(v.to_string())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<UniqueValue, E> {
-                Ok(UniqueValue(Value::String(v)))
-            }
-            fn visit_unit<E>(self) -> Result<UniqueValue, E> {
-                Ok(UniqueValue(Value::Null))
-            }
-            fn visit_none<E>(self) -> Result<UniqueValue, E> {
-                Ok(UniqueValue(Value::Null))
-            }
-            fn visit_some<D2: serde::Deserializer<'de>>(
-                self,
-                d: D2,
-            ) -> Result<UniqueValue, D2::Error> {
-                UniqueValue::deserialize(d)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<UniqueValue, A::Error> {
-                let mut items = Vec::new();
-                while let Some(UniqueValue(v)) = seq.next_element()? {
-                    items.push(v);
-                }
-                Ok(UniqueValue(Value::Array(items)))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<UniqueValue, A::Error> {
-                let mut out = Map::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    if out.contains_key(&key) {
-                        return Err(serde::de::Error::custom(format_args!(
-                            "duplicate field `{key}`"
-                        )));
-                    }
-                    let UniqueValue(v) = map.next_value()?;
-                    out.insert(key, v);
-                }
-                Ok(UniqueValue(Value::Object(out)))
-            }
-        }
-        d.deserialize_any(Visit)
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCheckRequest<'a> {
@@ -278,7 +170,9 @@ pub fn json<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, ApiError> {
     // Every request body is an object: serde would read an array field by field in the
     // order of the type's declaration.
     if let Some(at) = text.find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r')) {
-        if text[at..].starts_with('[') {
+        // (A malformed array is a syntax error, answered below as every other.)
+        let well_formed = || serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+        if text[at..].starts_with('[') && well_formed() {
             let (line, column) = position(text, at);
             return Err(ApiError::request(format!(
                 "request JSON error at line {line}, column {column}: the request body is an \
@@ -520,7 +414,7 @@ pub fn query_object(query: Option<&str>) -> Result<Map<String, Value>, ApiError>
                     )))
                 }
             },
-            QueryKind::Json => serde_json::from_str(&text).map_err(|e| {
+            QueryKind::Json => memplan::json_path::unique_from_str(&text).map_err(|e| {
                 ApiError::options(format!("{field}: not a JSON-encoded value: {e}"))
             })?,
         };

@@ -308,7 +308,8 @@ unsafe fn read_options(p: *const c_char) -> Result<PipelineOptions, Failure> {
     if text.is_empty() {
         return Ok(PipelineOptions::default());
     }
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+    // An option given twice is refused, as over HTTP (not read as its last value).
+    let value: serde_json::Value = memplan::json_path::unique_from_str(text).map_err(|e| {
         // serde_json appends " at line L column C"; say it once, as graph errors do.
         let message = memplan::json_path::strip_position(&e.to_string());
         Failure::new(
@@ -342,7 +343,7 @@ unsafe fn read_options_value(
     if text.is_empty() {
         return Ok(serde_json::Map::new());
     }
-    match serde_json::from_str(text) {
+    match memplan::json_path::unique_from_str(text) {
         Ok(serde_json::Value::Object(o)) => Ok(o),
         Ok(other) => Err(Failure::new(
             MEMPLAN_ERR_BAD_OPTIONS,
@@ -403,13 +404,19 @@ fn instantiate(plan_text: &str, binding_text: &str) -> Result<String, Failure> {
 
 /// Runs the pipeline on `graph` with `options`; the plan's JSON text.
 fn plan(graph: &Graph, options: &PipelineOptions) -> Result<String, Failure> {
+    // An option's own error is the options', not the graph's (as in Python, the CLI and the
+    // HTTP service).
+    options
+        .check()
+        .map_err(|e| Failure::new(MEMPLAN_ERR_BAD_OPTIONS, format!("options: {e}")))?;
     let result = pipeline::run(graph, options, &Control::default())
         .map_err(|e| pipeline_failure(graph, e))?;
     Ok(result.plan.to_json())
 }
 
-/// The code and message of a pipeline error: bad input is prefixed with the graph's name, as
-/// the CLI does; other errors give their chain of causes.
+/// The code and message of a pipeline error: bad input that involves the graph is prefixed
+/// with the graph's name, as the CLI does (the options alone are checked before, in [`plan`]);
+/// other errors give their chain of causes.
 fn pipeline_failure(graph: &Graph, e: PipelineError) -> Failure {
     let code = match &e {
         PipelineError::Options(_)
@@ -423,6 +430,7 @@ fn pipeline_failure(graph: &Graph, e: PipelineError) -> Failure {
             TierError::BadAlignment { .. }
             | TierError::UnknownTier(_)
             | TierError::Duplicate(_)
+            | TierError::Spaces(_)
             | TierError::Syntax(_),
         ) => MEMPLAN_ERR_BAD_OPTIONS,
         PipelineError::Graph(_)

@@ -162,15 +162,20 @@ fn malformed_options_json_returns_the_bad_options_code() {
 }
 
 #[test]
-fn an_option_out_of_range_is_refused_with_the_graph_name_as_the_cli_says_it() {
+fn an_option_out_of_range_is_refused_as_the_options_error_python_gives() {
     let answer = plan_c(Some(SAMPLE_JSON), Some(r#"{"time_limit_s":-1}"#));
     assert_eq!(answer.code, MEMPLAN_ERR_BAD_OPTIONS);
     let options = PipelineOptions {
         time_limit_s: -1.0,
         ..PipelineOptions::default()
     };
-    let e = pipeline::run(&sample(), &options, &Control::default()).unwrap_err();
-    assert_eq!(answer.err.unwrap(), format!("{}: {e}", sample().name));
+    let e = options.check().unwrap_err();
+    // The options' own error, not the graph's (no graph name in front).
+    assert_eq!(answer.err.unwrap(), format!("options: {e}"));
+    // An option given twice is refused, as over HTTP.
+    let answer = plan_c(Some(SAMPLE_JSON), Some(r#"{"effort":1,"effort":2}"#));
+    assert_eq!(answer.code, MEMPLAN_ERR_BAD_OPTIONS, "{answer:?}");
+    assert!(answer.err.unwrap().contains("duplicate field `effort`"));
 }
 
 #[test]

@@ -96,7 +96,7 @@ pub fn seconds(flag: &str, secs: f64) -> Result<Duration> {
         };
         if secs.is_finite() && secs >= 0.0 {
             bad(format!(
-                "--{flag} {shown} is too large: at most {:e} seconds",
+                "--{flag} {shown} is too large: a duration must be below {:.1e} seconds",
                 Duration::MAX.as_secs_f64()
             ))
         } else {

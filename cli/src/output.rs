@@ -86,6 +86,33 @@ fn file_key(path: &Path) -> Option<FileKey> {
     }
 }
 
+/// Checks, before any work, that `path` (given with `flag`) can be an output folder: an
+/// existing folder, or a missing one whose nearest existing ancestor is a folder. Nothing is
+/// created here: the command creates the folder when it writes, so a failing run leaves none.
+pub fn check_folder(flag: &str, path: &Path) -> Result<()> {
+    if path.exists() {
+        if path.is_dir() {
+            return Ok(());
+        }
+        return Err(bad(format!(
+            "{flag} {}: exists and is not a folder",
+            path.display()
+        )));
+    }
+    let ancestor = path
+        .ancestors()
+        .skip(1)
+        .find(|a| a.as_os_str().is_empty() || a.exists());
+    match ancestor {
+        Some(a) if !a.as_os_str().is_empty() && !a.is_dir() => Err(bad(format!(
+            "{flag} {}: {} is not a folder",
+            path.display(),
+            a.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Whether `a` and `b` name the same file or folder ([`FileKey`]); never for special files.
 pub fn same_file(a: &Path, b: &Path) -> bool {
     match (file_key(a), file_key(b)) {

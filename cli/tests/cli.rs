@@ -89,7 +89,7 @@ fn a_plan_file_with_a_syntax_error_exits_2_with_its_position() {
 }
 
 #[test]
-fn place_writes_offsets_and_exits_1_when_over_capacity() {
+fn place_writes_offsets_and_exits_1_when_the_capacity_is_below_load() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("bufs.csv");
     std::fs::write(

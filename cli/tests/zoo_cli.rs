@@ -111,12 +111,22 @@ fn zoo_refuses_an_out_that_is_a_file_or_under_one_with_exit_2_naming_the_flag() 
         assert!(err.contains(&format!("--out {}", out.display())), "{err}");
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    // A run that fails before planning (a missing input) creates no folder.
+    let out = dir.path().join("a").join("b");
+    let o = memplan()
+        .args(["zoo", "no-such-graph.json", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!dir.path().join("a").exists());
 }
 
 #[test]
 fn zoo_refuses_a_budget_that_is_not_a_percentage() {
     let dir = tempfile::tempdir().unwrap();
-    for bad in ["80,abc", "0", "150"] {
+    // The grammar of --budget (the `%` optional): no sign, exponent, leading zero or `%%`.
+    for bad in ["80,abc", "0", "150", "1e1", "060", "+60", "5.", "60%%"] {
         let o = memplan()
             .args(["zoo", &sample(), "--budgets", bad, "--out"])
             .arg(dir.path())

@@ -475,7 +475,11 @@ fn reserve(
         None => None,
         Some(g) => {
             let (text, label) = document_text(g, "graph", false)?;
-            Some(SymbolicGraph::parse(&text).map_err(|e| bad(format!("{label}: {e}")))?)
+            let g = SymbolicGraph::parse(&text).map_err(|e| bad(format!("{label}: {e}")))?;
+            // The graph's own mistake, named as the graph (not the distribution).
+            memplan::symbolic::check_plan_graph(&sp, &g)
+                .map_err(|e| bad(format!("{label}: {e}")))?;
+            Some(g)
         }
     };
     let options = batching.then_some(BatchingOptions {

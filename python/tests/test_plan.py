@@ -396,6 +396,8 @@ def test_bad_bindings_and_switches_raise_bad_input_naming_them():
         memplan.plan(SAMPLE, max_pieces=2)
     with pytest.raises(memplan.BadInputError, match=r"a budget is not supported"):
         memplan.plan(SYMBOLIC, budget="80%")
+    with pytest.raises(memplan.BadInputError, match=r"several streams \(streams\) are not supported"):
+        memplan.plan(SYMBOLIC, streams=2)
     with pytest.raises(memplan.BadInputError, match=r"max_ratio"):
         memplan.plan(SYMBOLIC, max_ratio=0.5)
 
@@ -431,6 +433,11 @@ def test_reserve_gives_the_cli_report_for_a_histogram_csv_or_listed_sample(tmp_p
         with pytest.raises(memplan.BadInputError, match=f"{name} .* is not a non-negative integer"):
             memplan.reserve(plan_path, hist, **{name: value})
     assert memplan.reserve(plan_path, hist, seed=None) == memplan.reserve(plan_path, hist)
+    # A graph the plan was not made for is the graph's mistake, named as the graph.
+    other = json.loads(SYMBOLIC.read_text())
+    other["name"] = other["name"] + "-other"
+    with pytest.raises(memplan.BadInputError, match=r"^graph: .*the plan is for graph"):
+        memplan.reserve(plan_path, hist, graph=other)
 
 
 def test_streams_give_the_cli_parallel_plan_for_the_same_options(tmp_path):

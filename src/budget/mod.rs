@@ -271,7 +271,8 @@ fn percent_text(p: f64) -> String {
 
 /// The grammar of a budget given as text, as the OpenAPI document states it: bytes (1 to 19
 /// digits, no leading zero) or a percentage in (0, 100] (`60%`, `12.5%`, `.5%`, `100%`), no
-/// spaces. [`BudgetSpec::parse`] accepts exactly these (and says why `0` is refused).
+/// spaces. [`BudgetSpec::parse`] accepts exactly these (and says why `0` is refused), but for
+/// a percentage so small that it reads as 0 (hundreds of zeros after the point).
 pub const BUDGET_TEXT_PATTERN: &str =
     r"^(?:[1-9][0-9]{0,18}|(?:[1-9][0-9]?(?:\.[0-9]+)?|0?\.[0-9]*[1-9][0-9]*|100(?:\.0+)?)%)$";
 

@@ -1,6 +1,6 @@
 //! The bodies of `POST /v1/check`: [`CheckRequest`] and [`CheckResponse`].
 
-use super::{example_graph, example_plan, GraphDoc, PlanDoc};
+use super::{example_graph, example_plan, CheckedPlanDoc, GraphDoc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
@@ -17,7 +17,7 @@ pub struct CheckRequest {
     /// The graph (memplan-graph/1).
     pub graph: GraphDoc,
     /// The plan to replay (memplan-plan/1).
-    pub plan: PlanDoc,
+    pub plan: CheckedPlanDoc,
     /// Also require the peak to be at most this many bytes.
     pub budget: Option<u64>,
 }

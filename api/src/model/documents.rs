@@ -613,6 +613,46 @@ pub struct PlanStatsDoc {
     pub streams: Option<StreamStatDoc>,
 }
 
+/// Statistics of a plan `POST /v1/check` replays: `peak_bytes`, which the replay checks. The
+/// other fields ([`PlanStatsDoc`]: what memplan writes) are informative and take any value (a
+/// value of another shape, as from another planner, is read as absent).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({"peak_bytes": 12800, "status": "optimal"})))]
+pub struct CheckedPlanStatsDoc {
+    /// Largest `offset + size` ever reserved (bytes).
+    pub peak_bytes: u64,
+}
+
+/// A plan as `POST /v1/check` reads it: the fields of a memory plan ([`PlanDoc`]), of which
+/// only what the replay checks is constrained: `format` is any string (another than
+/// `memplan-plan/1` is answered `valid: false`, as `memplan check` answers it) and the stats
+/// are read for `peak_bytes` alone. Other fields are ignored.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(examples(example_plan))]
+pub struct CheckedPlanDoc {
+    /// `memplan-plan/1` (another value is answered `valid: false`).
+    pub format: String,
+    /// Name of the graph planned.
+    pub graph: String,
+    /// Arena size (bytes).
+    pub arena_bytes: u64,
+    /// Weights region size (bytes; default 0).
+    #[schema(nullable = false)]
+    pub weights_bytes: Option<u64>,
+    /// Host pool size for spills (bytes; default 0).
+    #[schema(nullable = false)]
+    pub host_bytes: Option<u64>,
+    /// Weight offsets (default none).
+    #[schema(nullable = false)]
+    pub weights: Option<Vec<WeightSlotDoc>>,
+    /// The instruction stream.
+    pub instructions: Vec<InstructionDoc>,
+    /// Statistics (`peak_bytes` read, the rest informative).
+    pub stats: CheckedPlanStatsDoc,
+    /// Extension: the graph the plan refers to when rewrites changed it ([`PlanDoc`]).
+    pub rewritten_graph: Option<GraphDoc>,
+}
+
 /// A memory plan (memplan-plan/1, docs/FORMATS.md §2): an instruction stream over one arena.
 /// Other fields are ignored.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -24,10 +24,10 @@ mod symbolic;
 
 pub use check::{CheckRequest, CheckResponse, ViolationView};
 pub use documents::{
-    example_graph, example_plan, BudgetStatDoc, ExactStatDoc, FusedMemberDoc, GraphDoc, IlpStatDoc,
-    InstructionDoc, InternalTensorDoc, MemberStatDoc, OpDoc, OrderIlpStatDoc, PlanDoc,
-    PlanStatsDoc, StreamCandidateDoc, StreamStatDoc, TensorDoc, TensorKindDoc, TierStatDoc,
-    TriedStatDoc, WeightSlotDoc,
+    example_graph, example_plan, BudgetStatDoc, CheckedPlanDoc, CheckedPlanStatsDoc, ExactStatDoc,
+    FusedMemberDoc, GraphDoc, IlpStatDoc, InstructionDoc, InternalTensorDoc, MemberStatDoc, OpDoc,
+    OrderIlpStatDoc, PlanDoc, PlanStatsDoc, StreamCandidateDoc, StreamStatDoc, TensorDoc,
+    TensorKindDoc, TierStatDoc, TriedStatDoc, WeightSlotDoc,
 };
 pub use health::Health;
 pub use instantiate::{InstantiateRequest, InstantiateResponse};

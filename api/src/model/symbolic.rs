@@ -3,7 +3,7 @@
 
 use super::PlanOptionsBody;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
@@ -38,10 +38,11 @@ pub struct SymbolicPlanRequest {
     /// be expressions over them, such as `"4096*B"`).
     #[schema(value_type = Object)]
     pub graph: Value,
-    /// Planning options (rewrites, budgets, in-place sharing and tiers are refused with symbols).
+    /// Planning options (rewrites, budgets, in-place sharing, tiers and several streams are
+    /// refused with symbols; an option given twice is refused).
     #[serde(default)]
     #[schema(value_type = Option<PlanOptionsBody>)]
-    pub options: Option<Map<String, Value>>,
+    pub options: Option<memplan::json_path::UniqueMap>,
     /// Split the widest symbol's range into pieces while a piece's instantiated peak exceeds
     /// this many times the per-binding plan's (default 1.05; at least 1).
     #[serde(default)]

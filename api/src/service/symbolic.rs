@@ -24,7 +24,7 @@ impl Service {
                 let text = request::text(&body)?;
                 let req: SymbolicPlanRequest = request::json(text)?;
                 let options = request::resolve(
-                    req.options.unwrap_or_default(),
+                    req.options.unwrap_or_default().0,
                     Source::Body,
                     &config,
                     Mode::Sync,

@@ -5,7 +5,7 @@
 
 use crate::args::ReserveArgs;
 use crate::common::{bad, mib, read};
-use crate::output::{check_outputs, write_files};
+use crate::output::{check_folder, check_outputs, write_files};
 use anyhow::Result;
 use memplan::symbolic::{
     parse_histogram, reserve_report, BatchingOptions, SymbolicGraph, SymbolicPlan,
@@ -25,21 +25,10 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
     if let Some(path) = &a.output {
         check_outputs(&inputs, &[("-o", path)])?;
     }
-    // The folder of the fallbacks before any work: a file there is the user's mistake.
+    // The folder of the fallbacks before any work: a file there is the user's mistake (the
+    // folder itself is created when the fallbacks are written).
     if let Some(dir) = &a.fallback_dir {
-        if dir.exists() && !dir.is_dir() {
-            return Err(bad(format!(
-                "--fallback-dir {}: exists and is not a folder",
-                dir.display()
-            )));
-        } else {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                bad(format!(
-                    "--fallback-dir {}: cannot create the folder: {e}",
-                    dir.display()
-                ))
-            })?;
-        }
+        check_folder("--fallback-dir", dir)?;
     }
     let plan =
         SymbolicPlan::parse(&read(&a.plan)?).map_err(|e| bad(format!("{plan_label}: {e}")))?;
@@ -125,6 +114,14 @@ pub fn reserve(a: ReserveArgs) -> Result<ExitCode> {
             rep.average_utilisation * 100.0,
             rep.min_utilisation * 100.0
         );
+    }
+    if let Some(dir) = &a.fallback_dir {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            bad(format!(
+                "--fallback-dir {}: cannot create the folder: {e}",
+                dir.display()
+            ))
+        })?;
     }
     // The fallbacks and the report, written together once all are known.
     let mut files: Vec<(&str, PathBuf, String)> = Vec::new();

@@ -3,7 +3,7 @@
 
 use crate::args::ZooArgs;
 use crate::common::{bad, mib};
-use crate::output::same_file;
+use crate::output::{check_folder, same_file};
 use anyhow::Result;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use memplan::budget;
@@ -35,20 +35,9 @@ pub fn zoo(a: ZooArgs) -> Result<ExitCode> {
             input.display()
         )));
     }
-    // OUT must be a folder (created if missing) before any graph is planned: a file there, or
-    // a file on its path, is the user's mistake.
-    if a.out.exists() && !a.out.is_dir() {
-        return Err(bad(format!(
-            "--out {}: exists and is not a folder; choose a folder for the results",
-            a.out.display()
-        )));
-    }
-    std::fs::create_dir_all(&a.out).map_err(|e| {
-        bad(format!(
-            "--out {}: cannot create the folder: {e}",
-            a.out.display()
-        ))
-    })?;
+    // OUT must be able to be a folder before any graph is planned: a file there, or a file on
+    // its path, is the user's mistake (the batch creates the folder when it writes).
+    check_folder("--out", &a.out)?;
     let opts = ZooOptions {
         pipeline: base,
         jobs: a.jobs,
@@ -81,16 +70,21 @@ fn budget_percents(budgets: Option<&str>) -> Result<Vec<f64>> {
     let mut percents = Vec::new();
     if let Some(list) = budgets {
         for item in list.split(',') {
-            let t = item.trim().trim_end_matches('%');
-            match t.parse::<f64>() {
-                // The one percentage rule and message (`--budget`, HTTP, zoo).
-                Ok(p) => percents.push(
-                    budget::check_percent(p).map_err(|e| bad(format!("--budgets {list}: {e}")))?,
-                ),
-                Err(_) => {
+            // Each item is a percentage as `--budget` writes one (the `%` optional here),
+            // spaces around it allowed as around the names of a rewrite list.
+            let t = item.trim_matches(' ');
+            let text = if t.ends_with('%') {
+                t.to_string()
+            } else {
+                format!("{t}%")
+            };
+            match budget::BudgetSpec::parse(&text) {
+                Ok(budget::BudgetSpec::Percent(p)) => percents.push(p),
+                _ => {
                     return Err(bad(format!(
-                        "--budgets {list}: {item:?} is not a percentage in (0, 100] \
-                         (e.g. --budgets 80,60,40)"
+                        "--budgets {list}: {item:?} is not a percentage in (0, 100] as --budget \
+                         writes one (digits, at most 100, no sign or exponent; e.g. --budgets \
+                         80,60,12.5)"
                     )))
                 }
             }
