@@ -292,19 +292,9 @@ fn field_holding(element: &Value, what: &str) -> Option<String> {
 /// A JSON value as serde's `Unexpected` writes it in its messages (serde_json's reader
 /// says `null` where serde says "unit value").
 fn unexpected_text(value: &Value) -> String {
-    use serde::de::Unexpected;
     match value {
         Value::Null => "null".to_string(),
-        Value::Bool(b) => Unexpected::Bool(*b).to_string(),
-        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
-            (Some(u), _, _) => Unexpected::Unsigned(u).to_string(),
-            (None, Some(i), _) => Unexpected::Signed(i).to_string(),
-            (None, None, Some(f)) => Unexpected::Float(f).to_string(),
-            (None, None, None) => n.to_string(),
-        },
-        Value::String(s) => Unexpected::Str(s).to_string(),
-        Value::Array(_) => Unexpected::Seq.to_string(),
-        Value::Object(_) => Unexpected::Map.to_string(),
+        other => unexpected(other).to_string(),
     }
 }
 

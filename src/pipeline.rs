@@ -49,6 +49,11 @@ pub enum Rewrite {
     ConvAlgos,
 }
 
+/// The names a rewrite list takes, for messages: every rewrite, `all` and `none`.
+fn known_rewrites() -> String {
+    format!("{}, all, none", Rewrite::ALL.map(Rewrite::name).join(", "))
+}
+
 impl Rewrite {
     /// Every rewrite, in the order the pipeline runs them.
     pub const ALL: [Rewrite; 3] = [Rewrite::Tile, Rewrite::Fuse, Rewrite::ConvAlgos];
@@ -74,7 +79,6 @@ impl Rewrite {
         if text.is_empty() {
             return Ok(out);
         }
-        let known = || format!("{}, all, none", Rewrite::ALL.map(Rewrite::name).join(", "));
         for item in text.split(',').map(|s| s.trim_matches(' ')) {
             match item {
                 "all" => out.extend(Rewrite::ALL),
@@ -83,13 +87,13 @@ impl Rewrite {
                     return Err(PipelineError::Options(format!(
                         "rewrite: {text:?} has an empty item; list names separated by single \
                          commas (known: {})",
-                        known()
+                        known_rewrites()
                     )))
                 }
                 name => out.push(Rewrite::from_name(name).ok_or_else(|| {
                     PipelineError::Options(format!(
                         "rewrite: unknown rewrite {name:?} (known: {})",
-                        known()
+                        known_rewrites()
                     ))
                 })?),
             }
@@ -102,7 +106,6 @@ impl Rewrite {
     /// Reads a JSON `rewrite` as every front end takes it: one comma-separated string
     /// ([`Rewrite::parse_list`]) or a list of names (each a rewrite, `all` or `none`).
     pub fn from_json(value: &serde_json::Value) -> Result<Vec<Rewrite>, PipelineError> {
-        let known = || format!("{}, all, none", Rewrite::ALL.map(Rewrite::name).join(", "));
         match value {
             serde_json::Value::String(list) => Rewrite::parse_list(list),
             serde_json::Value::Array(items) => {
@@ -115,7 +118,7 @@ impl Rewrite {
                         _ => {
                             return Err(PipelineError::Options(format!(
                                 "rewrite: unknown rewrite {item} (known: {})",
-                                known()
+                                known_rewrites()
                             )))
                         }
                     }
@@ -125,7 +128,7 @@ impl Rewrite {
             other => Err(PipelineError::Options(format!(
                 "rewrite: expected a list of rewrite names or one comma-separated string of \
                  them (spaces around names allowed), not {other} (known: {})",
-                known()
+                known_rewrites()
             ))),
         }
     }
@@ -140,6 +143,17 @@ pub const DEFAULT_TIME_LIMIT_S: f64 = 60.0;
 pub const MIN_LINK_GBPS: f64 = 0.001;
 /// Largest `link_gbps` taken (GB/s).
 pub const MAX_LINK_GBPS: f64 = 1e12;
+
+/// Checks a `link_gbps` against [`MIN_LINK_GBPS`]..=[`MAX_LINK_GBPS`] (NaN refused).
+pub fn check_link_gbps(g: f64) -> Result<(), PipelineError> {
+    if (MIN_LINK_GBPS..=MAX_LINK_GBPS).contains(&g) {
+        Ok(())
+    } else {
+        Err(PipelineError::Options(format!(
+            "link_gbps {g} is outside [{MIN_LINK_GBPS}, {MAX_LINK_GBPS:e}] GB/s"
+        )))
+    }
+}
 
 /// Default effort (work units, see [`PipelineOptions::effort`]).
 pub const DEFAULT_EFFORT: u64 = 1;
@@ -459,11 +473,7 @@ impl PipelineOptions {
                 .map_err(|e| PipelineError::Options(format!("tier_alignment {spec:?}: {e}")))?;
         }
         if let Some(g) = self.link_gbps {
-            if !(MIN_LINK_GBPS..=MAX_LINK_GBPS).contains(&g) {
-                return bad(format!(
-                    "link_gbps {g} is outside [{MIN_LINK_GBPS}, {MAX_LINK_GBPS:e}] GB/s"
-                ));
-            }
+            check_link_gbps(g)?;
         }
         self.profile()?;
         Ok(())

@@ -478,15 +478,19 @@ fn field_error(obj: &Map<String, Value>, whole: &serde_json::Error, source: Sour
 fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Result<(), ApiError> {
     use crate::model::rules;
     let bad = |key: &str, msg: String| ApiError::options(format!("{}: {msg}", source.field(key)));
+    // The library's grammars and messages, the same in every front end (the option's name
+    // is the field's, not repeated).
+    let own = |key: &str, msg: String| {
+        let msg = msg
+            .strip_prefix(&format!("{key} "))
+            .or_else(|| msg.strip_prefix(&format!("{key}: ")))
+            .map(str::to_string)
+            .unwrap_or(msg);
+        bad(key, msg)
+    };
     if let Some(v) = obj.get_mut("rewrite") {
-        // The library's reading (a comma list or a list of names) and its messages.
-        let rewrites = Rewrite::from_json(v).map_err(|e| {
-            let msg = e.to_string();
-            bad(
-                "rewrite",
-                msg.strip_prefix("rewrite: ").unwrap_or(&msg).to_string(),
-            )
-        })?;
+        // A comma list or a list of names, read by the library.
+        let rewrites = Rewrite::from_json(v).map_err(|e| own("rewrite", e.to_string()))?;
         *v = Value::Array(
             rewrites
                 .into_iter()
@@ -496,15 +500,11 @@ fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Resul
     }
     if let Some(v) = obj.get_mut("tile") {
         let text = match v {
-            Value::Number(n) => n
-                .as_u64()
-                .filter(|k| (2..=rules::MAX_TILE_STRIPS).contains(k))
-                .map(|k| k.to_string()),
-            Value::String(s) if memplan::passes::tile::TileSpec::parse(s).is_ok() => {
-                Some(s.clone())
-            }
+            Value::Number(n) => n.as_u64().map(|k| k.to_string()),
+            Value::String(s) => Some(s.clone()),
             _ => None,
-        };
+        }
+        .filter(|t| memplan::passes::tile::TileSpec::parse(t).is_ok());
         match text {
             Some(t) => *v = Value::String(t),
             None if v.is_f64() => {
@@ -529,16 +529,6 @@ fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Resul
             }
         }
     }
-    // The library's grammars and messages, the same in every front end (the option's name
-    // is the field's, not repeated).
-    let own = |key: &str, msg: String| {
-        let msg = msg
-            .strip_prefix(&format!("{key} "))
-            .or_else(|| msg.strip_prefix(&format!("{key}: ")))
-            .map(str::to_string)
-            .unwrap_or(msg);
-        bad(key, msg)
-    };
     if let Some(Value::String(s)) = obj.get("tier_alignment") {
         if let Err(e) = memplan::tiers::TierAlignment::parse(s) {
             return Err(own("tier_alignment", e.to_string()));
@@ -550,20 +540,10 @@ fn check_documented_rules(obj: &mut Map<String, Value>, source: Source) -> Resul
         }
     }
     if let Some(g) = obj.get("link_gbps").and_then(Value::as_f64) {
-        if !(MIN_LINK_GBPS..=MAX_LINK_GBPS).contains(&g) {
-            return Err(bad(
-                "link_gbps",
-                format!("{g} is outside [{MIN_LINK_GBPS}, {MAX_LINK_GBPS:e}] GB/s"),
-            ));
-        }
+        memplan::pipeline::check_link_gbps(g).map_err(|e| own("link_gbps", e.to_string()))?;
     }
     Ok(())
 }
-
-/// Smallest `link_gbps` taken (the library's, 1 MB/s).
-pub const MIN_LINK_GBPS: f64 = memplan::pipeline::MIN_LINK_GBPS;
-/// Largest `link_gbps` taken (the library's).
-pub const MAX_LINK_GBPS: f64 = memplan::pipeline::MAX_LINK_GBPS;
 
 /// Reads an options object (the body's `options` or [`query_object`]) as pipeline options:
 /// the service's `cache` taken out, `rewrite` read as names or a comma list (`all`, `none`),
