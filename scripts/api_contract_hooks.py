@@ -9,7 +9,8 @@ and JSON Schema cannot state them; the document states them in prose instead:
   and weights, in-place indices within the op's lists, no cycle, sizes that sum within u64,
   fused members' references;
 - option combinations (`budget` with `tiers` or `inplace`, `spill_strategy` without `budget`,
-  `tier_alignment` without `tiers`, `off` with its rewrite, a tier given twice), a budget no plan
+  `tier_alignment` without `tiers`, `tile_overhead_pct` without the `tile` rewrite,
+  `stream_peak_ratio` with one stream, `off` with its rewrite, a tier given twice), a budget no plan
   of that graph reaches (or reaches within the time limit), a rewrite the graph does not allow;
 - placement buffers: `lower` < `upper`, unique ids, an option given both in the query string
   and in the body;
@@ -54,6 +55,8 @@ CROSS_FIELD_RULES = [
     ("invalid-options", r"inplace and budget cannot be combined"),
     ("invalid-options", r"^spill_strategy \".*\" needs a budget"),
     ("invalid-options", r"^tier_alignment needs tiers"),
+    ("invalid-options", r"^tile_overhead_pct \S+ needs the tile rewrite"),
+    ("invalid-options", r"^stream_peak_ratio \S+ needs streams > 1"),
     ("invalid-options", r"tier_alignment\b.*tier \w+ is given twice"),
     ("invalid-options", r"^budget of \d+ bytes cannot be met"),
     ("invalid-options", r"^planning under the budget of \d+ bytes was stopped"),

@@ -32,6 +32,7 @@ pub mod plan;
 pub mod planner;
 pub mod streams;
 pub mod symbolic;
+pub mod text_file;
 pub mod tiers;
 pub mod trace;
 pub mod validate;

@@ -406,6 +406,17 @@ impl PipelineOptions {
                 self.tile_overhead_pct
             ));
         }
+        // A switch of another option's step given without that step would do nothing: said,
+        // as for `spill_strategy` and `tier_alignment`.
+        let defaults = PipelineOptions::default();
+        if self.tile_overhead_pct != defaults.tile_overhead_pct
+            && !self.rewrite.contains(&Rewrite::Tile)
+        {
+            return bad(format!(
+                "tile_overhead_pct {} needs the tile rewrite (tile, or tile in rewrite)",
+                self.tile_overhead_pct
+            ));
+        }
         if let Some(b) = self.budget {
             match b {
                 BudgetSpec::Bytes(0) => {
@@ -455,6 +466,12 @@ impl PipelineOptions {
         if !(self.stream_peak_ratio.is_finite() && self.stream_peak_ratio >= 1.0) {
             return bad(format!(
                 "stream_peak_ratio {} is not a number >= 1",
+                self.stream_peak_ratio
+            ));
+        }
+        if self.stream_peak_ratio != defaults.stream_peak_ratio && self.streams == 1 {
+            return bad(format!(
+                "stream_peak_ratio {} needs streams > 1",
                 self.stream_peak_ratio
             ));
         }
@@ -1017,6 +1034,43 @@ mod tests {
         let err = run(&sample(), &opts, &Control::default()).unwrap_err();
         assert!(err.is_bad_input());
         assert!(err.to_string().contains("tiers and budget"), "{err}");
+    }
+
+    #[test]
+    fn a_switch_given_without_the_step_it_tunes_is_refused_not_ignored() {
+        let refused = |opts: PipelineOptions| opts.check().unwrap_err().to_string();
+        let e = refused(PipelineOptions {
+            stream_peak_ratio: 1.5,
+            ..PipelineOptions::default()
+        });
+        assert_eq!(e, "stream_peak_ratio 1.5 needs streams > 1");
+        let e = refused(PipelineOptions {
+            tile_overhead_pct: 5.0,
+            ..PipelineOptions::default()
+        });
+        assert!(
+            e.starts_with("tile_overhead_pct 5 needs the tile rewrite"),
+            "{e}"
+        );
+        // With their steps, or at their defaults, they are fine.
+        for opts in [
+            PipelineOptions {
+                stream_peak_ratio: 1.5,
+                streams: 2,
+                ..PipelineOptions::default()
+            },
+            PipelineOptions {
+                tile_overhead_pct: 5.0,
+                rewrite: vec![Rewrite::Tile],
+                ..PipelineOptions::default()
+            },
+            PipelineOptions {
+                stream_peak_ratio: DEFAULT_STREAM_PEAK_RATIO,
+                ..PipelineOptions::default()
+            },
+        ] {
+            opts.check().unwrap();
+        }
     }
 
     #[test]

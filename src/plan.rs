@@ -289,8 +289,9 @@ pub struct PlanStats {
         skip_serializing_if = "Option::is_none"
     )]
     pub order_lower_bound_bytes: Option<u64>,
-    /// Order heuristic that produced the order (`… + joint` when, under a budget, the joint
-    /// program then moved ops).
+    /// Order heuristic that produced the order (`listed`, or `listed-topological` when the
+    /// graph lists ops before their inputs' producers; `… + joint` when, under a budget, the
+    /// joint program then moved ops).
     #[serde(
         default,
         deserialize_with = "informative",

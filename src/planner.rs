@@ -372,7 +372,14 @@ pub fn plan(graph: &Graph, opts: &PlanOptions) -> Result<Plan, PlanError> {
     let listed = problem
         .listed_topological_order()
         .map_err(|e| graph.order_error(e))?;
-    let mut orders = vec![(listed, "listed")];
+    // Ops listed out of dependency order run in the nearest topological order; the plan's
+    // `order_method` says so instead of claiming the listing.
+    let listed_name = if listed.iter().enumerate().all(|(i, &n)| i == n) {
+        "listed"
+    } else {
+        "listed-topological"
+    };
+    let mut orders = vec![(listed, listed_name)];
     let mut order_result = None;
     // The bound of every order's peak (`--order auto`), see the module doc.
     let mut order_bound = None;
@@ -768,6 +775,25 @@ mod tests {
             assert_eq!(OrderMode::from_name(m.name()), Some(m));
         }
         assert_eq!(Strategy::from_name("fastest"), None);
+    }
+
+    #[test]
+    fn the_given_order_is_named_listed_only_when_the_listing_is_topological() {
+        let given = PlanOptions {
+            order: OrderMode::Given,
+            strategy: Strategy::Heuristic,
+            ..PlanOptions::default()
+        };
+        let g = sample();
+        let p = plan(&g, &given).unwrap();
+        assert_eq!(p.stats.order_method.as_deref(), Some("listed"));
+        // The same ops listed last-first: a valid graph whose listing is not an order.
+        let mut doc: serde_json::Value = serde_json::from_str(crate::graph::SAMPLE_JSON).unwrap();
+        doc["ops"].as_array_mut().unwrap().reverse();
+        let reversed = Graph::parse(&doc.to_string()).unwrap();
+        let p = plan(&reversed, &given).unwrap();
+        crate::validate::validate(&reversed, &p, None).unwrap();
+        assert_eq!(p.stats.order_method.as_deref(), Some("listed-topological"));
     }
 
     #[test]

@@ -190,8 +190,8 @@ pub struct PlanArgs {
     /// --rewrite; `off` removes it.
     #[arg(long, value_name = "auto|N|off")]
     pub tile: Option<String>,
-    /// Largest modelled overhead tiling may add, in percent of the untiled graph's
-    /// modelled time (H200 roofline, or --device-profile).
+    /// With --tile (or tile in --rewrite): the largest modelled overhead tiling may add, in
+    /// percent of the untiled graph's modelled time (H200 roofline, or --device-profile).
     #[arg(long, default_value_t = 10.0, value_name = "PCT")]
     pub tile_overhead: f64,
     /// Streams the plan may run on: with K > 1 independent branches run concurrently, with

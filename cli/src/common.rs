@@ -24,16 +24,10 @@ pub fn bad(msg: impl Into<String>) -> anyhow::Error {
     BadInput(msg.into()).into()
 }
 
-/// The text of the file at `path`, less a leading UTF-8 byte order mark (which editors on
-/// Windows write and JSON and CSV readers may ignore); a file that cannot be read is bad
-/// input.
+/// The text of the file at `path` (at most `memplan::text_file::MAX_TEXT_BYTES`, less a
+/// leading UTF-8 byte order mark); a file that cannot be read is bad input.
 pub fn read(path: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
-    Ok(match text.strip_prefix('\u{feff}') {
-        Some(rest) => rest.to_string(),
-        None => text,
-    })
+    memplan::text_file::read(path).map_err(|e| bad(e.to_string()))
 }
 
 /// The graph `arg` names: a memplan-graph/1 file, or `sample` for the bundled sample.

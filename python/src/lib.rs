@@ -111,11 +111,12 @@ fn document_text(
     Ok((text, what.to_string()))
 }
 
-/// The text of the file at `path`, labelled with the path (as the CLI does).
+/// The text of the file at `path`, labelled with the path (as the CLI reads it:
+/// `memplan::text_file::read`).
 fn read_path(path: &str) -> PyResult<(String, String)> {
-    std::fs::read_to_string(path)
+    memplan::text_file::read(std::path::Path::new(path))
         .map(|t| (t, path.to_string()))
-        .map_err(|e| bad(format!("cannot read {path}: {e}")))
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// The graph an argument denotes (see [`document_text`]).

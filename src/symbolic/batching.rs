@@ -40,12 +40,21 @@ use memplan_solver::generate::SplitMix64;
 use serde::Serialize;
 use std::collections::VecDeque;
 
+/// The largest queue the batcher simulates ([`BatchingOptions::window`]): merging scans the
+/// queue once per run, so the simulation costs up to `requests × window` steps.
+pub const MAX_BATCHING_WINDOW: usize = 1024;
+
+/// The longest simulated stream ([`BatchingOptions::requests`]): a million requests pin the
+/// per-run averages to a few parts in a thousand, in about a second at the largest window.
+pub const MAX_BATCHING_REQUESTS: usize = 1_000_000;
+
 /// The batcher's switches (module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchingOptions {
-    /// How many requests may wait in the queue (≥ 1; 1 = no merging). Default 16.
+    /// How many requests may wait in the queue (1 ..= [`MAX_BATCHING_WINDOW`]; 1 = no
+    /// merging). Default 16.
     pub window: usize,
-    /// Requests in the simulated stream (≥ 1). Default 10,000.
+    /// Requests in the simulated stream (1 ..= [`MAX_BATCHING_REQUESTS`]). Default 10,000.
     pub requests: usize,
     /// The stream's seed. Default 0.
     pub seed: u64,
@@ -113,6 +122,13 @@ pub fn simulate_batching(
     if options.window == 0 || options.requests == 0 {
         return Err(err(format!(
             "batching needs a window and a request count of at least 1 (window {}, requests {})",
+            options.window, options.requests
+        )));
+    }
+    if options.window > MAX_BATCHING_WINDOW || options.requests > MAX_BATCHING_REQUESTS {
+        return Err(err(format!(
+            "batching simulates a window of at most {MAX_BATCHING_WINDOW} and at most \
+             {MAX_BATCHING_REQUESTS} requests (window {}, requests {})",
             options.window, options.requests
         )));
     }
@@ -190,12 +206,14 @@ pub fn simulate_batching(
     let mut queue: VecDeque<u64> = VecDeque::with_capacity(options.window);
     let (mut drawn, mut runs, mut split_requests, mut parts) = (0usize, 0usize, 0usize, 0usize);
     let (mut sum_value, mut sum_util, mut min_util) = (0.0, 0.0, f64::INFINITY);
-    let mut record = |v: u64, n: usize| {
+    // `times` runs of `v` merging `n` requests each.
+    let mut record = |v: u64, n: usize, times: u64| {
         let u = utilisation(v);
-        runs += 1;
-        parts += n;
-        sum_value += v as f64;
-        sum_util += u;
+        let k = usize::try_from(times).unwrap_or(usize::MAX);
+        runs = runs.saturating_add(k);
+        parts = parts.saturating_add(n.saturating_mul(k));
+        sum_value += v as f64 * times as f64;
+        sum_util += u * times as f64;
         min_util = f64::min(min_util, u);
     };
     loop {
@@ -204,9 +222,7 @@ pub fn simulate_batching(
             drawn += 1;
             if v > capacity {
                 split_requests += 1;
-                for _ in 0..v / capacity {
-                    record(capacity, 1);
-                }
+                record(capacity, 1, v / capacity);
                 v %= capacity;
                 if v == 0 {
                     continue;
@@ -231,7 +247,7 @@ pub fn simulate_batching(
                 i += 1;
             }
         }
-        record(sum, n);
+        record(sum, n, 1);
     }
     Ok(BatchingReport {
         symbol: symbol.to_string(),
@@ -374,5 +390,31 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("window 0"), "{e}");
+        // Past the caps: refused (a window of usize::MAX used to abort on its allocation).
+        for (window, requests) in [
+            (usize::MAX, 10),
+            (MAX_BATCHING_WINDOW + 1, 10),
+            (16, MAX_BATCHING_REQUESTS + 1),
+        ] {
+            let opts = BatchingOptions {
+                window,
+                requests,
+                seed: 0,
+            };
+            let e = simulate_batching(&plan, &samples, &r, "B", &opts)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("(window {window}, requests {requests})"))
+                    && e.contains("at most"),
+                "{e}"
+            );
+        }
+        let at_caps = BatchingOptions {
+            window: MAX_BATCHING_WINDOW,
+            requests: 1000,
+            seed: 0,
+        };
+        assert!(simulate_batching(&plan, &samples, &r, "B", &at_caps).is_ok());
     }
 }

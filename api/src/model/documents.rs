@@ -577,7 +577,8 @@ pub struct PlanStatsDoc {
     pub load_bytes: Option<u64>,
     /// Order-independent lower bound (bytes).
     pub order_lower_bound_bytes: Option<u64>,
-    /// Order heuristic of the chosen order.
+    /// Order heuristic of the chosen order (`listed`, `listed-topological` where the graph
+    /// lists ops before their inputs' producers, or a heuristic's name).
     pub order_method: Option<String>,
     /// Each order heuristic's LOAD (default none).
     #[schema(nullable = false)]

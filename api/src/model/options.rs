@@ -51,7 +51,8 @@ pub struct DeviceProfileDoc {
 /// `cache`. Every field is optional and null reads as absent; unknown fields are refused
 /// (422). Options that cannot be combined are refused with the pipeline's own message (the
 /// CLI's): `budget` with `tiers` or `inplace`, a `spill_strategy` other than `best` without a
-/// `budget`, `tier_alignment` without `tiers`. As the CLI's `--conv-algos` and `--tile`, a
+/// `budget`, `tier_alignment` without `tiers`, a `tile_overhead_pct` other than 10 without
+/// the `tile` rewrite, a `stream_peak_ratio` other than 1.10 with one stream. As the CLI's `--conv-algos` and `--tile`, a
 /// given `conv_algos` or `tile` adds its rewrite and `off` takes it out. A `budget` below what any plan of the graph
 /// can reach is refused naming the smallest peak reached.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -77,7 +78,8 @@ pub struct PlanOptionsBody {
     #[schema(schema_with = super::names::tile_option)]
     pub tile: Option<String>,
     /// With the `tile` rewrite: the largest modelled run-time overhead tiling may add
-    /// (percent of the untiled graph's modelled time; default 10).
+    /// (percent of the untiled graph's modelled time; default 10; another value without the
+    /// rewrite is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0.0)]
     pub tile_overhead_pct: Option<f64>,
@@ -136,7 +138,8 @@ pub struct PlanOptionsBody {
     #[schema(minimum = 1, maximum = 64)]
     pub streams: Option<u32>,
     /// With `streams`: the most arena bytes the parallel plan may take, as a multiple of the
-    /// single-stream peak (default 1.10; a budget caps it instead).
+    /// single-stream peak (default 1.10; a budget caps it instead; another value with one
+    /// stream is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1.0)]
     pub stream_peak_ratio: Option<f64>,
