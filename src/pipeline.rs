@@ -370,7 +370,7 @@ impl PipelineOptions {
         let bad = |m: String| Err(PipelineError::Options(m));
         if !(self.time_limit_s.is_finite() && self.time_limit_s >= 0.0) {
             return bad(format!(
-                "time_limit_s {} is not a non-negative number of seconds",
+                "time_limit_s {} is not a finite non-negative number of seconds",
                 self.time_limit_s
             ));
         }

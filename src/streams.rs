@@ -49,9 +49,10 @@ pub struct StreamOptions {
     pub streams: u32,
     /// The most arena bytes the parallel plan may take; the single-stream peak when lower.
     pub peak_cap: u64,
-    /// The pipeline's stop flag (its wall-clock cap, a user's cancel): checked before each
-    /// candidate and inside the conflict placers; once raised, the best of the candidates
-    /// built so far wins (the serial placement with reuse events is always built).
+    /// The pipeline's stop flag (its wall-clock cap, a user's cancel): checked while the
+    /// conflict relation is built (`O(n²)` pairs), before each candidate and inside the
+    /// conflict placers; once raised, the best of the candidates built so far wins (the serial
+    /// placement with reuse events is always built).
     pub stop: Option<CancelToken>,
 }
 
@@ -783,8 +784,14 @@ pub fn makespan_us(graph: &Graph, plan: &Plan, profile: &DeviceProfile) -> f64 {
 }
 
 /// The conflict relation of step 2: buffers `a` and `b` conflict unless every toucher of one
-/// happens before the other's first write under data-dependency events.
-fn conflicts(s: &Serial<'_>, streams: &[u32], k: u32) -> ConflictProblem {
+/// happens before the other's first write under data-dependency events. `O(n²)` pairs for
+/// `n` buffers, so `None` once `stopped` says so (asked every 64 buffers).
+fn conflicts(
+    s: &Serial<'_>,
+    streams: &[u32],
+    k: u32,
+    stopped: impl Fn() -> bool,
+) -> Option<ConflictProblem> {
     let g = s.graph;
     let n = s.execs.len();
     // Clocks of the execs under data-dependency waits only.
@@ -837,6 +844,9 @@ fn conflicts(s: &Serial<'_>, streams: &[u32], k: u32) -> ConflictProblem {
         need[a].iter().zip(snap).all(|(&nd, &c)| c >= nd)
     };
     for a in 0..bufs.len() {
+        if a % 64 == 0 && stopped() {
+            return None;
+        }
         for b in a + 1..bufs.len() {
             if !gives(a, b) && !gives(b, a) {
                 pr.add_conflict(a, b);
@@ -844,7 +854,107 @@ fn conflicts(s: &Serial<'_>, streams: &[u32], k: u32) -> ConflictProblem {
         }
     }
     pr.normalise();
-    pr
+    Some(pr)
+}
+
+/// The candidates beyond the serial placement (module doc, step 2): the serial placement
+/// repaired under the serial peak and under `cap`, then the conflict portfolio, its HiGHS model
+/// and, on small relations, the exact search; each stops early on `limits`' stop flag.
+fn improve(
+    s: &Serial<'_>,
+    pr: &ConflictProblem,
+    serial_peak: u64,
+    cap: u64,
+    limits: &Limits,
+    make: &impl Fn(&[u64]) -> (Plan, usize),
+    cands: &mut Vec<(String, Plan, usize)>,
+) {
+    // (c) the serial placement repaired under the cap: buffers whose sharing would
+    // serialise streams move to gaps that keep the peak within the cap.
+    let by_first: Vec<usize> = {
+        let mut o: Vec<usize> = (0..s.bufs.len()).collect();
+        o.sort_by_key(|&b| (s.bufs[b].first, b));
+        o
+    };
+    let by_size: Vec<usize> = {
+        let mut o: Vec<usize> = (0..s.bufs.len()).collect();
+        o.sort_by_key(|&b| (s.bufs[b].size, b));
+        o
+    };
+    let start = Placement {
+        offsets: s.offsets.clone(),
+    };
+    let mut caps = vec![serial_peak];
+    if cap > serial_peak {
+        caps.push(cap);
+    }
+    for c in caps {
+        for (name, order) in [
+            ("repaired-by-time", &by_first),
+            ("repaired-by-size", &by_size),
+        ] {
+            if limits.is_cancelled() {
+                break;
+            }
+            let r = conflict::repair(pr, &start, c, order);
+            if r != start {
+                let (p, ev) = make(&r.offsets);
+                let name = if c == serial_peak {
+                    name.to_string()
+                } else {
+                    format!("{name}-to-cap")
+                };
+                cands.push((name, p, ev));
+            }
+        }
+    }
+    let portfolio = if limits.is_cancelled() {
+        None
+    } else {
+        conflict::portfolio(
+            pr,
+            Some(&Placement {
+                offsets: s.offsets.clone(),
+            }),
+            limits,
+        )
+        .ok()
+    };
+    if let Some(r) = portfolio {
+        // The HiGHS model on the conflict pairs, warm-started from the best heuristic
+        // (small relations only; node-capped, so deterministic unless the clock binds).
+        let r = match (!limits.is_cancelled())
+            .then(|| {
+                conflict::place_ilp(
+                    pr,
+                    &r.placement,
+                    &conflict::ConflictIlpOptions::default(),
+                    limits,
+                )
+            })
+            .and_then(Result::ok)
+        {
+            Some(better) if better.peak < r.peak => better,
+            _ => r,
+        };
+        // Then the exact search on small relations (node-capped).
+        let r = if pr.sizes.len() <= EXACT_MAX_BUFFERS && !limits.is_cancelled() {
+            match conflict::exact(pr, &r.placement, EXACT_NODES, limits) {
+                Ok((better, _, _)) if better.peak < r.peak => better,
+                _ => r,
+            }
+        } else {
+            r
+        };
+        if r.method != "given" && r.peak <= cap {
+            let (p, ev) = make(&r.placement.offsets);
+            let name = match r.method {
+                "conflict-ilp" | "conflict-exact" => r.method,
+                _ => "conflict-placement",
+            };
+            cands.push((name.into(), p, ev));
+        }
+    }
 }
 
 /// Conflict relations of at most this many buffers also get the exact search.
@@ -901,92 +1011,10 @@ pub fn parallelise(
         ..Limits::UNLIMITED
     };
     let stopped = || limits.is_cancelled();
-    let pr = conflicts(&s, &streams, k);
-    // (c) the serial placement repaired under the cap: buffers whose sharing would
-    // serialise streams move to gaps that keep the peak within the cap.
-    let by_first: Vec<usize> = {
-        let mut o: Vec<usize> = (0..s.bufs.len()).collect();
-        o.sort_by_key(|&b| (s.bufs[b].first, b));
-        o
-    };
-    let by_size: Vec<usize> = {
-        let mut o: Vec<usize> = (0..s.bufs.len()).collect();
-        o.sort_by_key(|&b| (s.bufs[b].size, b));
-        o
-    };
-    let start = Placement {
-        offsets: s.offsets.clone(),
-    };
-    let mut caps = vec![serial_peak];
-    if cap > serial_peak {
-        caps.push(cap);
-    }
-    for c in caps {
-        for (name, order) in [
-            ("repaired-by-time", &by_first),
-            ("repaired-by-size", &by_size),
-        ] {
-            if stopped() {
-                break;
-            }
-            let r = conflict::repair(&pr, &start, c, order);
-            if r != start {
-                let (p, ev) = make(&r.offsets);
-                let name = if c == serial_peak {
-                    name.to_string()
-                } else {
-                    format!("{name}-to-cap")
-                };
-                cands.push((name, p, ev));
-            }
-        }
-    }
-    let portfolio = if stopped() {
-        None
-    } else {
-        conflict::portfolio(
-            &pr,
-            Some(&Placement {
-                offsets: s.offsets.clone(),
-            }),
-            &limits,
-        )
-        .ok()
-    };
-    if let Some(r) = portfolio {
-        // The HiGHS model on the conflict pairs, warm-started from the best heuristic
-        // (small relations only; node-capped, so deterministic unless the clock binds).
-        let r = match (!stopped())
-            .then(|| {
-                conflict::place_ilp(
-                    &pr,
-                    &r.placement,
-                    &conflict::ConflictIlpOptions::default(),
-                    &limits,
-                )
-            })
-            .and_then(Result::ok)
-        {
-            Some(better) if better.peak < r.peak => better,
-            _ => r,
-        };
-        // Then the exact search on small relations (node-capped).
-        let r = if pr.sizes.len() <= EXACT_MAX_BUFFERS && !stopped() {
-            match conflict::exact(&pr, &r.placement, EXACT_NODES, &limits) {
-                Ok((better, _, _)) if better.peak < r.peak => better,
-                _ => r,
-            }
-        } else {
-            r
-        };
-        if r.method != "given" && r.peak <= cap {
-            let (p, ev) = make(&r.placement.offsets);
-            let name = match r.method {
-                "conflict-ilp" | "conflict-exact" => r.method,
-                _ => "conflict-placement",
-            };
-            cands.push((name.into(), p, ev));
-        }
+    // Once the pipeline's stop flag is up, the serial placement (valid under the streams'
+    // events by construction) is the only candidate: no conflict relation is built.
+    if let Some(pr) = conflicts(&s, &streams, k, stopped) {
+        improve(&s, &pr, serial_peak, cap, &limits, &make, &mut cands);
     }
     let scored: Vec<(String, u64, f64)> = cands
         .iter()

@@ -95,7 +95,7 @@ pub fn seconds(flag: &str, secs: f64) -> Result<Duration> {
             ))
         } else {
             bad(format!(
-                "--{flag} {shown} is not a non-negative number of seconds"
+                "--{flag} {shown} is not a finite non-negative number of seconds"
             ))
         }
     })
@@ -123,7 +123,10 @@ mod tests {
         assert!(e.starts_with("--time-limit 1e300 is too large"), "{e}");
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
             let e = seconds("time-limit", bad).unwrap_err().to_string();
-            assert!(e.contains("is not a non-negative number of seconds"), "{e}");
+            assert!(
+                e.contains("is not a finite non-negative number of seconds"),
+                "{e}"
+            );
         }
         assert_eq!(
             seconds("time-limit", 1.5).unwrap(),

@@ -712,7 +712,7 @@ fn place(
     }
     let time = Duration::try_from_secs_f64(time_limit_s).map_err(|_| {
         bad(format!(
-            "time_limit_s {time_limit_s} is not a non-negative number of seconds"
+            "time_limit_s {time_limit_s} is not a finite non-negative number of seconds"
         ))
     })?;
     let (ids, mut problem) = if buffers.is_instance_of::<PyString>() {

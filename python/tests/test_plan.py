@@ -129,6 +129,19 @@ def test_json_text_is_read_as_json_even_when_it_is_an_array_or_starts_with_a_bom
     assert without_timing(a.to_json()) == without_timing(b.to_json())
 
 
+def test_a_graph_file_is_read_as_the_cli_reads_it(tmp_path):
+    # A byte order mark is dropped, a file that is not UTF-8 is named with the byte.
+    marked = tmp_path / "marked.json"
+    marked.write_text("\ufeff" + json.dumps(sample_graph()), encoding="utf-8")
+    a = memplan.plan(marked)
+    b = memplan.plan(SAMPLE)
+    assert without_timing(a.to_json()) == without_timing(b.to_json())
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"{\xff}")
+    with pytest.raises(memplan.BadInputError, match=r"binary.json: not UTF-8 text \(byte 1"):
+        memplan.plan(binary)
+
+
 def test_option_texts_follow_the_cli_and_http_grammar():
     # What the HTTP service refuses, Python refuses with the same message.
     for budget in ("60 %", "060%", "1e1%", "+60%"):

@@ -416,7 +416,10 @@ pub(crate) fn solve_with_clock(
             return Err(ExactStatus::Infeasible);
         }
     }
-    let inst = Instance::new(problem, fixed, capacity);
+    // Building the sections costs up to the number of overlapping pairs: under the clock.
+    let Some(inst) = Instance::within(problem, fixed, capacity, clock) else {
+        return Err(ExactStatus::Timeout);
+    };
     let end = match blocks_of(problem, fixed, opts) {
         None => fit(&inst, capacity, opts, clock, nodes, trace),
         Some(blocks) => {

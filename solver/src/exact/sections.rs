@@ -191,8 +191,14 @@ impl Instance {
         let m = bufs.len();
 
         // Members per section and section totals.
+        // Every loop below that grows with the lifetimes' overlap (up to `m²` pairs, `m · n_sec`
+        // memberships) looks at the clock every 64 buffers.
+        let stopped = |i: usize| i % 64 == 63 && clock.exhausted().is_some();
         let mut count = vec![0usize; n_sec + 1];
         for i in 0..m {
+            if stopped(i) {
+                return None;
+            }
             for s in lo[i]..hi[i] {
                 count[s as usize] += 1;
             }
@@ -204,6 +210,9 @@ impl Instance {
             .collect();
         let mut total = vec![0u64; n_sec];
         for i in 0..m {
+            if stopped(i) {
+                return None;
+            }
             for s in lo[i]..hi[i] {
                 rows[s as usize].push(i as u32);
                 total[s as usize] = total[s as usize].saturating_add(bufs[i].size);
@@ -216,7 +225,10 @@ impl Instance {
         by_lo.sort_unstable_by_key(|&i| (lo[i as usize], i));
         let mut ov: Vec<Vec<u32>> = vec![Vec::new(); m];
         let mut active: Vec<u32> = Vec::new();
-        for &i in &by_lo {
+        for (k, &i) in by_lo.iter().enumerate() {
+            if stopped(k) {
+                return None;
+            }
             let li = lo[i as usize];
             active.retain(|&j| hi[j as usize] > li);
             for &j in &active {
@@ -225,7 +237,10 @@ impl Instance {
             }
             active.push(i);
         }
-        for row in &mut ov {
+        for (k, row) in ov.iter_mut().enumerate() {
+            if stopped(k) {
+                return None;
+            }
             row.sort_unstable();
         }
         let overlaps = Csr::from_rows(ov);
@@ -270,14 +285,14 @@ impl Instance {
             };
             if !shorts.is_empty() || !longs.is_empty() {
                 for (i, b) in bufs.iter().enumerate() {
-                    if i % 64 == 63 && clock.exhausted().is_some() {
+                    if stopped(i) {
                         return None;
                     }
                     obstacles[i] = Ranges::merged(meeting(b.lifetime.start, b.lifetime.end));
                     has_fixed |= !obstacles[i].is_empty();
                 }
                 for (s, r) in sec_fixed.iter_mut().enumerate() {
-                    if s % 64 == 63 && clock.exhausted().is_some() {
+                    if stopped(s) {
                         return None;
                     }
                     *r = Ranges::merged(meeting(times[s], times[s + 1]));
