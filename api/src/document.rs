@@ -196,10 +196,12 @@ fn event_stream(doc: &mut Value) {
                 "type": "object",
                 "description": "One server-sent event of `GET /v1/jobs/{id}/events`: `progress` \
                     while the job is queued or running, then one event named after its final \
-                    status; `id` counts the events from 1; `data` is the job (`JobView`) as JSON.",
+                    status, or `queued` when the service stops before the job ends (the job \
+                    is back in the queue and runs again at the next start); `id` counts the \
+                    events from 1; `data` is the job (`JobView`) as JSON.",
                 "required": ["event", "id", "data"],
                 "properties": {
-                    "event": {"type": "string", "enum": ["progress", "done", "failed", "cancelled"],
+                    "event": {"type": "string", "enum": ["progress", "done", "failed", "cancelled", "queued"],
                               "description": "Event name."},
                     "id": {"type": "string", "pattern": "^[1-9][0-9]*$",
                            "description": "Event number, from 1."},

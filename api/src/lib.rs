@@ -197,16 +197,17 @@ pub fn app(service: AppState) -> Router {
 
 /// Serves `service` on `listener` until `signal` completes, then shuts down gracefully:
 /// admission stops (new work gets 503, `/healthz` 503) while running jobs get the grace
-/// period and the listener still answers; then open requests finish and the jobs still
-/// running are put back in the queue on disk.
+/// period and the listener still answers; then the jobs still running are put back in the
+/// queue on disk (their event streams end with an event saying so) and open requests finish.
 ///
 /// Each connection is served by hyper's HTTP/1 with keep-alive. A connection that has not
 /// sent a request's head in full [`Config::client_timeout`] after it opened or after its last
 /// answer is closed, and a body that stalls as long is answered 408 ([`body_limit`]). After
-/// the drain, open requests get at most [`Config::sync_time_limit_cap`] (the longest a
-/// synchronous request runs) plus the client timeout to finish; the connections still open
-/// then (a client that does not read its answers) are closed. So no client can keep the
-/// service from stopping.
+/// the drain, the connections with no request under way (idle, or still sending a request's
+/// head) are closed at once, and open requests get at most [`Config::sync_time_limit_cap`]
+/// (the longest a synchronous request runs) plus the client timeout to finish; the
+/// connections still open then (a client that does not read its answers) are closed. So no
+/// client can keep the service from stopping.
 pub async fn serve(
     service: Arc<Service>,
     listener: tokio::net::TcpListener,
@@ -218,6 +219,8 @@ pub async fn serve(
     let patience = service.config().client_timeout;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut connections = tokio::task::JoinSet::new();
+    // Set after the drain: connections with no request under way close then.
+    let (closing, _) = tokio::sync::watch::channel(false);
     let stopping = service.clone();
     let mut stop = std::pin::pin!(async move {
         signal.await;
@@ -237,12 +240,25 @@ pub async fn serve(
         };
         // The peer address identifies a client without a token (per-client limits).
         let app = app.clone();
+        let busy = Busy::default();
+        let in_use = busy.clone();
         let handler =
             hyper::service::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
                 let mut req = req.map(axum::body::Body::new);
                 req.extensions_mut()
                     .insert(axum::extract::ConnectInfo(peer));
-                app.clone().oneshot(req)
+                // Under way from its handler's call until its answer is sent (or dropped).
+                let guard = in_use.enter();
+                let app = app.clone();
+                async move {
+                    let resp = app.oneshot(req).await?;
+                    Ok::<_, std::convert::Infallible>(resp.map(|body| {
+                        axum::body::Body::new(Guarded {
+                            body,
+                            _guard: guard,
+                        })
+                    }))
+                }
             });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
@@ -250,13 +266,26 @@ pub async fn serve(
             .keep_alive(true)
             .serve_connection(TokioIo::new(stream), handler);
         let conn = graceful.watch(conn);
+        let mut closing = closing.subscribe();
         while connections.try_join_next().is_some() {}
         connections.spawn(async move {
+            let mut conn = std::pin::pin!(conn);
             // A connection's error (a reset, a timed-out head) concerns that client alone.
-            let _ = conn.await;
+            tokio::select! {
+                _ = &mut conn => return,
+                _ = closing.wait_for(|c| *c) => {}
+            }
+            // Stopping: a connection with no request under way (idle, or a client still
+            // sending a head) closes now instead of after the client timeout.
+            if busy.under_way() {
+                let _ = conn.await;
+            }
         });
     }
     drop(listener);
+    // The jobs still running go back to the queue (which ends their event streams).
+    service.interrupt_running().await;
+    closing.send_replace(true);
     // Idle connections close now, busy ones after their request, within the bound.
     let bound = service
         .config()
@@ -273,9 +302,60 @@ pub async fn serve(
         );
         connections.shutdown().await;
     }
-    // The graceful future above has stopped admission and drained.
-    service.interrupt_running().await;
     Ok(())
+}
+
+/// How many requests of one connection are under way (see [`serve`]).
+#[derive(Debug, Clone, Default)]
+struct Busy(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Busy {
+    /// Counts a request under way until the returned guard is dropped.
+    fn enter(&self) -> BusyGuard {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        BusyGuard(self.0.clone())
+    }
+
+    /// Whether a request is under way.
+    fn under_way(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+}
+
+/// One request under way on its connection (see [`Busy::enter`]).
+#[derive(Debug)]
+struct BusyGuard(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An answer's body that keeps its request counted as under way until it is sent.
+struct Guarded {
+    body: axum::body::Body,
+    _guard: BusyGuard,
+}
+
+impl hyper::body::Body for Guarded {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// After a failed accept: a connection that went away before it was accepted concerns that

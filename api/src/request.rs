@@ -299,7 +299,7 @@ pub fn time_limit(
         }
         Some(s) => {
             return Err(ApiError::options(format!(
-                "{field} {s} is not a non-negative number of seconds"
+                "{field} {s} is not a finite non-negative number of seconds"
             )))
         }
     };
@@ -451,6 +451,18 @@ fn number(text: &str) -> Option<Value> {
 /// messages do not name it for a wrong value).
 fn field_error(obj: &Map<String, Value>, whole: &serde_json::Error, source: Source) -> ApiError {
     for (key, value) in obj {
+        if option_kind(key).is_none() {
+            // The pipeline's list of fields lacks the service's `cache`: name them all.
+            let known: Vec<String> = OPTION_FIELDS
+                .iter()
+                .map(|(k, _)| format!("`{k}`"))
+                .collect();
+            return ApiError::options(format!(
+                "{}: unknown field `{key}`, expected one of {}",
+                source.field(key),
+                known.join(", ")
+            ));
+        }
         let one = Value::Object(Map::from_iter([(key.clone(), value.clone())]));
         if let Err(msg) = memplan::json_path::from_value::<PipelineOptions>(&one) {
             // The message starts with the path inside the option where there is one
@@ -1051,5 +1063,21 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(detail(e), expected);
+    }
+
+    #[test]
+    fn an_unknown_body_option_is_refused_naming_every_known_option_cache_included() {
+        let c = Config::default();
+        let e = prepare_plan(&body(r#"{"fuse": true}"#), &c, Mode::Job).unwrap_err();
+        assert_eq!(e.status().as_u16(), 422);
+        // The pipeline's own list, then the service's `cache`.
+        let pipeline =
+            memplan::json_path::from_value::<PipelineOptions>(&serde_json::json!({"fuse": true}))
+                .unwrap_err();
+        assert!(
+            pipeline.starts_with("fuse: unknown field `fuse`, expected one of `rewrite`"),
+            "{pipeline}"
+        );
+        assert_eq!(detail(e), format!("options.{pipeline}, `cache`"));
     }
 }

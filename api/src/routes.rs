@@ -345,7 +345,9 @@ pub async fn delete_job(
 /// A job's progress as server-sent events.
 ///
 /// One event with the job's state now, then one per change (`event: progress`), ending with an
-/// event named after the final status (`done`, `failed`, `cancelled`). Each event's data is the
+/// event named after the final status (`done`, `failed`, `cancelled`). When the service stops
+/// before the job ends, the last event is `queued`: the job is back in the queue (as
+/// `GET /v1/jobs/{id}` then says) and runs again at the next start. Each event's data is the
 /// job (as `GET /v1/jobs/{id}`).
 #[utoipa::path(
     get,
@@ -353,7 +355,7 @@ pub async fn delete_job(
     tag = "jobs",
     params(("id" = String, Path, description = "Job id")),
     responses(
-        (status = 200, description = "Event stream: each event (schema `JobEvent`) is named `progress`, `done`, `failed` or `cancelled`, has an increasing `id` and a JSON `JobView` as its data", body = JobView, content_type = "text/event-stream"),
+        (status = 200, description = "Event stream: each event (schema `JobEvent`) is named `progress`, `done`, `failed`, `cancelled` or `queued` (the service stopped before the job ended), has an increasing `id` and a JSON `JobView` as its data", body = JobView, content_type = "text/event-stream"),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json")
     )
 )]

@@ -15,8 +15,10 @@ use thiserror::Error;
 
 /// Schema version stored in `PRAGMA user_version` (2: `jobs.plan_status`, the typed plan
 /// status of a job's progress; 3: `jobs.client` and the stored size of every row,
-/// `jobs.bytes` and `plans.bytes`, for retention by bytes; older files are upgraded in place).
-const SCHEMA_VERSION: i64 = 3;
+/// `jobs.bytes` and `plans.bytes`, for retention by bytes; 4: `jobs.crashed_runs`, the starts
+/// not ended by a graceful stop, apart from `jobs.attempts`, every start; older files are
+/// upgraded in place).
+const SCHEMA_VERSION: i64 = 4;
 
 /// A database failure.
 #[derive(Debug, Error)]
@@ -50,8 +52,11 @@ pub struct JobRow {
     pub options: String,
     /// Answered from a stored plan.
     pub cached: bool,
-    /// Times started.
+    /// Times started (a graceful stop during a run included).
     pub attempts: u32,
+    /// Starts not ended by a graceful stop, the run under way included: the runs a crash
+    /// interrupted once the service starts again (what `MAX_ATTEMPTS` limits).
+    pub crashed_runs: u32,
     /// Accepted at (Unix ms).
     pub created_ms: u64,
     /// Last started at.
@@ -144,7 +149,7 @@ fn to_u64(v: Option<i64>) -> Option<u64> {
 
 const JOB_COLUMNS: &str = "id, key, status, graph_name, options, cached, attempts, created_ms, \
      started_ms, finished_ms, stage, best_peak, lower_bound, elapsed_s, error, plan_id, plan_status, \
-     client, seq";
+     client, seq, crashed_runs";
 
 /// Byte length of a stored text, as counted for retention.
 fn len_i64(s: &str) -> i64 {
@@ -197,6 +202,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<(JobRow, String)> {
             has_plan: plan_id.is_some(),
             client: r.get(17)?,
             seq: r.get(18)?,
+            crashed_runs: u32::try_from(r.get::<_, i64>(19)?).unwrap_or(0),
         },
         status,
     ))
@@ -290,6 +296,17 @@ impl Store {
                  COMMIT;",
             )?;
         }
+        if version < 4 {
+            // Until version 4 a graceful stop took its start back from `attempts`, which
+            // counted exactly the starts not ended by one.
+            conn.execute_batch(
+                "BEGIN;
+                 ALTER TABLE jobs ADD COLUMN crashed_runs INTEGER NOT NULL DEFAULT 0;
+                 UPDATE jobs SET crashed_runs = attempts;
+                 PRAGMA user_version = 4;
+                 COMMIT;",
+            )?;
+        }
         Ok(Store {
             conn: Mutex::new(conn),
         })
@@ -347,24 +364,27 @@ impl Store {
         row.map(with_status).transpose()
     }
 
-    /// Marks a queued job running (one more attempt); false when it is no longer queued.
+    /// Marks a queued job running (one more attempt, counted as a crashed run until a graceful
+    /// stop says otherwise); false when it is no longer queued.
     pub fn mark_running(&self, id: &str, now_ms: u64) -> Result<bool, StoreError> {
         let n = self.conn()?.execute(
-            "UPDATE jobs SET status = 'running', started_ms = ?2, attempts = attempts + 1
+            "UPDATE jobs SET status = 'running', started_ms = ?2, attempts = attempts + 1,
+                 crashed_runs = crashed_runs + 1
              WHERE id = ?1 AND status = 'queued'",
             params![id, to_i64(now_ms)],
         )?;
         Ok(n == 1)
     }
 
-    /// Puts a running job back in the queue; `refund` takes back the attempt (a graceful stop
-    /// is not the job's fault).
-    pub fn requeue(&self, id: &str, refund: bool) -> Result<(), StoreError> {
+    /// Puts a running job back in the queue; `graceful` (a graceful stop, not the job's fault)
+    /// takes the run back from the crashed runs. The start stays counted in `attempts`.
+    pub fn requeue(&self, id: &str, graceful: bool) -> Result<(), StoreError> {
         self.conn()?.execute(
             "UPDATE jobs SET status = 'queued',
-                 attempts = CASE WHEN ?2 AND attempts > 0 THEN attempts - 1 ELSE attempts END
+                 crashed_runs = CASE WHEN ?2 AND crashed_runs > 0 THEN crashed_runs - 1
+                     ELSE crashed_runs END
              WHERE id = ?1 AND status = 'running'",
-            params![id, refund],
+            params![id, graceful],
         )?;
         Ok(())
     }
@@ -859,14 +879,56 @@ mod tests {
     }
 
     #[test]
-    fn a_graceful_requeue_refunds_the_attempt() {
+    fn a_graceful_requeue_keeps_the_attempt_but_does_not_count_it_as_a_crash() {
         let s = Store::open(None).unwrap();
         s.insert_job(&job("a", "k")).unwrap();
-        s.mark_running("a", 1).unwrap();
-        s.requeue("a", true).unwrap();
-        let row = s.job("a").unwrap().unwrap();
-        assert_eq!((row.status, row.attempts), (JobStatus::Queued, 0));
+        for start in 1..=3 {
+            s.mark_running("a", start).unwrap();
+            s.requeue("a", true).unwrap();
+            let row = s.job("a").unwrap().unwrap();
+            assert_eq!(
+                (row.status, row.attempts, row.crashed_runs),
+                (JobStatus::Queued, start as u32, 0)
+            );
+        }
         assert_eq!(s.unfinished().unwrap().len(), 1);
+        // A crash (no requeue before the next start) counts the run.
+        s.mark_running("a", 4).unwrap();
+        s.requeue("a", false).unwrap();
+        s.mark_running("a", 5).unwrap();
+        let row = s.job("a").unwrap().unwrap();
+        assert_eq!((row.attempts, row.crashed_runs), (5, 2));
+    }
+
+    #[test]
+    fn a_version_3_database_keeps_its_jobs_crashed_runs_in_the_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite3");
+        {
+            let s = Store::open(Some(&path)).unwrap();
+            s.insert_job(&job("a", "k")).unwrap();
+            s.mark_running("a", 1).unwrap();
+            s.requeue("a", false).unwrap();
+            s.mark_running("a", 2).unwrap();
+            // What version 3 left: no crashed_runs column, attempts counting the crashes.
+            let conn = s.conn().unwrap();
+            conn.execute_batch(
+                "ALTER TABLE jobs DROP COLUMN crashed_runs; PRAGMA user_version = 3;",
+            )
+            .unwrap();
+        }
+        let s = Store::open(Some(&path)).unwrap();
+        let row = s.job("a").unwrap().unwrap();
+        assert_eq!(
+            (row.status, row.attempts, row.crashed_runs),
+            (JobStatus::Running, 2, 2)
+        );
+        let version: i64 = s
+            .conn()
+            .unwrap()
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[test]

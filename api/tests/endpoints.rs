@@ -77,7 +77,7 @@ async fn bad_options_are_refused_naming_the_option_and_the_choices() {
         ),
         (
             json!({"time_limit_s": -1}),
-            "time_limit_s -1 is not a non-negative number",
+            "time_limit_s -1 is not a finite non-negative number",
         ),
         (
             json!({"spill_strategy": "chen"}),

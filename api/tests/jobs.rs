@@ -88,6 +88,42 @@ async fn a_job_is_accepted_runs_to_done_and_its_plan_is_valid() {
     assert_eq!(again.json(), plan);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_options_a_job_reports_sent_back_give_the_same_options_and_the_same_plan() {
+    let api = start(config(None)).await;
+    let id = submit(&api, sample(), json!({"strategy": "heuristic"})).await;
+    let first = api.wait_job(&id, LONG, |s| s == "done").await;
+    let options = first["options"].clone();
+    assert_eq!(options["rewrite"], json!([]), "{options}");
+    // No rewrite: the modes say so, as `off` reads back.
+    assert_eq!(
+        (&options["conv_algos"], &options["tile"]),
+        (&json!("off"), &json!("off"))
+    );
+    let plan = api.get(&format!("/v1/jobs/{id}/plan")).await.text;
+    let again = submit(&api, sample(), options.clone()).await;
+    let second = api.wait_job(&again, LONG, |s| s == "done").await;
+    assert_eq!(second["options"], options);
+    // The same request: answered from the first job's plan.
+    assert_eq!(second["cached"], true, "{second}");
+    assert_eq!(api.get(&format!("/v1/jobs/{again}/plan")).await.text, plan);
+    // With a rewrite, its mode is kept and reads back the same too.
+    let id = submit(
+        &api,
+        sample(),
+        json!({"strategy": "heuristic", "conv_algos": "fastest"}),
+    )
+    .await;
+    let with = api.wait_job(&id, LONG, |s| s == "done").await["options"].clone();
+    assert_eq!(
+        (&with["rewrite"], &with["conv_algos"], &with["tile"]),
+        (&json!(["conv-algos"]), &json!("fastest"), &json!("off"))
+    );
+    let again = submit(&api, sample(), with.clone()).await;
+    let back = api.wait_job(&again, LONG, |s| s == "done").await;
+    assert_eq!((&back["options"], &back["cached"]), (&with, &json!(true)));
+}
+
 /// Reads server-sent events until the stream ends: (event name, data) pairs.
 async fn read_events(api: &Api, id: &str, timeout: Duration) -> Vec<(String, Value)> {
     let req = Request::builder()
@@ -156,6 +192,79 @@ async fn the_event_stream_carries_progress_until_the_job_ends() {
     let again = read_events(&api, &id, Duration::from_secs(5)).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].0, "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_the_run_ends_the_event_stream_with_the_job_back_in_the_queue() {
+    let mut c = config(None);
+    c.shutdown_grace = Duration::ZERO;
+    let api = start(c).await;
+    let id = api.running_busy_job().await;
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        api.service.shutdown().await;
+    };
+    let (events, ()) = tokio::join!(read_events(&api, &id, LONG), stop);
+    let (last, data) = events.last().unwrap();
+    assert_eq!(last, "queued", "{events:?}");
+    assert_eq!(
+        (&data["status"], &data["attempts"]),
+        (&json!("queued"), &json!(1))
+    );
+    assert!(events[..events.len() - 1]
+        .iter()
+        .all(|(n, _)| n == "progress"));
+    // As the job reads now.
+    let v = api.get(&format!("/v1/jobs/{id}")).await.json();
+    assert_eq!(
+        (&v["status"], &v["progress"]),
+        (&data["status"], &data["progress"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_ends_the_event_stream_of_a_job_still_waiting_in_the_queue_at_once() {
+    let mut c = config(None);
+    c.workers = 1;
+    c.shutdown_grace = Duration::from_secs(30);
+    let api = start(c).await;
+    let running = api.running_busy_job().await;
+    // With one worker busy, a second job waits in the queue.
+    let r = api
+        .post_json(
+            "/v1/jobs",
+            &plan_request(
+                busy_graph(),
+                json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let waiting = r.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        api.get(&format!("/v1/jobs/{waiting}")).await.json()["status"],
+        "queued"
+    );
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        api.service.begin_shutdown();
+    };
+    // The stream of the waiting job ends at the stop, not after the running job's grace.
+    let started = Instant::now();
+    let (events, ()) = tokio::join!(read_events(&api, &waiting, Duration::from_secs(10)), stop);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let (last, data) = events.last().unwrap();
+    assert_eq!(
+        (last.as_str(), &data["status"]),
+        ("queued", &json!("queued")),
+        "{events:?}"
+    );
+    assert!(events[..events.len() - 1]
+        .iter()
+        .all(|(n, _)| n == "progress"));
+    // Cancelling still works while stopping: the busy job does not outlive the test.
+    let r = api.delete(&format!("/v1/jobs/{running}")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,16 +487,16 @@ async fn a_graceful_stop_puts_running_jobs_back_and_a_restart_finishes_every_job
         let s = Store::open(Some(&db)).unwrap();
         let b = s.job(&busy).unwrap().unwrap();
         assert_eq!(
-            (b.status, b.attempts),
-            (JobStatus::Queued, 0),
-            "interrupted, attempt refunded"
+            (b.status, b.attempts, b.crashed_runs),
+            (JobStatus::Queued, 1, 0),
+            "interrupted: the start counts, not as a crash"
         );
         assert_eq!(s.job(&queued).unwrap().unwrap().status, JobStatus::Queued);
     }
     let api = start(c.clone()).await;
-    for id in [&busy, &queued] {
+    for (id, starts) in [(&busy, 2), (&queued, 1)] {
         let v = api.wait_job(id, LONG, |s| s == "done").await;
-        assert_eq!(v["attempts"], 1);
+        assert_eq!(v["attempts"], starts, "{v}");
     }
     // Results stay retrievable, and identical requests are answered from them.
     assert_eq!(api.get(&format!("/v1/jobs/{done}/plan")).await.text, plan);
@@ -399,6 +508,39 @@ async fn a_graceful_stop_puts_running_jobs_back_and_a_restart_finishes_every_job
         .await;
     assert_eq!(r.header("x-memplan-cache"), Some("hit"));
     assert_eq!(r.text, plan);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_start_counts_as_an_attempt_and_graceful_stops_never_fail_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("jobs.sqlite3");
+    let mut c = config(Some(&db));
+    c.workers = 1;
+    c.shutdown_grace = Duration::ZERO;
+    let mut job: Option<String> = None;
+    // More graceful stops during its run than the crashes that fail a job.
+    for starts in 1..=memplan_api::service::MAX_ATTEMPTS + 1 {
+        let api = start(c.clone()).await;
+        let id = match &job {
+            None => api.running_busy_job().await,
+            Some(id) => {
+                api.wait_job(id, LONG, |s| s == "running").await;
+                id.clone()
+            }
+        };
+        let v = api.get(&format!("/v1/jobs/{id}")).await.json();
+        assert_eq!(
+            (&v["status"], &v["attempts"]),
+            (&json!("running"), &json!(starts))
+        );
+        api.service.shutdown().await;
+        let v = api.get(&format!("/v1/jobs/{id}")).await.json();
+        assert_eq!(
+            (&v["status"], &v["attempts"]),
+            (&json!("queued"), &json!(starts))
+        );
+        job = Some(id);
+    }
 }
 
 #[tokio::test]

@@ -354,6 +354,32 @@ async fn clients_that_stall_in_a_head_or_a_body_do_not_keep_the_service_from_sto
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_stalled_in_its_head_is_let_go_at_the_stop_without_waiting_out_the_client_timeout()
+{
+    let s = patient_server(Duration::from_secs(30)).await;
+    let mut stream = stall(s.addr, b"GET /hea").await;
+    // Let the server read what came before it is told to stop.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stopping = Instant::now();
+    tokio::time::timeout(Duration::from_secs(20), s.stop())
+        .await
+        .expect("the service still runs 20 s after the signal with a client stalled in its head");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        stopping.elapsed()
+    );
+    // The client finds its connection closed, without an answer.
+    let read = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        stream.read_to_end(&mut out).map(|_| out)
+    })
+    .await
+    .unwrap();
+    assert!(read.is_err() || read.is_ok_and(|out| out.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_trickles_its_body_cannot_hold_off_a_stop_beyond_the_client_timeout() {
     let s = patient_server(Duration::from_millis(500)).await;
     let addr = s.addr;

@@ -6,7 +6,8 @@ use super::{
     example_graph, BudgetValue, ConvAlgoName, GraphDoc, OrderName, RewriteName, SpillStrategyName,
     StrategyName,
 };
-use memplan::PipelineOptions;
+use memplan::conv_algo::ConvAlgoMode;
+use memplan::{PipelineOptions, Rewrite};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::openapi::schema::Schema;
@@ -227,6 +228,7 @@ pub const NULLABLE_OPTIONS: [&str; 4] = ["budget", "tier_alignment", "device_pro
 
 /// The options a job or plan ran with, defaults filled in: the planning pipeline's options
 /// (`memplan::PipelineOptions`, serialised with all its fields) and the service's `cache`.
+/// The service shows them [`ResolvedOptions::echoed`], so that, sent back, they plan the same.
 ///
 /// Stored jobs of earlier versions (fields `order`, `strategy`, `time_limit_s`, `inplace`,
 /// `cache`, `budget` in bytes) still read: missing fields take the pipeline's defaults.
@@ -244,6 +246,26 @@ fn yes() -> bool {
     true
 }
 
+impl ResolvedOptions {
+    /// The options as the service shows them: `conv_algos` is `off` when `rewrite` lacks
+    /// `conv-algos`, and `tile` is `off` when it lacks `tile`, so that the options sent back
+    /// plan the same (a given mode other than `off` adds its rewrite, `off` reads back as the
+    /// rewrite absent and the field at its default: `PipelineOptions::apply_given_modes`).
+    pub fn echoed(mut self) -> ResolvedOptions {
+        let rewrites = &self.pipeline.rewrite;
+        if !rewrites.contains(&Rewrite::ConvAlgos) {
+            self.pipeline.conv_algos = ConvAlgoMode::Off;
+        }
+        if !rewrites.contains(&Rewrite::Tile) {
+            self.pipeline.tile = OFF.to_string();
+        }
+        self
+    }
+}
+
+/// The mode that leaves a rewrite out (`conv_algos`, `tile`).
+const OFF: &str = "off";
+
 impl PartialSchema for ResolvedOptions {
     fn schema() -> RefOr<Schema> {
         let mut s = PlanOptionsBody::schema();
@@ -253,7 +275,9 @@ impl PartialSchema for ResolvedOptions {
                 "The options a plan or job ran with, defaults filled in (every field of \
                  `PlanOptionsBody`; `budget`, `tier_alignment`, `device_profile` and \
                  `link_gbps` are null when not set). `rewrite` is the list of rewrite names, \
-                 `budget` bytes or a percentage string."
+                 `budget` bytes or a percentage string. `conv_algos` and `tile` are `off` \
+                 when `rewrite` does not name their rewrite, so that these options, sent \
+                 back, plan the same."
                     .to_string(),
             );
             o.examples = vec![example_resolved_options()];
@@ -270,16 +294,15 @@ impl ToSchema for ResolvedOptions {
 
 /// The example resolved options of the OpenAPI document.
 pub(super) fn example_resolved_options() -> Value {
-    let mut v = serde_json::to_value(ResolvedOptions {
+    let options = ResolvedOptions {
         pipeline: PipelineOptions {
             time_limit_s: 60.0,
+            rewrite: vec![Rewrite::Fuse],
             ..PipelineOptions::default()
         },
         cache: true,
-    })
-    .unwrap_or(Value::Null);
-    v["rewrite"] = json!(["fuse"]);
-    v
+    };
+    serde_json::to_value(options.echoed()).unwrap_or(Value::Null)
 }
 
 /// Body of `POST /v1/plan` (`JobRequest`, the body of `POST /v1/jobs`, is the same with the
@@ -298,7 +321,7 @@ pub struct PlanRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memplan::{OrderMode, Rewrite, Strategy};
+    use memplan::{OrderMode, Strategy};
     use std::collections::BTreeSet;
 
     fn properties(schema: RefOr<Schema>) -> BTreeSet<String> {

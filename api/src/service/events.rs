@@ -2,15 +2,16 @@
 
 use super::Service;
 use crate::error::ApiError;
-use crate::model::JobView;
+use crate::model::{JobStatus, JobView, Progress};
 use axum::response::sse::Event;
 use futures_util::Stream;
 use std::convert::Infallible;
 use tokio::sync::watch;
 
-/// The server-sent event for a job state.
-fn event(view: &JobView, seq: u64) -> Event {
-    let name = if view.status.is_terminal() {
+/// The server-sent event for a job state: named after its status when final, `queued` when
+/// it is the stream's `last` event of a job in the queue, else `progress`.
+fn event(view: &JobView, seq: u64, last: bool) -> Event {
+    let name = if view.status.is_terminal() || (last && view.status == JobStatus::Queued) {
         view.status.as_str()
     } else {
         "progress"
@@ -22,8 +23,9 @@ fn event(view: &JobView, seq: u64) -> Event {
 }
 
 impl Service {
-    /// `GET /v1/jobs/{id}/events`: the job's state now and after every change, until it ends
-    /// (or the service stops).
+    /// `GET /v1/jobs/{id}/events`: the job's state now and after every change, until it ends,
+    /// or until the service lets go of it unfinished (it stops): then a last event `queued`
+    /// says that the job waits in the queue for the next start.
     pub async fn events(
         &self,
         id: &str,
@@ -31,7 +33,6 @@ impl Service {
         struct St {
             rx: Option<watch::Receiver<JobView>>,
             last: Option<JobView>,
-            shutdown: watch::Receiver<bool>,
             seq: u64,
             done: bool,
         }
@@ -42,7 +43,6 @@ impl Service {
         let st = St {
             rx,
             last,
-            shutdown: self.shutdown.subscribe(),
             seq: 0,
             done: false,
         };
@@ -57,20 +57,25 @@ impl Service {
                 }
                 (None, None) => return None,
                 (Some(rx), None) => {
-                    if st.seq > 0 {
-                        tokio::select! {
-                            r = rx.changed() => if r.is_err() { st.done = true },
-                            _ = st.shutdown.wait_for(|s| *s) => return None,
-                        }
+                    if st.seq > 0 && rx.changed().await.is_err() {
+                        // The runner let go of the job without a final status (the service
+                        // stops): it is back in the queue, as the database says.
+                        st.done = true;
+                        let mut view = rx.borrow().clone();
+                        view.status = JobStatus::Queued;
+                        view.progress = Progress::default();
+                        view.finished_unix_ms = None;
+                        view
+                    } else {
+                        rx.borrow_and_update().clone()
                     }
-                    rx.borrow_and_update().clone()
                 }
             };
             if view.status.is_terminal() {
                 st.done = true;
             }
             st.seq += 1;
-            Some((Ok(event(&view, st.seq)), st))
+            Some((Ok(event(&view, st.seq, st.done)), st))
         }))
     }
 }

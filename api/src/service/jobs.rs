@@ -72,11 +72,13 @@ pub(super) fn progress_of_text(plan: &str) -> Progress {
 /// A job's view from its stored row.
 pub(super) fn view_of(row: &JobRow) -> JobView {
     // Unreadable stored options (another version's) show as the defaults; running such a job
-    // fails naming the reason.
-    let options = serde_json::from_str(&row.options).unwrap_or(ResolvedOptions {
-        pipeline: memplan::PipelineOptions::default(),
-        cache: false,
-    });
+    // fails naming the reason. They show as they read back (`ResolvedOptions::echoed`).
+    let options = serde_json::from_str(&row.options)
+        .unwrap_or(ResolvedOptions {
+            pipeline: memplan::PipelineOptions::default(),
+            cache: false,
+        })
+        .echoed();
     JobView {
         id: row.id.clone(),
         status: row.status,

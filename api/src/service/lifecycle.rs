@@ -12,8 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{watch, Semaphore};
 
-/// A job interrupted this many times while running (the service stopped under it) is marked
-/// failed instead of being started again.
+/// A job interrupted this many times while running (the service stopped under it without a
+/// graceful stop: a crash, a kill) is marked failed instead of being started again. A graceful
+/// stop puts the job back in the queue without counting here (its start still counts in the
+/// job's `attempts`).
 pub const MAX_ATTEMPTS: u32 = 3;
 
 /// How long shutdown waits for stopped jobs to be persisted after the grace period.
@@ -114,11 +116,11 @@ impl Service {
         let (mut resumed, mut failed) = (0, 0);
         for row in rows {
             let id = row.id.clone();
-            if row.status == JobStatus::Running && row.attempts >= MAX_ATTEMPTS {
+            if row.status == JobStatus::Running && row.crashed_runs >= MAX_ATTEMPTS {
                 let e = ApiError::Internal(format!(
                     "the service stopped {} times while this job was running; it is not \
                      started again (it may be what stops the service)",
-                    row.attempts
+                    row.crashed_runs
                 ));
                 let finish = Finish {
                     status: JobStatus::Failed,
@@ -158,7 +160,8 @@ impl Service {
         Ok(())
     }
 
-    /// Stops admission and ends event streams (new work is answered 503).
+    /// Stops admission (new work is answered 503) and ends the event streams of the jobs
+    /// waiting in the queue (those of running jobs end with their run).
     pub fn begin_shutdown(&self) {
         self.accepting.store(false, Ordering::SeqCst);
         self.shutdown.send_replace(true);

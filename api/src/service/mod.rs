@@ -28,9 +28,10 @@
 //! - **Recovery.** On start, queued jobs are queued again and running ones (interrupted by a
 //!   crash) start again; a job interrupted [`MAX_ATTEMPTS`] times is marked failed with the
 //!   reason instead, since it may be what stops the service.
-//! - **Shutdown** stops admission, ends event streams, lets running jobs finish within the
-//!   grace period, then stops the rest and puts them back in the queue (attempt refunded) for
-//!   the next start.
+//! - **Shutdown** stops admission, lets running jobs finish within the grace period, then
+//!   stops the rest and puts them back in the queue for the next start (their start still
+//!   counts in `attempts`, not as one of the [`MAX_ATTEMPTS`] crashes); the event streams of
+//!   the jobs it lets go of end with a `queued` event.
 //!
 //! One file per resource, this one holding the [`Service`] state and what they share:
 //! `plan.rs` (`POST /v1/plan`), `jobs.rs` (submit, read, cancel a job, its plan), `runner.rs`
