@@ -230,17 +230,7 @@ async fn a_stop_ends_the_event_stream_of_a_job_still_waiting_in_the_queue_at_onc
     let api = start(c).await;
     let running = api.running_busy_job().await;
     // With one worker busy, a second job waits in the queue.
-    let r = api
-        .post_json(
-            "/v1/jobs",
-            &plan_request(
-                busy_graph(),
-                json!({"time_limit_s": 60, "order": "given", "effort": BUSY_EFFORT}),
-            ),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
-    let waiting = r.json()["id"].as_str().unwrap().to_string();
+    let waiting = submit(&api, busy_graph(), json!({"order": "given"})).await;
     assert_eq!(
         api.get(&format!("/v1/jobs/{waiting}")).await.json()["status"],
         "queued"
