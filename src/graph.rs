@@ -190,7 +190,10 @@ pub enum GraphError {
         message: String,
     },
     /// Wrong or missing `format`.
-    #[error("format is {found:?}, expected \"{GRAPH_FORMAT}\"")]
+    #[error(
+        "format is {found:?}, expected \"{GRAPH_FORMAT}\"{}",
+        crate::json_path::kind_hint(found)
+    )]
     Format {
         /// The format string found.
         found: String,
@@ -451,6 +454,12 @@ impl Graph {
     pub fn parse(text: &str) -> Result<Graph, GraphError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let raw: RawGraph = crate::json_path::from_str(text).map_err(|e| {
+            // A document of another kind (a plan, a symbolic plan) is named by its format.
+            if let Some(found) =
+                crate::json_path::declared_format(text).filter(|f| f != GRAPH_FORMAT)
+            {
+                return GraphError::Format { found };
+            }
             // String sizes fail the typed parse: say what the document is when it is symbolic.
             match serde_json::from_str::<serde_json::Value>(text)
                 .ok()

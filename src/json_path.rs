@@ -100,6 +100,31 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
     })
 }
 
+/// What a JSON document says it is: its top-level `format` string, when it is an object
+/// that has one. For messages when a document of one kind is given where another is expected
+/// (a plan for a graph, a symbolic plan for a plan); reads the text again, so only on an error
+/// path.
+pub fn declared_format(text: &str) -> Option<String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    match serde_json::from_str::<Value>(text).ok()?.get("format")? {
+        Value::String(f) => Some(f.clone()),
+        _ => None,
+    }
+}
+
+/// What to do with a document of format `found` given where another kind was asked for, as a
+/// clause for messages (empty for formats memplan does not write).
+pub fn kind_hint(found: &str) -> &'static str {
+    match found {
+        "memplan-graph/1" => " (a graph: plan it with `memplan plan`)",
+        "memplan-plan/1" => " (a plan: check it against its graph with `memplan check`)",
+        "memplan-symbolic-plan/1" => {
+            " (a symbolic plan: instantiate it at a binding with `memplan instantiate`)"
+        }
+        _ => "",
+    }
+}
+
 /// Reads `value` as a `T` that is a JSON object, for documents that arrive inside a larger
 /// one already parsed: the message names the path to the culprit as [`from_str`]'s does
 /// (without a position, which the value no longer has).

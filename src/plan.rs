@@ -532,10 +532,23 @@ impl Plan {
 
     /// Parses a plan document (syntax and structure only; [`crate::validate`](fn@crate::validate) checks meaning).
     pub fn parse(text: &str) -> Result<Plan, PlanParseError> {
-        crate::json_path::from_str(text).map_err(|e| PlanParseError {
-            line: e.line,
-            column: e.column,
-            message: e.message,
+        crate::json_path::from_str(text).map_err(|e| {
+            // A document of another kind is named as such, not by its first missing field.
+            match crate::json_path::declared_format(text).filter(|f| f != PLAN_FORMAT) {
+                Some(found) => PlanParseError {
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "format is {found:?}, expected \"{PLAN_FORMAT}\"{}",
+                        crate::json_path::kind_hint(&found)
+                    ),
+                },
+                None => PlanParseError {
+                    line: e.line,
+                    column: e.column,
+                    message: e.message,
+                },
+            }
         })
     }
 

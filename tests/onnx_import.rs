@@ -573,6 +573,34 @@ fn input_shapes_and_symbols_mix_with_bound_symbols_becoming_numbers() {
 }
 
 #[test]
+fn a_dim_param_that_is_no_symbol_name_is_bound_by_input_shape_as_the_readme_says() {
+    // `batch-size` is neither a symbol name nor an expression of the grammar; bound, it is
+    // a number everywhere it occurs.
+    let g = graph(
+        "dash",
+        &[node("relu", "Relu", &["x"], &["y"], &[])],
+        &[],
+        &[value_info("x", FLOAT, Some(&[D::P("batch-size"), D::V(4)]))],
+        &[value_info("y", FLOAT, Some(&[D::P("batch-size"), D::V(4)]))],
+        &[],
+    );
+    let i = import_onnx_symbolic(&model(&g), &sym_opts(&["x=2,4"], &[])).unwrap();
+    let t = &i.document["tensors"];
+    assert_eq!(
+        (t[0]["size"].as_u64(), t[1]["size"].as_u64()),
+        (Some(32), Some(32))
+    );
+    // Unbound, it is still refused naming the option that binds it.
+    let e = import_onnx_symbolic(&model(&g), &sym_opts(&[], &[]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("batch-size") && e.contains("--input-shape"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_bound_symbol_inside_an_expression_dim_param_becomes_a_number() {
     // x[N, 4] and z[M, 4] concatenated on axis 0: y[N + M, 4], as symbolic shape inference
     // writes it. z=3,4 binds M; N stays symbolic.

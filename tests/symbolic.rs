@@ -437,6 +437,39 @@ fn a_symbolic_plan_round_trips_through_its_json_document() {
     assert!(msg.contains("\"T\" is not declared"), "{msg}");
 }
 
+#[test]
+fn a_document_of_another_kind_is_named_by_its_format_wherever_it_is_read() {
+    let sg = SymbolicGraph::parse(&symbolic_sample()).unwrap();
+    let symbolic = plan_symbolic(&sg, &quick()).unwrap().to_json();
+    let g = Graph::parse(SAMPLE_JSON).unwrap();
+    let plan = memplan::pipeline::run(&g, &quick(), &Default::default())
+        .unwrap()
+        .plan
+        .to_json();
+    // A plan where a graph is expected, a symbolic plan where a graph or a plan is, and back.
+    let e = Graph::parse(&plan).unwrap_err().to_string();
+    assert!(
+        e.starts_with("format is \"memplan-plan/1\", expected \"memplan-graph/1\" (a plan:"),
+        "{e}"
+    );
+    let e = Graph::parse(&symbolic).unwrap_err().to_string();
+    assert!(e.contains("(a symbolic plan: instantiate it"), "{e}");
+    let e = SymbolicGraph::parse(&symbolic).unwrap_err().to_string();
+    assert!(e.contains("(a symbolic plan: instantiate it"), "{e}");
+    let e = memplan::Plan::parse(&symbolic).unwrap_err().to_string();
+    assert!(
+        e.contains("format is \"memplan-symbolic-plan/1\", expected \"memplan-plan/1\""),
+        "{e}"
+    );
+    let e = memplan::Plan::parse(SAMPLE_JSON).unwrap_err().to_string();
+    assert!(e.contains("(a graph: plan it"), "{e}");
+    let e = SymbolicPlan::parse(&plan).unwrap_err().to_string();
+    assert!(
+        e.contains("format is \"memplan-plan/1\", expected \"memplan-symbolic-plan/1\" (a plan:"),
+        "{e}"
+    );
+}
+
 /// A random DAG with symbols `B` in `1..=bmax` and `S` in `1..=smax`: each op reads 1–3
 /// earlier tensors and writes 1–2, sizes `a + b*B`, `c*B*S` or constants, some workspaces
 /// `a + b*B`, random alignments.

@@ -163,9 +163,14 @@ pub fn parse_input_shape(spec: &str) -> Result<(String, Vec<u64>), OnnxError> {
     } else {
         dims.split(',')
             .map(|d| {
-                d.trim()
-                    .parse::<u64>()
-                    .map_err(|_| bad(&format!("dimension {d:?} is not a non-negative integer")))
+                match d.trim().parse::<u64>() {
+                    // An empty dimension would give tensors of 0 bytes, which graphs refuse.
+                    Ok(0) => Err(bad(&format!(
+                        "dimension {d:?} is 0: every dimension must be at least 1"
+                    ))),
+                    Ok(v) => Ok(v),
+                    Err(_) => Err(bad(&format!("dimension {d:?} is not a positive integer"))),
+                }
             })
             .collect::<Result<Vec<_>, _>>()?
     };
@@ -629,6 +634,11 @@ fn symbolic_dim(
             Err(unbound(s))
         }
     };
+    // A dim_param an --input-shape binds is that number whatever its spelling (`batch-size`
+    // is no symbol name nor expression of the grammar, but a bound one needs neither).
+    if let Some(&v) = bindings.get(p) {
+        return Ok(Poly::constant(v));
+    }
     if is_symbol_name(p) {
         return lookup(p);
     }
@@ -1613,10 +1623,15 @@ mod tests {
         );
         assert_eq!(parse_input_shape("a=b=2").unwrap(), ("a=b".into(), vec![2]));
         assert_eq!(parse_input_shape("s=").unwrap(), ("s".into(), vec![]));
-        for bad in ["x", "=1,2", "x=1,-3", "x=1,,2", "x=a"] {
+        for bad in ["x", "=1,2", "x=1,-3", "x=1,,2", "x=a", "x=0,3"] {
             let e = parse_input_shape(bad).unwrap_err().to_string();
             assert!(e.contains(bad), "{e}");
         }
+        let e = parse_input_shape("x=0,3").unwrap_err().to_string();
+        assert!(
+            e.ends_with("dimension \"0\" is 0: every dimension must be at least 1"),
+            "{e}"
+        );
     }
 
     #[test]

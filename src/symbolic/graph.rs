@@ -79,6 +79,20 @@ impl SymbolicGraph {
                 message: "expected a memplan-graph/1 object".into(),
             });
         };
+        // A document of another kind (a symbolic plan also declares symbols) is named by its
+        // format, as `Graph::parse` names it.
+        if let Some(Value::String(found)) = obj.get("format") {
+            if found != crate::graph::GRAPH_FORMAT {
+                return Err(SymbolicError::Json {
+                    line: 1,
+                    column: 1,
+                    message: crate::graph::GraphError::Format {
+                        found: found.clone(),
+                    }
+                    .to_string(),
+                });
+            }
+        }
         let symbols = match obj.remove("symbols") {
             None | Some(Value::Null) => Symbols::new(),
             Some(v) => parse_symbols(&v)?,

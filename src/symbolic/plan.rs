@@ -976,12 +976,21 @@ impl SymbolicPlan {
 
     /// Parses a memplan-symbolic-plan/1 document and checks its structure.
     pub fn parse(text: &str) -> Result<SymbolicPlan, SymbolicError> {
-        let doc: SymbolicPlanDoc = crate::json_path::from_str(text).map_err(|e| {
-            SymbolicError::Document(format!(
-                "JSON error at line {}, column {}: {}",
-                e.line, e.column, e.message
-            ))
-        })?;
+        let doc: SymbolicPlanDoc =
+            crate::json_path::from_str(text).map_err(
+                |e| match crate::json_path::declared_format(text)
+                    .filter(|f| f != SYMBOLIC_PLAN_FORMAT)
+                {
+                    Some(found) => SymbolicError::Document(format!(
+                        "format is {found:?}, expected \"{SYMBOLIC_PLAN_FORMAT}\"{}",
+                        crate::json_path::kind_hint(&found)
+                    )),
+                    None => SymbolicError::Document(format!(
+                        "JSON error at line {}, column {}: {}",
+                        e.line, e.column, e.message
+                    )),
+                },
+            )?;
         SymbolicPlan::from_doc(doc)
     }
 

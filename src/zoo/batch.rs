@@ -374,6 +374,51 @@ pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), ZooError> {
     written
 }
 
+/// The name of the lock file of an output folder (see [`run_zoo`]).
+pub const LOCK_FILE: &str = ".memplan-zoo.lock";
+
+/// Takes `out`'s lock ([`LOCK_FILE`]), held until the returned file is dropped;
+/// [`ZooError::Busy`] when another run holds it.
+fn lock_folder(out: &Path) -> Result<std::fs::File, ZooError> {
+    let path = out.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| ZooError::io(&path, e))?;
+    match try_lock(&file) {
+        Ok(true) => Ok(file),
+        Ok(false) => Err(ZooError::Busy(out.display().to_string())),
+        Err(e) => Err(ZooError::io(&path, e)),
+    }
+}
+
+/// Takes an exclusive advisory lock on `file` without waiting: `Ok(false)` when another open
+/// file description holds it. The lock goes with the file (closed, or its process gone).
+#[cfg(unix)]
+fn try_lock(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock(2) on a descriptor `file` owns and keeps open for the call; it touches no
+    // memory.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Without flock(2), no lock: runs on one folder are the user's to keep apart.
+#[cfg(not(unix))]
+fn try_lock(_file: &std::fs::File) -> std::io::Result<bool> {
+    Ok(true)
+}
+
 /// Reads the previous `results.json` of `out`, if any.
 pub fn read_results(out: &Path) -> Result<Option<ZooResults>, ZooError> {
     let path = out.join("results.json");
@@ -441,6 +486,9 @@ pub fn run_zoo(
     }
     let plans_dir = out.join("plans");
     std::fs::create_dir_all(&plans_dir).map_err(|e| ZooError::io(&plans_dir, e))?;
+    // One run per output folder: two at once would interleave their plan files and
+    // `results.json`. The lock goes with the process (also when it dies); its file stays.
+    let _lock = lock_folder(out)?;
     let key = opts.key();
     let previous = read_results(out)?.map(|d| d.results).unwrap_or_default();
     let done: Vec<Option<GraphResult>> = graphs
@@ -812,6 +860,17 @@ mod tests {
         left.sort();
         assert_eq!(left, ["report.md", "results.json"]);
         assert!(blocked.join("keep").exists());
+    }
+
+    #[test]
+    fn a_folder_another_run_holds_is_refused_as_busy_until_it_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock_folder(dir.path()).unwrap();
+        let e = lock_folder(dir.path()).unwrap_err();
+        assert!(matches!(e, ZooError::Busy(_)), "{e}");
+        assert!(e.to_string().contains("another memplan zoo run"), "{e}");
+        drop(held);
+        lock_folder(dir.path()).unwrap();
     }
 
     #[test]

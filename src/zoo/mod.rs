@@ -62,6 +62,9 @@ pub enum ZooError {
         /// What is wrong.
         message: String,
     },
+    /// Another run is writing the output folder (the folder).
+    #[error("{0}: another memplan zoo run is writing this folder; wait for it to end or choose another --out")]
+    Busy(String),
     /// Bad options.
     #[error("{0}")]
     Options(String),

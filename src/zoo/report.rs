@@ -123,6 +123,39 @@ fn budget_cells(b: &super::batch::BudgetRow) -> Vec<String> {
     ]
 }
 
+/// `text` as Markdown text that stays in its table cell or heading: `\`, `|` and the HTML
+/// specials escaped, line breaks as spaces (a graph's name is any string; emphasis marks are
+/// left alone, so `mobilenet_v2` reads as written).
+fn md_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' | '|' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\n' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` for a Markdown code span: backticks and line breaks cannot appear in one, so they
+/// become `'` and spaces.
+fn md_code(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '`' => '\'',
+            '\n' | '\r' => ' ',
+            c => c,
+        })
+        .collect()
+}
+
 /// Writes `report.md` and `report.html` into `out` for the graphs and their results.
 pub fn write_reports(out: &Path, items: &[(&Graph, &GraphResult)]) -> Result<(), ZooError> {
     let mut md = String::from("# memplan zoo report\n\n");
@@ -136,15 +169,16 @@ pub fn write_reports(out: &Path, items: &[(&Graph, &GraphResult)]) -> Result<(),
     md.push_str(&"---|".repeat(COLUMNS.len()));
     md.push('\n');
     for (_, r) in items {
-        let _ = writeln!(md, "| {} |", row(r).join(" | "));
+        let cells: Vec<String> = row(r).iter().map(|c| md_text(c)).collect();
+        let _ = writeln!(md, "| {} |", cells.join(" | "));
     }
     md.push_str("\nPer-graph timelines and arena layouts are in `report.html`.\n\n");
     for (_, r) in items {
         let _ = writeln!(
             md,
             "## {}\n\n- file: `{}` (hash {})\n- PyTorch eager would reserve {}; memplan's full-pipeline arena is {} ({} less; status {})\n- plans: [listed]({}), [heuristic]({}), [full pipeline]({}){}\n",
-            r.graph,
-            r.file,
+            md_text(&r.graph),
+            md_code(&r.file),
             r.hash,
             mib(r.pytorch_reserved_bytes),
             mib(r.full_peak_bytes),
@@ -296,4 +330,19 @@ th{background:#eee}section{margin-top:2em}.legend{font-size:12px;color:#444}</st
     }
     html.push_str("</body></html>\n");
     write_atomic(&out.join("report.html"), &html)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_graph_name_stays_in_its_markdown_cell_whatever_it_holds() {
+        assert_eq!(
+            md_text("a|b\nc<script>&_x_"),
+            "a\\|b c&lt;script&gt;&amp;_x_"
+        );
+        assert_eq!(md_text("resnet18.1.inference"), "resnet18.1.inference");
+        assert_eq!(md_code("dir/`x`\n.json"), "dir/'x' .json");
+    }
 }

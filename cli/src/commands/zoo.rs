@@ -51,7 +51,8 @@ pub fn zoo(a: ZooArgs) -> Result<ExitCode> {
         | ZooError::NoGraphs(_)
         | ZooError::Graph { .. }
         | ZooError::Options(_)
-        | ZooError::Results { .. } => bad(e.to_string()),
+        | ZooError::Results { .. }
+        | ZooError::Busy(_) => bad(e.to_string()),
         e => anyhow::Error::new(e),
     })?;
     eprintln!(
