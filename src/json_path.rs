@@ -101,16 +101,24 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
 }
 
 /// What a JSON document says it is: its top-level `format` string, when it is an object
-/// that has one. For messages when a document of one kind is given where another is expected
-/// (a plan for a graph, a symbolic plan for a plan); reads the text again, so only on an error
-/// path.
+/// that has one naming a kind memplan writes ([`KNOWN_FORMATS`]). For messages when a document
+/// of one kind is given where another is expected (a plan for a graph, a symbolic plan for a
+/// plan); any other format is left to the reader's own error. Reads the text again, so only on
+/// an error path.
 pub fn declared_format(text: &str) -> Option<String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     match serde_json::from_str::<Value>(text).ok()?.get("format")? {
-        Value::String(f) => Some(f.clone()),
+        Value::String(f) if KNOWN_FORMATS.contains(&f.as_str()) => Some(f.clone()),
         _ => None,
     }
 }
+
+/// The document formats memplan writes and reads.
+pub const KNOWN_FORMATS: [&str; 3] = [
+    "memplan-graph/1",
+    "memplan-plan/1",
+    "memplan-symbolic-plan/1",
+];
 
 /// What to do with a document of format `found` given where another kind was asked for, as a
 /// clause for messages (empty for formats memplan does not write).

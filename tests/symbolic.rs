@@ -468,6 +468,18 @@ fn a_document_of_another_kind_is_named_by_its_format_wherever_it_is_read() {
         e.contains("format is \"memplan-plan/1\", expected \"memplan-symbolic-plan/1\" (a plan:"),
         "{e}"
     );
+    // A format memplan does not write leaves the reader's own error in place (here an
+    // integer given as a float), as before.
+    let mut v: Value = serde_json::from_str(&plan).unwrap();
+    v["format"] = json!("");
+    v["arena_bytes"] = json!(1.0);
+    let e = memplan::Plan::parse(&v.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("arena_bytes: invalid type: floating point"),
+        "{e}"
+    );
 }
 
 /// A random DAG with symbols `B` in `1..=bmax` and `S` in `1..=smax`: each op reads 1–3

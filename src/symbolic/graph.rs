@@ -82,7 +82,9 @@ impl SymbolicGraph {
         // A document of another kind (a symbolic plan also declares symbols) is named by its
         // format, as `Graph::parse` names it.
         if let Some(Value::String(found)) = obj.get("format") {
-            if found != crate::graph::GRAPH_FORMAT {
+            if found != crate::graph::GRAPH_FORMAT
+                && crate::json_path::KNOWN_FORMATS.contains(&found.as_str())
+            {
                 return Err(SymbolicError::Json {
                     line: 1,
                     column: 1,

@@ -170,8 +170,9 @@ impl Instance {
         Self::within(problem, fixed, cap, &Limits::UNLIMITED.start()).unwrap_or_default()
     }
 
-    /// [`Instance::new`], or `None` when `clock` runs out while the obstacles are gathered
-    /// (the costly part with many fixed buffers).
+    /// [`Instance::new`], or `None` when `clock` runs out while it is built (the sections,
+    /// the overlapping pairs and the fixed obstacles all grow with the overlap: `O(m²)` pairs
+    /// for `m` buffers alive together).
     pub(crate) fn within(
         problem: &PlacementProblem,
         fixed: &[Option<u64>],
