@@ -321,6 +321,16 @@ unsafe fn read_options(p: *const c_char) -> Result<PipelineOptions, Failure> {
             ),
         )
     })?;
+    // The split switches belong to symbolic graphs: said so, as Python says it (not read as
+    // unknown fields).
+    for k in ["max_ratio", "max_pieces"] {
+        if value.get(k).is_some() {
+            return Err(Failure::new(
+                MEMPLAN_ERR_BAD_OPTIONS,
+                format!("options: {k} applies to symbolic graphs (with \"symbols\") only"),
+            ));
+        }
+    }
     // Read as Python and the HTTP service read options (a comma list of rewrites, a strip
     // count as an integer, nulls as absent, a given mode adding its rewrite).
     PipelineOptions::from_json(value)

@@ -452,11 +452,18 @@ fn bad_bindings_symbolic_plans_and_split_switches_get_their_codes_and_messages()
     assert_eq!(a.code, MEMPLAN_ERR_BAD_OPTIONS, "{a:?}");
     let a = call(memplan_plan, Some(SYMBOLIC), Some(r#"{"max_ratio": 0.5}"#));
     assert_eq!(a.code, MEMPLAN_ERR_BAD_OPTIONS, "{a:?}");
-    // The split switches belong to symbolic graphs: a concrete graph refuses them as unknown.
-    let a = call(
-        memplan_plan,
-        Some(SAMPLE_JSON),
-        Some(r#"{"max_pieces": 2}"#),
-    );
-    assert_eq!(a.code, MEMPLAN_ERR_BAD_OPTIONS, "{a:?}");
+    // The split switches belong to symbolic graphs: a concrete graph refuses them saying so,
+    // in Python's words.
+    for k in ["max_pieces", "max_ratio"] {
+        let a = call(
+            memplan_plan,
+            Some(SAMPLE_JSON),
+            Some(&format!(r#"{{"{k}": 2}}"#)),
+        );
+        assert_eq!(a.code, MEMPLAN_ERR_BAD_OPTIONS, "{a:?}");
+        assert_eq!(
+            a.err.unwrap(),
+            format!("options: {k} applies to symbolic graphs (with \"symbols\") only")
+        );
+    }
 }
