@@ -231,6 +231,117 @@ fn a_removed_plan_file_makes_its_graph_planned_again() {
     assert_eq!((again.planned, again.skipped), (1, 0));
 }
 
+/// A second small graph: the sample under another name (so another content hash), written
+/// to `dir/NAME.json`.
+fn renamed_sample(dir: &Path, name: &str) -> PathBuf {
+    let mut g = memplan::Graph::parse(&std::fs::read_to_string(sample()).unwrap()).unwrap();
+    g.name = name.to_string();
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, g.to_json()).unwrap();
+    path
+}
+
+#[test]
+fn a_run_on_some_graphs_keeps_the_earlier_results_of_the_others_made_with_the_same_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let other = renamed_sample(dir.path(), "other_block");
+    let both = vec![sample(), other.clone()];
+    let first = run_zoo(&both, &out, &opts(0.1), &mut |_| {}).unwrap();
+    assert_eq!(first.results.len(), 2);
+
+    // The sample alone: skipped, and the other graph's result kept in every output.
+    let s = run_zoo(&[sample()], &out, &opts(0.1), &mut |_| {}).unwrap();
+    assert_eq!((s.planned, s.skipped, s.kept), (0, 1, 1), "{:?}", s.dropped);
+    assert!(s.dropped.is_empty(), "{:?}", s.dropped);
+    assert_same(&s.results, &first.results);
+    let doc: ZooResults =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_same(&doc.results, &first.results);
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## other_block"), "{md}");
+
+    // Its graph file changed: the earlier result is dropped, and the summary says why.
+    let mut g = memplan::Graph::parse(&std::fs::read_to_string(&other).unwrap()).unwrap();
+    g.name = "changed_block".into();
+    std::fs::write(&other, g.to_json()).unwrap();
+    let s = run_zoo(&[sample()], &out, &opts(0.1), &mut |_| {}).unwrap();
+    assert_eq!((s.skipped, s.kept, s.results.len()), (1, 0, 1));
+    assert_eq!(s.dropped.len(), 1, "{:?}", s.dropped);
+    assert!(
+        s.dropped[0].contains("other_block.json") && s.dropped[0].contains("changed"),
+        "{:?}",
+        s.dropped
+    );
+
+    // Results made with other options are not mixed with this run's.
+    let again = run_zoo(&both, &out, &opts(0.1), &mut |_| {}).unwrap();
+    assert_eq!((again.planned, again.skipped), (1, 1));
+    let s = run_zoo(&[sample()], &out, &opts(0.2), &mut |_| {}).unwrap();
+    assert_eq!((s.planned, s.kept, s.results.len()), (1, 0, 1));
+    assert!(
+        s.dropped.len() == 1 && s.dropped[0].contains("other options"),
+        "{:?}",
+        s.dropped
+    );
+}
+
+#[test]
+fn a_plan_file_edited_after_the_run_makes_its_graph_planned_again_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = vec![sample()];
+    let s = run_zoo(&inputs, dir.path(), &opts(0.1), &mut |_| {}).unwrap();
+    let full = dir.path().join(&s.results[0].plans.full);
+    // A plan that is still valid JSON but no longer what results.json records.
+    let mut plan = memplan::Plan::parse(&std::fs::read_to_string(&full).unwrap()).unwrap();
+    plan.stats.peak_bytes += 1;
+    std::fs::write(&full, plan.to_json()).unwrap();
+    let again = run_zoo(&inputs, dir.path(), &opts(0.1), &mut |_| {}).unwrap();
+    assert_eq!((again.planned, again.skipped), (1, 0));
+    assert_eq!(again.dropped.len(), 1, "{:?}", again.dropped);
+    assert!(
+        again.dropped[0].contains("planned again") && again.dropped[0].contains("full.plan.json"),
+        "{:?}",
+        again.dropped
+    );
+    // The plan file is the new run's again: the next run skips the graph.
+    let third = run_zoo(&inputs, dir.path(), &opts(0.1), &mut |_| {}).unwrap();
+    assert_eq!(
+        (third.planned, third.skipped),
+        (0, 1),
+        "{:?}",
+        third.dropped
+    );
+    // A truncated plan file: planned again as well.
+    std::fs::write(&full, "{").unwrap();
+    let fourth = run_zoo(&inputs, dir.path(), &opts(0.1), &mut |_| {}).unwrap();
+    assert_eq!((fourth.planned, fourth.skipped), (1, 0));
+}
+
+#[test]
+fn every_broken_graph_of_a_batch_is_named_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first_broken.json");
+    std::fs::write(&first, "{\"format\": \"memplan-graph/1\", \"tensors\": [").unwrap();
+    let second = dir.path().join("second_broken.json");
+    std::fs::write(&second, [0xff, 0xfe]).unwrap();
+    let out = dir.path().join("out");
+    let e = run_zoo(&[first, sample(), second], &out, &opts(0.1), &mut |_| {}).unwrap_err();
+    assert!(matches!(e, ZooError::Graphs(ref v) if v.len() == 2), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.starts_with("2 graph files are not valid graphs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("first_broken.json: ") && text.contains("second_broken.json: not UTF-8"),
+        "{text}"
+    );
+    assert!(!out.join("results.json").exists());
+}
+
 #[test]
 fn a_missing_input_is_named() {
     let dir = tempfile::tempdir().unwrap();

@@ -16,9 +16,18 @@
 //! Resumable: a result is keyed by the graph file's content hash (FNV-1a 64) and the options
 //! key ([`ZooOptions::key`], which holds the base options' canonical JSON); when
 //! `results.json` in the output folder already holds a result with both, and its plan files
-//! are still there, the graph is skipped. `results.json` is rewritten (atomically) after every
-//! graph, so an interrupted run loses at most the graphs in flight. Graphs run on `jobs`
-//! worker threads; the results keep the input order.
+//! still say what it records (each read back, checked against the graph as a new plan is, its
+//! peak and status the recorded ones), the graph is skipped; otherwise it is planned again.
+//! `results.json` is rewritten (atomically) after every graph, so an interrupted run loses at
+//! most the graphs in flight. Graphs run on `jobs` worker threads; the results keep the input
+//! order.
+//!
+//! A folder accumulates the graphs of one set of options: the earlier results of graphs this
+//! run does not name are kept (after this run's, in their order) when they were made with the
+//! same options, their graph file still holds the same content, their plan files pass the same
+//! read-back and this run writes no plan file of the same name; the others are dropped and
+//! named in [`ZooSummary::dropped`]. A run on a subset of a zoo thus adds to its results
+//! instead of replacing them.
 
 use super::profile::profile;
 use super::pytorch::simulate_reserved;
@@ -299,12 +308,19 @@ pub enum ZooEvent {
 /// What a batch did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZooSummary {
-    /// Every graph's result, in input order.
+    /// Every result `results.json` now holds: this run's graphs in input order, then the
+    /// earlier results kept (module doc).
     pub results: Vec<GraphResult>,
     /// Graphs planned in this run.
     pub planned: usize,
     /// Graphs skipped because `results.json` had them.
     pub skipped: usize,
+    /// Earlier results of graphs this run does not name, kept in `results.json`.
+    pub kept: usize,
+    /// Earlier results not kept, and earlier results of this run's graphs planned again
+    /// because their plan files no longer say what they record: one line each, naming the
+    /// graph file and why.
+    pub dropped: Vec<String>,
     /// Wall time of the run.
     pub seconds: f64,
 }
@@ -449,19 +465,19 @@ pub fn run_zoo(
 ) -> Result<ZooSummary, ZooError> {
     let started = Instant::now();
     opts.check()?;
-    // Read and check every graph before planning any: a bad file stops the batch at once.
+    // Read and check every graph before planning any: bad files stop the batch at once, all
+    // of them named.
     let mut graphs = Vec::new();
     let mut stems = BTreeSet::new();
+    let mut bad: Vec<ZooError> = Vec::new();
     for path in collect_inputs(inputs)? {
-        let bytes = std::fs::read(&path).map_err(|e| ZooError::io(&path, e))?;
-        let text = String::from_utf8(bytes).map_err(|_| ZooError::Graph {
-            path: path.display().to_string(),
-            message: "not UTF-8 text".into(),
-        })?;
-        let graph = Graph::parse(&text).map_err(|e| ZooError::Graph {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let (text, graph) = match read_graph(&path) {
+            Ok(read) => read,
+            Err(e) => {
+                bad.push(e);
+                continue;
+            }
+        };
         let base = path
             .file_stem()
             .map(|s| {
@@ -484,6 +500,14 @@ pub fn run_zoo(
             stem,
         });
     }
+    if bad.len() == 1 {
+        return Err(bad.remove(0));
+    }
+    if !bad.is_empty() {
+        return Err(ZooError::Graphs(
+            bad.iter().map(|e| e.to_string()).collect(),
+        ));
+    }
     let plans_dir = out.join("plans");
     std::fs::create_dir_all(&plans_dir).map_err(|e| ZooError::io(&plans_dir, e))?;
     // One run per output folder: two at once would interleave their plan files and
@@ -491,23 +515,25 @@ pub fn run_zoo(
     let _lock = lock_folder(out)?;
     let key = opts.key();
     let previous = read_results(out)?.map(|d| d.results).unwrap_or_default();
+    let mut dropped = Vec::new();
     let done: Vec<Option<GraphResult>> = graphs
         .iter()
         .map(|g| {
-            previous
+            let r = previous
                 .iter()
-                .find(|r| {
-                    r.hash == g.hash
-                        && r.options == key
-                        && r.plans.all().iter().all(|p| out.join(p).is_file())
-                })
-                .map(|r| GraphResult {
-                    // Same content, maybe moved: report where it is now.
-                    file: g.path.display().to_string(),
-                    ..r.clone()
-                })
+                .find(|r| r.hash == g.hash && r.options == key)?;
+            if let Err(why) = read_back(r, &g.graph, out) {
+                dropped.push(format!("{}: planned again: {why}", g.path.display()));
+                return None;
+            }
+            Some(GraphResult {
+                // Same content, maybe moved: report where it is now.
+                file: g.path.display().to_string(),
+                ..r.clone()
+            })
         })
         .collect();
+    let kept = keep_earlier(&previous, &graphs, &key, out, &mut dropped);
     let skipped = done.iter().filter(|d| d.is_some()).count();
     observer(ZooEvent::Begin {
         total: graphs.len(),
@@ -521,7 +547,12 @@ pub fn run_zoo(
     let save = |slots: &[Option<GraphResult>]| -> Result<(), ZooError> {
         let doc = ZooResults {
             format: RESULTS_FORMAT.into(),
-            results: slots.iter().flatten().cloned().collect(),
+            results: slots
+                .iter()
+                .flatten()
+                .chain(kept.iter().map(|(_, r)| r))
+                .cloned()
+                .collect(),
         };
         write_atomic(&out.join("results.json"), &to_json(&doc))
     };
@@ -567,29 +598,120 @@ pub fn run_zoo(
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    let results: Vec<GraphResult> = slots
+    let mine: Vec<GraphResult> = slots
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
         .into_iter()
         .flatten()
         .collect();
-    if results.len() != graphs.len() {
+    if mine.len() != graphs.len() {
         return Err(ZooError::Internal("a graph has no result".into()));
     }
-    save(&results.iter().cloned().map(Some).collect::<Vec<_>>())?;
-    write_atomic(&out.join("results.csv"), &to_csv(&results))?;
+    save(&mine.iter().cloned().map(Some).collect::<Vec<_>>())?;
     let pairs: Vec<(&Graph, &GraphResult)> = graphs
         .iter()
         .map(|g| &g.graph)
-        .zip(results.iter())
+        .zip(mine.iter())
+        .chain(kept.iter().map(|(g, r)| (g, r)))
         .collect();
+    let results: Vec<GraphResult> = pairs.iter().map(|(_, r)| (*r).clone()).collect();
+    write_atomic(&out.join("results.csv"), &to_csv(&results))?;
     report::write_reports(out, &pairs)?;
     Ok(ZooSummary {
         planned: todo.len(),
         skipped,
+        kept: kept.len(),
+        dropped,
         results,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Reads a graph file: its text and the graph (a [`ZooError::Graph`] naming the file).
+fn read_graph(path: &Path) -> Result<(String, Graph), ZooError> {
+    let bytes = std::fs::read(path).map_err(|e| ZooError::io(path, e))?;
+    let text = String::from_utf8(bytes).map_err(|_| ZooError::Graph {
+        path: path.display().to_string(),
+        message: "not UTF-8 text".into(),
+    })?;
+    let graph = Graph::parse(&text).map_err(|e| ZooError::Graph {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    Ok((text, graph))
+}
+
+/// Whether `r`'s plan files still say what it records: each is read back and checked
+/// against `graph` as a new plan is ([`check_against_original`]), and the three peaks and the
+/// full plan's status are the recorded ones. `Err` says what differs.
+fn read_back(r: &GraphResult, graph: &Graph, out: &Path) -> Result<(), String> {
+    let files = [
+        (&r.plans.listed, r.listed_peak_bytes),
+        (&r.plans.heuristic, r.heuristic_peak_bytes),
+        (&r.plans.full, r.full_peak_bytes),
+    ];
+    for (file, peak) in files {
+        let path = out.join(file);
+        let text = crate::text_file::read(&path).map_err(|e| e.to_string())?;
+        let plan = Plan::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        check_against_original(graph, &plan, None)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if plan.stats.peak_bytes != peak {
+            return Err(format!(
+                "{}: its peak is {} B, results.json records {peak} B",
+                path.display(),
+                plan.stats.peak_bytes
+            ));
+        }
+        if file == &r.plans.full && plan.stats.status != Some(r.full_status) {
+            return Err(format!(
+                "{}: its status is not the recorded {}",
+                path.display(),
+                r.full_status.as_str()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The earlier results to keep beside this run's `graphs` (module doc), with their graphs;
+/// every other earlier result of a graph this run does not name gets a line in `dropped`.
+fn keep_earlier(
+    previous: &[GraphResult],
+    graphs: &[Input],
+    key: &str,
+    out: &Path,
+    dropped: &mut Vec<String>,
+) -> Vec<(Graph, GraphResult)> {
+    let ours: BTreeSet<&str> = graphs.iter().map(|g| g.hash.as_str()).collect();
+    let names: BTreeSet<String> = graphs
+        .iter()
+        .flat_map(|g| {
+            ["listed", "heuristic", "full"].map(|w| format!("plans/{}.{w}.plan.json", g.stem))
+        })
+        .collect();
+    let mut kept = Vec::new();
+    for r in previous.iter().filter(|r| !ours.contains(r.hash.as_str())) {
+        let why = if r.options != key {
+            Err("made with other options".to_string())
+        } else if r.plans.all().iter().any(|f| names.contains(f.as_str())) {
+            Err("this run writes plan files of the same name".to_string())
+        } else {
+            read_graph(Path::new(&r.file))
+                .map_err(|e| e.to_string())
+                .and_then(|(text, graph)| {
+                    if content_hash(text.as_bytes()) != r.hash {
+                        return Err("its graph file has changed".to_string());
+                    }
+                    read_back(r, &graph, out).map(|()| graph)
+                })
+        };
+        match why {
+            Ok(graph) => kept.push((graph, r.clone())),
+            Err(why) => dropped.push(format!("{}: earlier result dropped: {why}", r.file)),
+        }
+    }
+    kept
 }
 
 fn to_json<T: Serialize>(v: &T) -> String {

@@ -36,6 +36,9 @@ pub enum ZooError {
         /// What is wrong.
         message: String,
     },
+    /// Several graph files are not valid graphs (one line each: the file and what is wrong).
+    #[error("{} graph files are not valid graphs:\n  {}", .0.len(), .0.join("\n  "))]
+    Graphs(Vec<String>),
     /// The planner failed on a graph.
     #[error("{path}: planning failed: {message}")]
     Plan {

@@ -50,13 +50,22 @@ pub fn zoo(a: ZooArgs) -> Result<ExitCode> {
         ZooError::Missing(_)
         | ZooError::NoGraphs(_)
         | ZooError::Graph { .. }
+        | ZooError::Graphs(_)
         | ZooError::Options(_)
         | ZooError::Results { .. }
         | ZooError::Busy(_) => bad(e.to_string()),
         e => anyhow::Error::new(e),
     })?;
+    for line in &summary.dropped {
+        eprintln!("zoo: {line}");
+    }
+    let kept = if summary.kept > 0 {
+        format!(", {} earlier kept", summary.kept)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "zoo: {} graphs ({} planned, {} skipped) in {:.1} s; {}/results.json, results.csv, report.md, report.html",
+        "zoo: {} graphs ({} planned, {} skipped{kept}) in {:.1} s; {}/results.json, results.csv, report.md, report.html",
         summary.results.len(),
         summary.planned,
         summary.skipped,
