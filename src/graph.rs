@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use thiserror::Error;
 
 /// The format string of a graph file.
-pub const GRAPH_FORMAT: &str = "memplan-graph/1";
+pub const GRAPH_FORMAT: &str = crate::json_path::GRAPH;
 
 /// The sample graph bundled with memplan, as memplan-graph/1 text:
 /// `samples/resnet_block.train.json`, two ResNet basic blocks, training step (what

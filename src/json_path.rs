@@ -113,12 +113,17 @@ pub fn declared_format(text: &str) -> Option<String> {
     }
 }
 
+/// The format string of a graph document (the one definition: [`crate::graph::GRAPH_FORMAT`]
+/// names it; this module sits below the document modules, which read through it).
+pub const GRAPH: &str = "memplan-graph/1";
+/// The format string of a plan document ([`crate::plan::PLAN_FORMAT`]).
+pub const PLAN: &str = "memplan-plan/1";
+/// The format string of a symbolic plan document
+/// ([`crate::symbolic::SYMBOLIC_PLAN_FORMAT`]).
+pub const SYMBOLIC_PLAN: &str = "memplan-symbolic-plan/1";
+
 /// The document formats memplan writes and reads.
-pub const KNOWN_FORMATS: [&str; 3] = [
-    "memplan-graph/1",
-    "memplan-plan/1",
-    "memplan-symbolic-plan/1",
-];
+pub const KNOWN_FORMATS: [&str; 3] = [GRAPH, PLAN, SYMBOLIC_PLAN];
 
 /// What to do with a document of format `found` given where another kind was asked for, as a
 /// clause for messages (empty for formats memplan does not write).

@@ -16,7 +16,7 @@ use memplan_solver::Placement;
 use serde::{Deserialize, Serialize};
 
 /// The format string of a plan file.
-pub const PLAN_FORMAT: &str = "memplan-plan/1";
+pub const PLAN_FORMAT: &str = crate::json_path::PLAN;
 
 /// `x` as a finite number: infinities saturate to the largest finite value of their sign and
 /// NaN becomes 0. Every figure a plan writes goes through it, so a written plan always reads

@@ -323,11 +323,13 @@ unsafe fn read_options(p: *const c_char) -> Result<PipelineOptions, Failure> {
     })?;
     // The split switches belong to symbolic graphs: said so, as Python says it (not read as
     // unknown fields).
-    for k in ["max_ratio", "max_pieces"] {
+    use memplan::symbolic::SymbolicOptions;
+    for k in SymbolicOptions::SWITCHES {
         if value.get(k).is_some() {
+            let refusal = SymbolicOptions::concrete_refusal(k);
             return Err(Failure::new(
                 MEMPLAN_ERR_BAD_OPTIONS,
-                format!("options: {k} applies to symbolic graphs (with \"symbols\") only"),
+                format!("options: {refusal}"),
             ));
         }
     }

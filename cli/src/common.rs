@@ -50,14 +50,8 @@ pub fn load_plan(path: &Path) -> Result<Plan> {
 
 /// Whether `text` is a memplan-symbolic-plan/1 document (its `format` field says so).
 pub fn is_symbolic_plan(text: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| {
-            v.get("format")?
-                .as_str()
-                .map(|f| f == memplan::symbolic::SYMBOLIC_PLAN_FORMAT)
-        })
-        .unwrap_or(false)
+    memplan::json_path::declared_format(text).as_deref()
+        == Some(memplan::symbolic::SYMBOLIC_PLAN_FORMAT)
 }
 
 /// The graph plan `p` (read from `path`) refers to: `given`, or the rewrite the plan

@@ -356,11 +356,11 @@ fn plan(
         return Ok(Py::new(py, plan_symbolic(py, &text, &label, options)?)?.into_any());
     }
     if let Some(o) = options {
-        for k in ["max_ratio", "max_pieces"] {
+        use memplan::symbolic::SymbolicOptions;
+        for k in SymbolicOptions::SWITCHES {
             if o.contains(k)? {
-                return Err(bad(format!(
-                    "options: {k} applies to symbolic graphs (with \"symbols\") only"
-                )));
+                let refusal = SymbolicOptions::concrete_refusal(k);
+                return Err(bad(format!("options: {refusal}")));
             }
         }
     }

@@ -119,7 +119,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// The format string of a symbolic plan document.
-pub const SYMBOLIC_PLAN_FORMAT: &str = "memplan-symbolic-plan/1";
+pub const SYMBOLIC_PLAN_FORMAT: &str = crate::json_path::SYMBOLIC_PLAN;
 
 /// The `stats.method` of an instantiated plan.
 pub const METHOD: &str = "symbolic-stacking";
@@ -443,6 +443,15 @@ impl Default for SymbolicOptions {
 }
 
 impl SymbolicOptions {
+    /// The split switches' names, as the C ABI and Python take them ([`Self::take_from`]).
+    pub const SWITCHES: [&'static str; 2] = ["max_ratio", "max_pieces"];
+
+    /// What the C ABI and Python say of a split switch ([`Self::SWITCHES`]) given with a graph
+    /// without symbols, rather than letting it read as an unknown option.
+    pub fn concrete_refusal(switch: &str) -> String {
+        format!("{switch} applies to symbolic graphs (with \"symbols\") only")
+    }
+
     /// Takes the split switches `max_ratio` and `max_pieces` out of a JSON options object, the
     /// form the C ABI and Python take them in next to the pipeline options (the rest stays in
     /// `options`); absent ones keep their defaults. A value of the wrong type is an error
