@@ -5,7 +5,8 @@
 //! [`PipelineOptions`] fields with their names and defaults (the JSON of the HTTP body's
 //! `options`), graphs and plans travel as JSON, and every error becomes a Python exception
 //! carrying the message the CLI prints for the same input. Planning, checking and placing
-//! release the GIL. The Python package (`python/memplan/__init__.py`) re-exports this module.
+//! release the GIL; planning and placing also heed Ctrl-C ([`interruptible`]). The Python
+//! package (`python/memplan/__init__.py`) re-exports this module.
 
 #![deny(missing_docs)]
 
@@ -13,7 +14,7 @@ use memplan::graph::{Graph, SAMPLE_JSON};
 use memplan::pipeline::{self, PipelineOptions};
 use memplan::plan::Plan as PlanDoc;
 use memplan_solver::placement::step::{self as place_step, PlaceOptions};
-use memplan_solver::{csv, Limits};
+use memplan_solver::{csv, CancelToken, Limits};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -309,6 +310,57 @@ fn integer_arg(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<
     })
 }
 
+/// How often [`interruptible`] looks at Python's signal handlers.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// Stack of [`interruptible`]'s thread, bytes: a main thread's on Linux (a spawned thread gets
+/// 2 MiB), as the work ran on the calling thread before.
+const WORK_STACK: usize = 8 << 20;
+
+/// Runs `work` on a thread of its own with the GIL released and, every [`SIGNAL_POLL`], runs
+/// Python's signal handlers on the calling thread: when one raises (Ctrl-C's
+/// `KeyboardInterrupt`), the token `work` was given is raised, the work stops at its next
+/// check (the pipeline's stages and the exact search poll it; a HiGHS solve is let go within
+/// its grace), and the handler's exception is raised here once the thread has ended. Without
+/// this, Ctrl-C waited for the whole plan (up to its time limit). A panic in `work` goes on
+/// unwinding here (pyo3 turns it into a `PanicException`).
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce(CancelToken) -> T + Send,
+) -> PyResult<T> {
+    let token = CancelToken::new();
+    let theirs = token.clone();
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("memplan-work".into())
+            .stack_size(WORK_STACK)
+            .spawn_scoped(scope, move || work(theirs))
+            .map_err(|e| {
+                PlanningError::new_err(format!("cannot start a thread to plan on: {e}"))
+            })?;
+        while !handle.is_finished() {
+            py.detach(|| {
+                let until = Instant::now() + SIGNAL_POLL;
+                while !handle.is_finished() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            });
+            if handle.is_finished() {
+                break;
+            }
+            if let Err(e) = py.check_signals() {
+                token.cancel();
+                // What the stopped work returns is dropped: the exception is the answer.
+                let _ = py.detach(|| handle.join());
+                return Err(e);
+            }
+        }
+        handle
+            .join()
+            .map_err(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// Validates `plan` against `graph` with the GIL released (see [`Plan::check`]).
 fn check_plan(
     py: Python<'_>,
@@ -367,11 +419,15 @@ fn plan(
     let original = Graph::parse(&text).map_err(|e| bad(format!("{label}: {e}")))?;
     let opts = pipeline_options(options)?;
     // The error leaves the GIL-free closure as (bad input?, message): what the exception needs.
-    let result = py.detach(|| {
-        pipeline::run(&original, &opts, &pipeline::Control::default())
+    let result = interruptible(py, |cancel| {
+        let control = pipeline::Control {
+            cancel: Some(cancel),
+            progress: None,
+        };
+        pipeline::run(&original, &opts, &control)
             .map(|r| (r.plan, r.graph.to_json()))
             .map_err(|e| (e.is_bad_input(), e.to_string()))
-    });
+    })?;
     match result {
         Ok((plan, graph_json)) => Ok(Py::new(
             py,
@@ -394,7 +450,9 @@ fn plan_symbolic(
     label: &str,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<SymbolicPlan> {
-    use memplan::symbolic::{plan_symbolic_with, SymbolicError, SymbolicGraph, SymbolicOptions};
+    use memplan::symbolic::{
+        plan_symbolic_with_control, SymbolicError, SymbolicGraph, SymbolicOptions,
+    };
     let graph = SymbolicGraph::parse(text).map_err(|e| bad(format!("{label}: {e}")))?;
     let mut map = match options {
         None => serde_json::Map::new(),
@@ -405,14 +463,18 @@ fn plan_symbolic(
     };
     let split = SymbolicOptions::take_from(&mut map).map_err(|e| bad(format!("options: {e}")))?;
     let opts = pipeline_options_from(serde_json::Value::Object(map))?;
-    let result = py.detach(|| {
-        plan_symbolic_with(&graph, &opts, &split).map_err(|e| match &e {
+    let result = interruptible(py, |cancel| {
+        let control = pipeline::Control {
+            cancel: Some(cancel),
+            progress: None,
+        };
+        plan_symbolic_with_control(&graph, &opts, &split, &control).map_err(|e| match &e {
             SymbolicError::Pipeline { source, .. } if !source.is_bad_input() => {
                 (false, e.to_string())
             }
             _ => (true, e.to_string()),
         })
-    });
+    })?;
     match result {
         Ok(plan) => Ok(SymbolicPlan {
             plan,
@@ -738,14 +800,18 @@ fn place(
         csv::from_rows(rows, alignment).map_err(bad)?
     };
     problem.capacity = capacity;
-    let opts = PlaceOptions {
-        limits: Limits::with_time(time),
-        exact: !heuristic,
-    };
     let started = Instant::now();
-    let (r, problem) = py
-        .detach(|| place_step::place(&problem, &opts).map(|r| (r, problem)))
-        .map_err(|e| bad(format!("buffers: {e}")))?;
+    let (r, problem) = interruptible(py, |cancel| {
+        let opts = PlaceOptions {
+            limits: Limits {
+                cancel: Some(cancel),
+                ..Limits::with_time(time)
+            },
+            exact: !heuristic,
+        };
+        place_step::place(&problem, &opts).map(|r| (r, problem))
+    })?
+    .map_err(|e| bad(format!("buffers: {e}")))?;
     let placed: Vec<serde_json::Value> = ids
         .iter()
         .zip(&r.placement.offsets)

@@ -318,6 +318,25 @@ def test_the_gil_is_released_while_planning():
     assert ticks >= 10, (ticks, result["seconds"])
 
 
+def test_ctrl_c_stops_a_plan_at_once_with_keyboard_interrupt():
+    """Ctrl-C (SIGINT's handler) is heeded while planning, not after the whole plan."""
+    import _thread
+
+    g = shared_zoo("densenet121.16.train.json")
+    # About 20 s on two cores: the budgeted joint program.
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    started = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            memplan.plan(g, budget="60%", time_limit_s=120)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - started < 5.0
+    # The module still plans afterwards.
+    assert memplan.plan("sample").peak_bytes > 0
+
+
 def test_place_fits_buffers_without_overlap_and_reports_the_bound():
     buffers = [
         {"id": "a", "lower": 0, "upper": 2, "size": 1024},
