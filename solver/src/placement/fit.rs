@@ -25,6 +25,7 @@
 //! `O(log T · k)` for `k` ranges per list (`T` = segments). There is no removal: improvement
 //! passes rebuild the index.
 
+use crate::limits::Limits;
 use crate::problem::{align_up, Buffer, Lifetime, Placement, PlacementError, PlacementProblem};
 
 /// Tree levels above the height `flat` whose `own` lists absorb those of their ancestors
@@ -441,6 +442,66 @@ pub fn place_in_order_by(
         offsets[i] = off;
     }
     Ok(Placement { offsets })
+}
+
+/// Buffers a greedy pass places between two looks at the clock in
+/// [`place_in_order_within`] (a few milliseconds at most, on 60,000 buffers each alive beside
+/// thousands).
+const CLOCK_EVERY: usize = 64;
+
+/// [`place_in_order_by`] under `limits`' time and stop flag (its node limit does not apply):
+/// the pass looks at them every [`CLOCK_EVERY`] buffers, and once either is spent the buffers
+/// it has not reached are placed by the online allocator ([`super::online`]) above the peak of
+/// those it placed (aligned to every alignment among them), so a valid placement always comes
+/// back. The second value says whether the pass was cut short (the placement then depends on
+/// the clock).
+pub fn place_in_order_within(
+    problem: &PlacementProblem,
+    order: &[usize],
+    rule: Rule,
+    limits: &Limits,
+) -> Result<(Placement, bool), PlacementError> {
+    let clock = Limits {
+        nodes: None,
+        ..limits.clone()
+    }
+    .start();
+    let buffers = &problem.buffers;
+    let mut occ = Occupancy::new(buffers);
+    let mut offsets = vec![0u64; buffers.len()];
+    let mut peak = 0u64;
+    for (k, &i) in order.iter().enumerate() {
+        if k % CLOCK_EVERY == 0 && k > 0 && clock.exhausted().is_some() {
+            let rest = &order[k..];
+            let alignment = rest
+                .iter()
+                .map(|&j| buffers[j].alignment.max(1))
+                .max()
+                .unwrap_or(1);
+            let base = align_up(peak, alignment).ok_or(PlacementError::Overflow { index: i })?;
+            for (j, o) in super::online::place(buffers, rest)? {
+                offsets[j] = base
+                    .checked_add(o)
+                    .filter(|o| o.checked_add(buffers[j].size).is_some())
+                    .ok_or(PlacementError::Overflow { index: j })?;
+            }
+            return Ok((Placement { offsets }, true));
+        }
+        let b = &buffers[i];
+        let taken = occ.gather(b.lifetime);
+        let off = match rule {
+            Rule::BestFit => best_gap(taken, b.size, b.alignment),
+            Rule::LowestFit => lowest_gap(taken, b.size, b.alignment),
+        }
+        .ok_or(PlacementError::Overflow { index: i })?;
+        let end = off
+            .checked_add(b.size)
+            .ok_or(PlacementError::Overflow { index: i })?;
+        occ.insert(b.lifetime, off, end);
+        offsets[i] = off;
+        peak = peak.max(end);
+    }
+    Ok((Placement { offsets }, false))
 }
 
 /// The peak (max `offset + size`) of a placement, saturating.

@@ -8,9 +8,10 @@
 //!
 //! Cost: `O(n log n)` to sort plus one query and one insertion in the occupancy index of
 //! `fit.rs` per buffer, `O(n · log T · k)` for `k` merged byte runs per index node,
-//! instead of the `O(n²)` scan of the original.
+//! instead of the `O(n²)` scan of the original. A time limit or stop flag cuts the pass
+//! short: the buffers left go above by the online allocator (`online.rs`, `O(n log n)`).
 
-use super::fit::place_in_order;
+use super::fit::{place_in_order_within, Rule};
 use super::Placer;
 use crate::limits::Limits;
 use crate::problem::{Placement, PlacementError, PlacementProblem};
@@ -32,18 +33,23 @@ impl Placer for GreedyBySize {
         "greedy-size"
     }
 
+    /// Under a time limit or a stop flag the pass may be cut short: the buffers it has not
+    /// reached then go above the others by the online allocator
+    /// ([`place_in_order_within`]).
     fn place(
         &self,
         problem: &PlacementProblem,
-        _limits: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
-        place_in_order(problem, &size_order(problem))
+        place_in_order_within(problem, &size_order(problem), Rule::BestFit, limits)
+            .map(|(placement, _)| placement)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     use crate::problem::fixtures::aligned as buf;
     #[test]
@@ -76,6 +82,41 @@ mod tests {
         let pl = GreedyBySize.place(&p, &Limits::UNLIMITED).unwrap();
         assert_eq!(pl.offsets, vec![20, 30, 0, 0, 0]);
         assert_eq!(p.check(&pl), Ok(38));
+    }
+
+    #[test]
+    fn a_pass_the_clock_cuts_short_places_the_rest_above_by_the_online_allocator() {
+        // A chain of equal buffers, each alive beside the next: the greedy pass places the
+        // first 64 (by start, sizes tie) in two blocks, the rest go above in two more; no
+        // stacking along the chain. Aligned ones keep their alignment above.
+        let mut buffers: Vec<_> = (0..50_000).map(|i| buf(i, i + 2, 512, 1)).collect();
+        buffers.push(buf(7, 9, 100, 4096));
+        let p = PlacementProblem::new(buffers);
+        let order = size_order(&p);
+        let (cut, was_cut) = place_in_order_within(
+            &p,
+            &order,
+            Rule::BestFit,
+            &Limits::with_time(Duration::ZERO),
+        )
+        .unwrap();
+        assert!(was_cut);
+        let peak = p.check(&cut).unwrap();
+        assert!(peak <= 4096 + 2 * 512 + 100, "{peak}");
+        assert_eq!(cut.offsets[50_000] % 4096, 0);
+        // A raised stop flag cuts it as the clock does; without limits it runs to the end.
+        let cancel = crate::limits::CancelToken::new();
+        cancel.cancel();
+        let stopped = Limits {
+            cancel: Some(cancel),
+            ..Limits::UNLIMITED
+        };
+        assert_eq!(GreedyBySize.place(&p, &stopped).unwrap(), cut);
+        let (full, was_cut) =
+            place_in_order_within(&p, &order, Rule::BestFit, &Limits::UNLIMITED).unwrap();
+        assert!(!was_cut);
+        assert_eq!(full, GreedyBySize.place(&p, &Limits::UNLIMITED).unwrap());
+        assert_eq!(p.check(&full), Ok(4096 + 100));
     }
 
     #[test]

@@ -8,11 +8,13 @@
 //! each is handed the best placement of the members before it ([`Placer::place_from`]):
 //! constructive members ignore it, the improvement member ([`local_search`]) starts from it.
 //! [`peak_clique`] runs after it, so it changes a result only where it is strictly better.
-//! Once a member reaches LOAD (optimal) the later ones are skipped. The first member always
-//! runs to the end, whatever the limits (every later stage starts from a placement, and a
-//! cut-off greedy pass could only stack what it had not reached): it is the one part of the
-//! step a time limit cannot shorten, about 3 s on 60,000 random buffers each alive alongside
-//! thousands of others; the whole portfolio takes 0.9 s on the 28,526-buffer trace iopddl_S_1.
+//! Once a member reaches LOAD (optimal) the later ones are skipped. The first member (greedy
+//! by size) always returns a placement, since every later stage starts from one: when the
+//! time limit or the stop flag cuts its pass short, the buffers it has not reached are placed
+//! by the online allocator ([`online`]: best fit in time order, freed blocks reused) above
+//! those it placed, so the portfolio answers within the limit (`time_limit`) where the pass
+//! alone took about 3 s on 60,000 random buffers each alive alongside thousands of others;
+//! the whole portfolio takes 0.9 s on the 28,526-buffer trace iopddl_S_1.
 
 pub mod coloring;
 pub mod conflict;
@@ -22,6 +24,7 @@ pub mod greedy_by_conflicts;
 pub mod greedy_by_size;
 pub(crate) mod layout;
 pub mod local_search;
+mod online;
 pub mod peak_clique;
 pub mod program;
 pub mod refine;

@@ -178,7 +178,10 @@ fn a_spent_time_limit_or_stop_flag_skips_the_members_after_the_first() {
         assert_eq!(cut.members.len(), full.members.len());
         assert!(!cut.members[0].skipped);
         assert!(cut.members[1..].iter().all(|m| m.skipped));
-        assert_eq!(cut.stats.objective, full.members[0].peak);
+        // The first member's pass is cut too (at its first look at the clock, after 64
+        // buffers): the rest go above by the online allocator, a valid placement either way.
+        assert_eq!(cut.stats.objective, cut.members[0].peak);
+        assert!(cut.stats.objective >= full.stats.objective);
         assert_eq!(cut.stats.status, SolveStatus::TimeLimit);
         PlacementProblem::new(p.buffers.clone())
             .check(&cut.placement)
