@@ -374,17 +374,20 @@ pub struct RunArgs {
     /// fusion or tiling): also prove that GRAPH computes the original's outputs.
     #[arg(long, value_name = "ORIGINAL.json")]
     pub original: Option<String>,
-    /// Relative tolerance of the --original comparison (0: bitwise).
-    #[arg(long, default_value_t = 0.0, value_name = "T")]
-    pub original_tolerance: f64,
+    /// Relative tolerance of the comparison with the original graph (--original, or the graph
+    /// given when the plan carries its rewrite); 0: bitwise. Default: bitwise, or 1e-3 when
+    /// the graph run uses conv algorithms memplan chose (they round differently from the
+    /// original's kernels). Only with such a comparison (exit 2 otherwise).
+    #[arg(long, value_name = "T")]
+    pub original_tolerance: Option<f64>,
     /// Parallel plans on the CPU: delay every stream's tasks by a random time seeded by S
     /// (up to --perturb-us), so that a race the plan allows shows up.
     #[arg(long, value_name = "S")]
     pub perturb_seed: Option<u64>,
-    /// With --perturb-seed: the longest delay in microseconds; at most 1000000 (1 s per
-    /// task; exit 2 above).
-    #[arg(long, default_value_t = 2000, value_name = "US")]
-    pub perturb_us: u64,
+    /// With --perturb-seed (exit 2 without it): the longest delay in microseconds; at most
+    /// 1000000 (1 s per task; exit 2 above). Default 2000.
+    #[arg(long, value_name = "US")]
+    pub perturb_us: Option<u64>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,

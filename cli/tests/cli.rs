@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 mod common;
-use common::sample;
+use common::{sample, sample_json, zoo};
 
 fn memplan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memplan"))
@@ -855,6 +855,103 @@ fn run_refuses_a_perturbation_delay_above_one_second() {
     assert!(
         err.contains("--perturb-us") && err.contains("1000000"),
         "{err}"
+    );
+}
+
+#[test]
+fn run_refuses_switches_that_would_do_nothing_naming_what_they_need() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("p.json");
+    let p = plan.to_str().unwrap();
+    assert!(plan_sample(&["--no-fuse", "-o", p]).status.success());
+    for (args, needs) in [
+        (vec!["--perturb-us", "5"], "--perturb-seed"),
+        (vec!["--original-tolerance", "0.5"], "--original"),
+    ] {
+        let mut all = vec!["run", "sample", p];
+        all.extend(args);
+        let r = memplan(&all);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{all:?}: {err}");
+        assert!(err.contains(all[3]) && err.contains(needs), "{err}");
+    }
+    // With what they need, they run.
+    let r = memplan(&[
+        "run",
+        "sample",
+        p,
+        "--perturb-seed",
+        "3",
+        "--perturb-us",
+        "5",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}
+
+#[test]
+fn run_with_an_original_graph_of_another_interface_is_invalid_naming_the_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let (graph, plan) = (dir.path().join("g.json"), dir.path().join("p.json"));
+    let (g, p) = (graph.to_str().unwrap(), plan.to_str().unwrap());
+    assert!(plan_sample(&["--no-fuse", "--graph-out", g, "-o", p])
+        .status
+        .success());
+    // The same graph with its first output renamed is no rewrite of GRAPH.
+    let mut other = sample_json();
+    let tensors = other["tensors"].as_array_mut().unwrap();
+    let out = tensors.iter_mut().find(|t| t["kind"] == "output").unwrap();
+    let name = out["name"].as_str().unwrap().to_string();
+    out["name"] = serde_json::json!("renamed_output");
+    for op in other["ops"].as_array_mut().unwrap() {
+        for list in ["inputs", "outputs"] {
+            for t in op[list].as_array_mut().unwrap() {
+                if t == name.as_str() {
+                    *t = serde_json::json!("renamed_output");
+                }
+            }
+        }
+    }
+    let original = dir.path().join("other.json");
+    std::fs::write(&original, other.to_string()).unwrap();
+    let r = memplan(&["run", g, p, "--original", original.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not derived from the --original graph") && err.contains("renamed_output"),
+        "{err}"
+    );
+    // Its own original: the same outputs.
+    let r = memplan(&["run", g, p, "--original", &sample()]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}
+
+#[test]
+fn run_honours_an_original_tolerance_of_zero_as_bitwise_and_says_why_in_json_too() {
+    let Some(zoo) = zoo("resnet18.1.inference") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("p.json");
+    let p = plan.to_str().unwrap();
+    let r = memplan(&["plan", &zoo, "--rewrite", "all", "-o", p]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    // By default chosen conv algorithms are compared at 1e-3.
+    let r = memplan(&["run", &zoo, p, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["original"]["tolerance"], serde_json::json!(1e-3));
+    assert!(r.status.success());
+    // An explicit 0 is bitwise: the algorithms round differently, and the note says so.
+    let r = memplan(&["run", &zoo, p, "--json", "--original-tolerance", "0"]);
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["original"]["tolerance"], serde_json::json!(0.0));
+    assert_eq!(v["original"]["outputs_equal"], serde_json::json!(false));
+    assert_eq!(r.status.code(), Some(1));
+    let notes = v["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("--original-tolerance 1e-3")),
+        "{notes:?}"
     );
 }
 

@@ -412,14 +412,15 @@ fn load_weights(
     spans: &[Option<replay::Span>],
     src: &Source<'_>,
     region: &mut [u8],
-) {
+) -> Result<(), ExecError> {
     let fill = replay::fills(graph);
     for (i, s) in spans.iter().enumerate() {
         if let Some((lo, hi)) = *s {
-            let bytes = reference::initial(graph, memplan::TensorId(i as u32), src, fill[i]);
+            let bytes = reference::initial(graph, memplan::TensorId(i as u32), src, fill[i])?;
             region[lo as usize..hi as usize].copy_from_slice(&bytes);
         }
     }
+    Ok(())
 }
 
 /// How many of the graph's tensors the options' data supplies.
@@ -453,7 +454,7 @@ fn execute_cpu(graph: &Graph, plan: &Plan, opts: &ExecOptions) -> Result<ExecRep
             plan.weights_bytes,
             plan.host_bytes,
         )?);
-        load_weights(graph, &spans, &src, b.weights.bytes_mut());
+        load_weights(graph, &spans, &src, b.weights.bytes_mut())?;
         b
     };
     let (counts, resident) = replay::replay(graph, plan, &kernels, &spans, &mut gen, backend)?;

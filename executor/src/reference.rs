@@ -26,20 +26,47 @@ pub struct Reference {
     pub ms: f64,
 }
 
+/// `len` zero bytes for `what`, or [`ExecError::OutOfMemory`] where the machine has not
+/// got them (instead of aborting the process).
+fn zeroed(len: u64, what: &str) -> Result<Vec<u8>, ExecError> {
+    let oom = || ExecError::OutOfMemory {
+        what: what.to_string(),
+        bytes: len,
+    };
+    let n = usize::try_from(len).map_err(|_| oom())?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| oom())?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
 /// Generates the bytes of input or weight `t` from `seed`.
-pub fn generated(graph: &Graph, t: TensorId, seed: u64, fill: Fill) -> Vec<u8> {
+pub fn generated(graph: &Graph, t: TensorId, seed: u64, fill: Fill) -> Result<Vec<u8>, ExecError> {
     let tensor = graph.tensor(t);
-    let mut v = vec![0u8; tensor.size as usize];
+    let mut v = zeroed(
+        tensor.size,
+        &format!("generated data of tensor {:?}", tensor.name),
+    )?;
     let weight_shape =
         (tensor.kind == TensorKind::Weight).then(|| tensor.shape.as_deref().unwrap_or(&[]));
     data::generate(&mut v, fill, seed, &tensor.name, weight_shape);
-    v
+    Ok(v)
 }
 
 /// The initial bytes of input or weight `t`: its supplied value, else generated.
-pub fn initial(graph: &Graph, t: TensorId, src: &Source<'_>, fill: Fill) -> Vec<u8> {
+pub fn initial(
+    graph: &Graph,
+    t: TensorId,
+    src: &Source<'_>,
+    fill: Fill,
+) -> Result<Vec<u8>, ExecError> {
     match src.supplied(&graph.tensor(t).name) {
-        Some(bytes) => bytes.to_vec(),
+        Some(bytes) => {
+            let what = format!("a copy of the data of tensor {:?}", graph.tensor(t).name);
+            let mut v = zeroed(bytes.len() as u64, &what)?;
+            v.copy_from_slice(bytes);
+            Ok(v)
+        }
         None => generated(graph, t, src.seed, fill),
     }
 }
@@ -79,7 +106,7 @@ pub fn run_with(
             let id = TensorId(i as u32);
             let mut b = AlignedBuf::new(t.size, &format!("reference tensor {:?}", t.name))?;
             b.bytes_mut()
-                .copy_from_slice(&initial(graph, id, src, fill[i]));
+                .copy_from_slice(&initial(graph, id, src, fill[i])?);
             live += b.allocated();
             mem[i] = Some(b);
         }
@@ -213,4 +240,32 @@ pub fn isolated_plan(graph: &Graph) -> Plan {
     let mut plan = Plan::new(graph, ins, end, 0);
     plan.stats.method = "isolated".into();
     plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_larger_than_memory_is_an_out_of_memory_error_not_an_abort() {
+        let mut g = Graph::parse(memplan::graph::SAMPLE_JSON).unwrap();
+        let i = g
+            .tensors
+            .iter()
+            .position(|t| t.kind == TensorKind::Input)
+            .unwrap();
+        g.tensors[i].size = 1 << 62;
+        let fill = super::super::replay::fills(&g)[i];
+        let e = generated(&g, TensorId(i as u32), 1, fill).unwrap_err();
+        assert!(
+            matches!(e, ExecError::OutOfMemory { bytes, .. } if bytes == 1 << 62),
+            "{e}"
+        );
+        assert!(e.to_string().contains(&g.tensors[i].name), "{e}");
+        let src = Source::seeded(1);
+        assert!(matches!(
+            initial(&g, TensorId(i as u32), &src, fill),
+            Err(ExecError::OutOfMemory { .. })
+        ));
+    }
 }

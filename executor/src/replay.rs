@@ -215,7 +215,7 @@ pub fn replay(
     plan: &Plan,
     kernels: &[Kernel],
     weights: &[Option<Span>],
-    inputs: &mut dyn FnMut(TensorId) -> Vec<u8>,
+    inputs: &mut dyn FnMut(TensorId) -> Result<Vec<u8>, ExecError>,
     backend: &mut dyn Backend,
 ) -> Result<(Counts, Vec<Option<Span>>), ExecError> {
     if plan.format != PLAN_FORMAT {
@@ -383,7 +383,7 @@ impl Replay<'_> {
         tensor: &str,
         offset: u64,
         inplace_of: Option<&str>,
-        inputs: &mut dyn FnMut(TensorId) -> Vec<u8>,
+        inputs: &mut dyn FnMut(TensorId) -> Result<Vec<u8>, ExecError>,
         backend: &mut dyn Backend,
     ) -> Result<(), ExecError> {
         let t = self.lookup(tensor)?;
@@ -417,7 +417,7 @@ impl Replay<'_> {
             }
         }
         if self.graph.tensor(t).kind == TensorKind::Input {
-            backend.load(span, &inputs(t))?;
+            backend.load(span, &inputs(t)?)?;
         }
         self.at[t.index()] = Some(span);
         self.c.peak = self.c.peak.max(span.1);

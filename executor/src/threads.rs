@@ -154,7 +154,7 @@ impl ThreadedCpu {
         arena_bytes: u64,
         weights_bytes: u64,
         host_bytes: u64,
-        weights: impl FnOnce(&mut [u8]),
+        weights: impl FnOnce(&mut [u8]) -> Result<(), ExecError>,
         perturb: Option<Perturb>,
     ) -> Result<Self, ExecError> {
         let mut mem = Mem {
@@ -162,7 +162,7 @@ impl ThreadedCpu {
             weights: AlignedBuf::new(weights_bytes, "weights region")?,
             host: AlignedBuf::new(host_bytes, "host spill pool")?,
         };
-        weights(mem.weights.bytes_mut());
+        weights(mem.weights.bytes_mut())?;
         let allocated = [
             mem.arena.allocated(),
             mem.weights.allocated(),

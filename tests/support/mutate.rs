@@ -1180,8 +1180,10 @@ impl Runner {
             .map(|i| {
                 matches!(g.tensors[i].kind, TensorKind::Input | TensorKind::Weight)
                     .then(|| reference::generated(g, TensorId(i as u32), Self::SEED, fill[i]))
+                    .transpose()
             })
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: generated data: {e}", g.name))?;
         Ok(Runner {
             kernels,
             reference,
@@ -1233,7 +1235,7 @@ impl Runner {
                 backend.weights.bytes_mut()[lo as usize..hi as usize].copy_from_slice(bytes);
             }
         }
-        let mut gen = |t: TensorId| self.data[t.index()].clone().unwrap_or_default();
+        let mut gen = |t: TensorId| Ok(self.data[t.index()].clone().unwrap_or_default());
         let (_, resident) = replay::replay(g, plan, &self.kernels, &spans, &mut gen, &mut backend)?;
         let mut outputs = Vec::new();
         for (t, span) in replay::final_outputs(g, &resident)? {

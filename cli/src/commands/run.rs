@@ -38,7 +38,7 @@ fn exec_options(a: &RunArgs) -> ExecOptions {
         require_real_kernels: a.require_real_kernels,
         perturb: a.perturb_seed.map(|seed| executor::threads::Perturb {
             seed,
-            max_delay_us: a.perturb_us,
+            max_delay_us: a.perturb_us.unwrap_or(DEFAULT_PERTURB_US),
         }),
     }
 }
@@ -47,6 +47,8 @@ fn exec_options(a: &RunArgs) -> ExecOptions {
 /// of `g` with the graph's dtype (where it has one) and size, named in one file only.
 fn load_data(paths: &[PathBuf], g: &Graph) -> Result<TensorValues> {
     let mut values = TensorValues::new();
+    // Said once the data is known to fit the graph (a wrong size is an error, not this).
+    let mut warnings = Vec::new();
     let ids = g.tensor_ids();
     for path in paths {
         let bytes = std::fs::read(path)
@@ -72,11 +74,11 @@ fn load_data(paths: &[PathBuf], g: &Graph) -> Result<TensorValues> {
             }
             if let Some(shape) = &gt.shape {
                 if *shape != t.shape {
-                    eprintln!(
+                    warnings.push(format!(
                         "warning: {}: tensor {name:?} has shape {:?}, the graph {shape:?}; its bytes are used as they are",
                         path.display(),
                         t.shape
-                    );
+                    ));
                 }
             }
             if values.insert(name.clone(), t.bytes).is_some() {
@@ -85,6 +87,9 @@ fn load_data(paths: &[PathBuf], g: &Graph) -> Result<TensorValues> {
         }
     }
     executor::check_data(g, &values).map_err(|e| bad(e.to_string()))?;
+    for w in warnings {
+        eprintln!("{w}");
+    }
     Ok(values)
 }
 
@@ -125,6 +130,9 @@ fn runs_chosen_algos(g: &Graph) -> bool {
 /// algorithms (which round differently from the original's kernels).
 const CONV_ALGO_TOLERANCE: f64 = 1e-3;
 
+/// `--perturb-us` when not given (µs).
+const DEFAULT_PERTURB_US: u64 = 2000;
+
 /// The original graph of `run`: given as the plan's graph, or by `--original`.
 enum OriginalGraph<'a> {
     /// The graph given, when the plan carries its rewrite.
@@ -135,11 +143,18 @@ enum OriginalGraph<'a> {
 
 /// Runs `memplan run`.
 pub fn run(a: RunArgs) -> Result<ExitCode> {
-    if a.perturb_us > MAX_PERTURB_US {
-        return Err(bad(format!(
-            "--perturb-us {} is over the maximum of {MAX_PERTURB_US} (1 s per task)",
-            a.perturb_us
-        )));
+    match (a.perturb_us, a.perturb_seed) {
+        (Some(us), _) if us > MAX_PERTURB_US => {
+            return Err(bad(format!(
+                "--perturb-us {us} is over the maximum of {MAX_PERTURB_US} (1 s per task)"
+            )));
+        }
+        (Some(_), None) => {
+            return Err(bad(
+                "--perturb-us applies only with --perturb-seed (which turns the delays on)",
+            ));
+        }
+        _ => {}
     }
     if let Some(path) = &a.outputs_out {
         let mut inputs: Vec<(&str, &Path)> = vec![("the plan", &a.plan)];
@@ -161,22 +176,28 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     if !a.data.is_empty() {
         opts.data = Some(Arc::new(load_data(&a.data, &g)?));
     }
-    let original_tolerance = a.original_tolerance;
     // A plan that carries its rewritten graph is run on that graph, and the graph given is
-    // the original it must compute the outputs of (bitwise unless conv algorithms were
-    // chosen, which round differently: then 1e-3 relative unless a tolerance is given).
+    // the original it must compute the outputs of; `--original` names that original for a
+    // rewritten graph given as GRAPH. Bitwise unless conv algorithms were chosen, which round
+    // differently: then 1e-3 relative, unless a tolerance is given (0: bitwise).
+    let tol = a.original_tolerance.unwrap_or(if runs_chosen_algos(&g) {
+        CONV_ALGO_TOLERANCE
+    } else {
+        0.0
+    });
     let original = match a.original.as_deref() {
         None if p.rewritten_graph.is_some() && g != given => {
-            let tol = if runs_chosen_algos(&g) && original_tolerance == 0.0 {
-                CONV_ALGO_TOLERANCE
-            } else {
-                original_tolerance
-            };
             Some((OriginalGraph::Given(given), tol))
         }
         None => None,
-        Some(path) => Some((OriginalGraph::Path(path), original_tolerance)),
+        Some(path) => Some((OriginalGraph::Path(path), tol)),
     };
+    if original.is_none() && a.original_tolerance.is_some() {
+        return Err(bad(
+            "--original-tolerance applies only to a comparison with the original graph: a plan \
+             that carries its rewritten graph, or --original",
+        ));
+    }
     if let Err(v) = memplan::validate(&g, &p, None) {
         if !a.skip_validation {
             eprintln!("invalid: {v} (--skip-validation runs it anyway)");
@@ -191,17 +212,28 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                     "--original-tolerance {tol} must be a finite number >= 0"
                 )));
             }
-            Some((
-                match o {
-                    OriginalGraph::Given(g) => g,
-                    OriginalGraph::Path(path) => load_graph(path)?,
-                },
-                tol,
-            ))
+            let o = match o {
+                OriginalGraph::Given(g) => g,
+                OriginalGraph::Path(path) => {
+                    let o = load_graph(path)?;
+                    // The outputs are compared by name: a graph that is no rewrite of the
+                    // original (other inputs, weights or outputs) proves nothing either way.
+                    if let Err(why) = memplan::pipeline::derived_from(&o, &g) {
+                        eprintln!(
+                            "invalid: the graph {:?} was not derived from the --original graph \
+                             {:?}: {why}",
+                            g.name, o.name
+                        );
+                        return Ok(ExitCode::from(1));
+                    }
+                    o
+                }
+            };
+            Some((o, tol))
         }
         None => None,
     };
-    let r = match executor::execute(&g, &p, &opts).and_then(|mut r| {
+    let mut r = match executor::execute(&g, &p, &opts).and_then(|mut r| {
         if let Some((o, tol)) = &original {
             r.original = Some(executor::equivalence(o, &g, &opts, *tol)?);
         }
@@ -219,6 +251,18 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             }
         }
     };
+    if r.original
+        .as_ref()
+        .is_some_and(|o| !o.outputs_equal && o.tolerance == 0.0)
+        && runs_chosen_algos(&g)
+    {
+        r.notes.push(
+            "the graph runs chosen conv algorithms, which round differently from the original's \
+             kernels: compare with --original-tolerance 1e-3, or plan with --conv-algos off for \
+             bitwise equality"
+                .to_string(),
+        );
+    }
     if opts.data.is_some() && !r.mixed_ops.is_empty() {
         eprintln!(
             "WARNING: {} ops ran the mixing kernel, not real math, so the outputs they reach are hashes, not values computed from --data (--require-real-kernels makes this an error): {}",
@@ -234,7 +278,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         text.push('\n');
         write_out(&None, &text)?;
     } else {
-        print_report(&r, &g);
+        print_report(&r);
     }
     let original_equal = r.original.as_ref().is_none_or(|o| o.outputs_equal);
     Ok(if r.outputs_equal && original_equal {
@@ -271,8 +315,8 @@ fn failure(e: &ExecError) -> Failure {
     }
 }
 
-/// Prints the report of a run on stdout, one figure a line (`g`: the graph run).
-fn print_report(r: &ExecReport, g: &Graph) {
+/// Prints the report of a run on stdout, one figure a line.
+fn print_report(r: &ExecReport) {
     let verdict = match &r.first_mismatch {
         None => "yes".to_string(),
         Some(m) => format!(
@@ -376,13 +420,6 @@ fn print_report(r: &ExecReport, g: &Graph) {
                 ", bitwise".to_string()
             }
         );
-        if !o.outputs_equal && o.tolerance == 0.0 && runs_chosen_algos(g) {
-            println!(
-                "note              the graph runs chosen conv algorithms, which round differently \
-                 from the original's kernels: compare with --original-tolerance 1e-3, or plan \
-                 with --conv-algos off for bitwise equality"
-            );
-        }
     }
 }
 

@@ -1319,7 +1319,7 @@ fn run_once(
     let (free_after, _) = ctx.mem_get_info().map_err(dev("memory info"))?;
     let mut region = vec![0u8; plan.weights_bytes as usize];
     data::poison(&mut region);
-    super::load_weights(graph, &spans, src, &mut region);
+    super::load_weights(graph, &spans, src, &mut region)?;
     // SAFETY: the weights allocation has weights_bytes bytes.
     unsafe { drv::memcpy_htod_sync(b.weights, &region) }.map_err(dev("weights upload"))?;
     drop(region);
