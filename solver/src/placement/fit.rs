@@ -450,11 +450,13 @@ pub fn place_in_order_by(
 const CLOCK_EVERY: usize = 64;
 
 /// [`place_in_order_by`] under `limits`' time and stop flag (its node limit does not apply):
-/// the pass looks at them every [`CLOCK_EVERY`] buffers, and once either is spent the buffers
-/// it has not reached are placed by the online allocator ([`super::online`]) above the peak of
-/// those it placed (aligned to every alignment among them), so a valid placement always comes
-/// back. The second value says whether the pass was cut short (the placement then depends on
-/// the clock).
+/// the pass looks at them every [`CLOCK_EVERY`] buffers, and once either is spent it ends with
+/// the lower of two placements, both `O(n log n)` (the online allocator, [`super::online`]):
+/// the buffers it has not reached above the peak of those it placed (aligned to every
+/// alignment among them), or every buffer placed online (where the pass's part was a small
+/// share, or sits across the whole time axis, as on a long chain). So a valid placement
+/// always comes back. The second value says whether the pass was cut short (the placement
+/// then depends on the clock).
 pub fn place_in_order_within(
     problem: &PlacementProblem,
     order: &[usize],
@@ -479,13 +481,23 @@ pub fn place_in_order_within(
                 .max()
                 .unwrap_or(1);
             let base = align_up(peak, alignment).ok_or(PlacementError::Overflow { index: i })?;
+            let mut above = peak;
             for (j, o) in super::online::place(buffers, rest)? {
                 offsets[j] = base
                     .checked_add(o)
                     .filter(|o| o.checked_add(buffers[j].size).is_some())
                     .ok_or(PlacementError::Overflow { index: j })?;
+                above = above.max(offsets[j] + buffers[j].size);
             }
-            return Ok((Placement { offsets }, true));
+            let all: Vec<usize> = (0..buffers.len()).collect();
+            let mut online = vec![0u64; buffers.len()];
+            let mut whole = 0u64;
+            for (j, o) in super::online::place(buffers, &all)? {
+                online[j] = o;
+                whole = whole.max(o + buffers[j].size);
+            }
+            let best = if whole < above { online } else { offsets };
+            return Ok((Placement { offsets: best }, true));
         }
         let b = &buffers[i];
         let taken = occ.gather(b.lifetime);

@@ -86,9 +86,10 @@ mod tests {
 
     #[test]
     fn a_pass_the_clock_cuts_short_places_the_rest_above_by_the_online_allocator() {
-        // A chain of equal buffers, each alive beside the next: the greedy pass places the
-        // first 64 (by start, sizes tie) in two blocks, the rest go above in two more; no
-        // stacking along the chain. Aligned ones keep their alignment above.
+        // A chain of equal buffers, each alive beside the next, and an aligned one: cut after
+        // 64 buffers, the pass ends with the lower of its part plus the rest above, and all
+        // placed online (the chain in two blocks, the aligned buffer above them): no stacking
+        // along the chain, the alignment kept.
         let mut buffers: Vec<_> = (0..50_000).map(|i| buf(i, i + 2, 512, 1)).collect();
         buffers.push(buf(7, 9, 100, 4096));
         let p = PlacementProblem::new(buffers);
@@ -102,7 +103,7 @@ mod tests {
         .unwrap();
         assert!(was_cut);
         let peak = p.check(&cut).unwrap();
-        assert!(peak <= 4096 + 2 * 512 + 100, "{peak}");
+        assert_eq!(peak, 4096 + 100);
         assert_eq!(cut.offsets[50_000] % 4096, 0);
         // A raised stop flag cuts it as the clock does; without limits it runs to the end.
         let cancel = crate::limits::CancelToken::new();
@@ -117,6 +118,16 @@ mod tests {
         assert!(!was_cut);
         assert_eq!(full, GreedyBySize.place(&p, &Limits::UNLIMITED).unwrap());
         assert_eq!(p.check(&full), Ok(4096 + 100));
+        // The chain alone, cut at once: at LOAD.
+        let chain = PlacementProblem::new(p.buffers[..50_000].to_vec());
+        let (cut, _) = place_in_order_within(
+            &chain,
+            &size_order(&chain),
+            Rule::BestFit,
+            &Limits::with_time(Duration::ZERO),
+        )
+        .unwrap();
+        assert_eq!(chain.check(&cut), Ok(1024));
     }
 
     #[test]

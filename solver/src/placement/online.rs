@@ -2,9 +2,10 @@
 //! allocator would place them, in time order, each the moment it starts, into the best-fitting
 //! free block left by the buffers that have ended (coalesced with its free neighbours), the
 //! arena growing at its top when no free block fits. It looks neither ahead nor at buffers
-//! placed by someone else, so it is the fallback a greedy pass cut short by the clock uses for
-//! the buffers it did not reach ([`super::fit::place_in_order_within`]): they go above what
-//! the pass placed, where nothing can conflict with them.
+//! placed by someone else, so it is the fallback of a greedy pass cut short by the clock
+//! ([`super::fit::place_in_order_within`]): the buffers the pass did not reach go above what
+//! it placed, where nothing can conflict with them, or every buffer is placed online, which
+//! ever peak is lower.
 //!
 //! Unlike stacking each buffer on the highest top alive during its lifetime (a skyline), the
 //! arena never climbs on a chain of short-lived buffers: a block freed is reused (a chain of
