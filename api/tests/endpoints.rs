@@ -771,6 +771,25 @@ async fn place_takes_csv_or_json_and_answers_json_or_csv() {
         .unwrap();
     assert_eq!(peak, 1536);
 
+    // A CSV comes back as sent, its column order and extra columns kept, with the offsets.
+    let req = axum::http::Request::builder()
+        .method(Method::POST)
+        .uri("/v1/place")
+        .header("content-type", "text/csv")
+        .header("accept", "text/csv")
+        .body(Body::from(
+            "size,id,note,lower,upper\n8,a,first,0,2\n4,b,x,1,3\n",
+        ))
+        .unwrap();
+    let resp = api.app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let text = std::str::from_utf8(&bytes).unwrap();
+    assert!(
+        text.starts_with("size,id,note,lower,upper,offset\n8,a,first,0,2,"),
+        "{text}"
+    );
+
     // JSON ids with a comma or a quote come back as quoted CSV fields that re-parse to them;
     // an id with a line break, which no CSV row holds, is refused.
     let req = axum::http::Request::builder()

@@ -18,6 +18,19 @@ pub struct BufferCsv {
     pub problem: PlacementProblem,
     /// Offsets when the file had an `offset` column.
     pub offsets: Option<Placement>,
+    /// The file's columns as read, without its `offset` column ([`write_table`] writes them
+    /// back with the offsets: the same CSV with an offset column).
+    pub table: Table,
+}
+
+/// The columns of a buffer CSV as read: header names as written (trimmed) and each row's
+/// fields (unquoted), in file order, without an `offset` column.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Table {
+    /// Column names.
+    pub header: Vec<String>,
+    /// One row of fields per buffer, by index.
+    pub rows: Vec<Vec<String>>,
 }
 
 /// An error in a buffer CSV.
@@ -105,6 +118,23 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
     }
     let (c_id, c_lo, c_hi, c_size) = (need("id")?, need("lower")?, need("upper")?, need("size")?);
     let (c_align, c_off) = (find("alignment"), find("offset"));
+    let kept = |fields: &[String]| -> Vec<String> {
+        fields
+            .iter()
+            .enumerate()
+            .filter(|&(c, _)| Some(c) != c_off)
+            .map(|(_, f)| f.clone())
+            .collect()
+    };
+    let mut table = Table {
+        header: kept(
+            &header
+                .split(',')
+                .map(|c| c.trim().to_string())
+                .collect::<Vec<_>>(),
+        ),
+        rows: Vec::new(),
+    };
     let mut ids = Vec::new();
     let mut buffers = Vec::new();
     let mut offsets = Vec::new();
@@ -144,6 +174,7 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         if let Some(c) = c_off {
             offsets.push(num(c)?);
         }
+        table.rows.push(kept(&fields));
         ids.push(id);
         buffers.push(buffer);
         lines_of.push(line);
@@ -160,6 +191,7 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         ids,
         problem,
         offsets: c_off.map(|_| Placement { offsets }),
+        table,
     })
 }
 
@@ -238,6 +270,41 @@ pub fn check_buffer(lower: u64, upper: u64, size: u64, alignment: u64) -> Result
 /// needs more than 1).
 pub fn write(ids: &[String], problem: &PlacementProblem, placement: &Placement) -> String {
     rows(ids, problem, Some(placement))
+}
+
+/// Writes `table` (a file's columns as read, [`BufferCsv::table`]) back with an `offset`
+/// column: the same CSV with an offset column (FORMATS §3), extra columns and column order
+/// kept, fields quoted where they need it. Where the file had no `alignment` column but some
+/// buffer of `problem` needs more than 1 (`--alignment`), that column goes before the offsets,
+/// so the file says what they honour.
+pub fn write_table(table: &Table, problem: &PlacementProblem, placement: &Placement) -> String {
+    let has_align = table
+        .header
+        .iter()
+        .any(|c| c.eq_ignore_ascii_case("alignment"));
+    let add_align = !has_align && problem.buffers.iter().any(|b| b.alignment > 1);
+    let mut out = String::new();
+    let header: Vec<String> = table.header.iter().map(|c| field(c).into_owned()).collect();
+    out.push_str(&header.join(","));
+    out.push_str(if add_align {
+        ",alignment,offset\n"
+    } else {
+        ",offset\n"
+    });
+    for ((row, b), off) in table
+        .rows
+        .iter()
+        .zip(&problem.buffers)
+        .zip(&placement.offsets)
+    {
+        let fields: Vec<String> = row.iter().map(|f| field(f).into_owned()).collect();
+        out.push_str(&fields.join(","));
+        if add_align {
+            let _ = write!(out, ",{}", b.alignment);
+        }
+        let _ = writeln!(out, ",{off}");
+    }
+    out
 }
 
 /// Writes `id,lower,upper,size[,alignment]` rows: the buffers without offsets, a problem to
@@ -333,6 +400,39 @@ fn rows(ids: &[String], problem: &PlacementProblem, placement: Option<&Placement
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_solution_is_the_same_csv_with_an_offset_column() {
+        // Column order, an extra column, an all-1 alignment column and a quoted id are kept;
+        // an offset column read is replaced by the new one.
+        let text = "\u{feff}size,id,note,lower,upper,alignment,offset\r\n\
+                    10,a,first,0,2,1,99\r\n\
+                    20,\"b,c\",\"say \"\"hi\"\"\",1,3,1,7\r\n";
+        let parsed = parse(text, 1).unwrap();
+        let placement = Placement {
+            offsets: vec![0, 10],
+        };
+        let out = write_table(&parsed.table, &parsed.problem, &placement);
+        assert_eq!(
+            out,
+            "size,id,note,lower,upper,alignment,offset\n\
+             10,a,first,0,2,1,0\n\
+             20,\"b,c\",\"say \"\"hi\"\"\",1,3,1,10\n"
+        );
+        let back = parse(&out, 1).unwrap();
+        assert_eq!(back.ids, parsed.ids);
+        assert_eq!(back.problem, parsed.problem);
+        assert_eq!(back.offsets, Some(placement));
+        // Without an alignment column, a default alignment above 1 is written before the
+        // offsets.
+        let plain = parse("id,lower,upper,size\na,0,2,10\n", 64).unwrap();
+        let out = write_table(
+            &plain.table,
+            &plain.problem,
+            &Placement { offsets: vec![0] },
+        );
+        assert_eq!(out, "id,lower,upper,size,alignment,offset\na,0,2,10,64,0\n");
+    }
 
     #[test]
     fn a_leading_byte_order_mark_is_ignored() {

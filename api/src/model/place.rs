@@ -119,7 +119,8 @@ pub struct PlacedBuffer {
 }
 
 /// Result of `POST /v1/place` as JSON (with `Accept: text/csv`, the CSV with an `offset`
-/// column instead, the figures in `X-Memplan-*` headers).
+/// column instead, the figures in `X-Memplan-*` headers: a CSV body comes back as sent, its
+/// columns kept, with the offsets; a JSON body in the columns `id,lower,upper,size`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(examples(json!({"fits": true, "peak_bytes": 2048, "lower_bound_bytes": 2048, "gap": 0.0,
     "load_bytes": 2048, "status": "optimal", "method": "greedy-size", "elapsed_ms": 0.2,

@@ -39,7 +39,7 @@ impl Service {
         body: Bytes,
     ) -> Result<PlaceAnswer, ApiError> {
         let config = self.config.clone();
-        let (ids, problem, opts) = self
+        let (ids, problem, opts, table) = self
             .light(move || parse_place(kind, query, &body, &config))
             .await?;
         let ticket = self.admit()?;
@@ -62,7 +62,11 @@ impl Service {
             .await?;
         guard.0 = None;
         let (r, problem) = out.map_err(|e| ApiError::buffers(e.to_string()))?;
-        let csv = csv::write(&ids, &problem, &r.placement);
+        // A CSV comes back as sent with an offset column; a JSON list in the canonical columns.
+        let csv = match &table {
+            Some(t) => csv::write_table(t, &problem, &r.placement),
+            None => csv::write(&ids, &problem, &r.placement),
+        };
         let response = PlaceResponse {
             fits: r.fits,
             peak_bytes: r.stats.objective,
@@ -104,15 +108,23 @@ fn with_query(mut req: PlaceRequest, query: PlaceQuery) -> Result<PlaceRequest, 
     Ok(req)
 }
 
-/// Parses a placement request into ids, problem and options.
+/// A parsed placement request: ids, problem, options, and a CSV body's columns as read.
+type Parsed = (
+    Vec<String>,
+    PlacementProblem,
+    PlaceOptions,
+    Option<csv::Table>,
+);
+
+/// Parses a placement request into ids, problem, options and (a CSV body) its columns.
 fn parse_place(
     kind: PlaceBody,
     query: PlaceQuery,
     body: &[u8],
     config: &Config,
-) -> Result<(Vec<String>, PlacementProblem, PlaceOptions), ApiError> {
+) -> Result<Parsed, ApiError> {
     let text = request::text(body)?;
-    let (ids, mut problem, capacity, time_limit_s, heuristic) = match kind {
+    let (ids, mut problem, capacity, time_limit_s, heuristic, table) = match kind {
         PlaceBody::Csv => {
             let alignment = query.alignment.unwrap_or(1);
             if !alignment.is_power_of_two() {
@@ -128,6 +140,7 @@ fn parse_place(
                 query.capacity,
                 query.time_limit_s,
                 query.heuristic.unwrap_or(false),
+                Some(parsed.table),
             )
         }
         PlaceBody::Json => {
@@ -150,6 +163,7 @@ fn parse_place(
                 req.capacity,
                 req.time_limit_s,
                 req.heuristic.unwrap_or(false),
+                None,
             )
         }
     };
@@ -172,5 +186,6 @@ fn parse_place(
             limits: Limits::with_time(time),
             exact: !heuristic,
         },
+        table,
     ))
 }

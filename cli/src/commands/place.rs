@@ -60,7 +60,7 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
     if result.fits {
         write_out(
             &a.output,
-            &csv::write(&parsed.ids, &problem, &result.placement),
+            &csv::write_table(&parsed.table, &problem, &result.placement),
         )?;
     }
     eprintln!(
