@@ -25,7 +25,7 @@ pub mod greedy_by_conflicts;
 pub mod greedy_by_size;
 pub(crate) mod layout;
 pub mod local_search;
-mod online;
+pub mod online;
 pub mod peak_clique;
 pub mod program;
 pub mod refine;
@@ -73,6 +73,7 @@ pub trait Placer: Send + Sync {
 pub fn registry() -> Vec<Box<dyn Placer>> {
     vec![
         Box::new(greedy_by_size::GreedyBySize),
+        Box::new(online::Online),
         Box::new(greedy_by_conflicts::GreedyByConflicts),
         Box::new(first_fit::FirstFit),
         Box::new(coloring::Coloring),

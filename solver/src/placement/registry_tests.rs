@@ -46,6 +46,7 @@ fn member_names_are_unique_and_found_by_name() {
         names,
         vec![
             "greedy-size",
+            "online",
             "greedy-conflicts",
             "first-fit",
             "coloring",
