@@ -281,6 +281,7 @@ pub fn validate(graph: &Graph, plan: &Plan, budget: Option<u64>) -> Result<Repla
     check_weights(graph, plan, &tensor_ids).map_err(global)?;
     let mut rp = Replayer::new(graph, tensor_ids);
     for (i, ins) in plan.instructions.iter().enumerate() {
+        rp.at = i;
         rp.step(ins).map_err(|kind| Violation {
             instruction: Some(i),
             kind,
@@ -308,6 +309,12 @@ struct Replayer<'g> {
     live: u64,
     /// (donor, taker, op) of in-place writes whose donor must be freed before the next exec.
     donated: Vec<(TensorId, TensorId, usize)>,
+    /// The instruction being replayed.
+    at: usize,
+    /// Where the arena peak was first reached: `instruction I (what)`, for messages.
+    peak_by: String,
+    /// Where the host pool's peak was first reached, likewise.
+    host_peak_by: String,
 }
 
 impl<'g> Replayer<'g> {
@@ -323,6 +330,17 @@ impl<'g> Replayer<'g> {
             r: Replay::default(),
             live: 0,
             donated: Vec::new(),
+            at: 0,
+            peak_by: String::new(),
+            host_peak_by: String::new(),
+        }
+    }
+
+    /// Raises the arena peak to `hi` if higher, noting `what` reached it.
+    fn reach(&mut self, hi: u64, what: impl FnOnce() -> String) {
+        if hi > self.r.peak {
+            self.r.peak = hi;
+            self.peak_by = format!("instruction {} ({})", self.at, what());
         }
     }
 
@@ -371,7 +389,11 @@ impl<'g> Replayer<'g> {
             Instruction::RecordEvent { .. } | Instruction::WaitEvent { .. } => {}
         }
         if let Some((_, hi)) = ins_range(ins, &self.st, &self.tensor_ids) {
-            self.r.peak = self.r.peak.max(hi);
+            self.reach(hi, || match ins {
+                Instruction::SpillIn { tensor, .. } => format!("spill_in of {tensor:?}"),
+                Instruction::Alloc { tensor, .. } => format!("alloc of {tensor:?}"),
+                _ => "a reservation".to_string(),
+            });
         }
         self.r.max_live = self.r.max_live.max(self.live);
         Ok(())
@@ -476,7 +498,10 @@ impl<'g> Replayer<'g> {
             self.host.remove(old, t.0);
         }
         self.host.insert(host_offset, hhi, t.0);
-        self.r.host_peak = self.r.host_peak.max(hhi);
+        if hhi > self.r.host_peak {
+            self.r.host_peak = hhi;
+            self.host_peak_by = format!("instruction {} (spill_out of {tensor:?})", self.at);
+        }
         self.r.spills += 1;
         release(graph, &mut self.st, &mut self.ranges, &mut self.live, t);
         self.st[t.index()].host = Some((host_offset, hhi));
@@ -602,7 +627,7 @@ impl<'g> Replayer<'g> {
                         other: graph.tensors[o as usize].name.clone(),
                     });
                 }
-                self.r.peak = self.r.peak.max(hi);
+                self.reach(hi, || format!("workspace of {:?}", op.name));
                 Ok(w)
             }
         }
@@ -613,6 +638,7 @@ impl<'g> Replayer<'g> {
     fn finish(self, plan: &Plan, budget: Option<u64>) -> Result<Replay, ViolationKind> {
         let graph = self.graph;
         let (st, r) = (&self.st, self.r);
+        let (peak_by, host_peak_by) = (&self.peak_by, &self.host_peak_by);
         if let Some(&(d, t, p)) = self
             .donated
             .iter()
@@ -637,19 +663,25 @@ impl<'g> Replayer<'g> {
         }
         if plan.arena_bytes < r.peak {
             return Err(ViolationKind::Stats(format!(
-                "arena_bytes {} is below the replayed peak {}",
+                "arena_bytes {} is below the replayed peak {}, reached at {peak_by}",
                 plan.arena_bytes, r.peak
             )));
         }
         if plan.stats.peak_bytes != r.peak {
             return Err(ViolationKind::Stats(format!(
-                "stats.peak_bytes {} differs from the replayed peak {}",
-                plan.stats.peak_bytes, r.peak
+                "stats.peak_bytes {} differs from the replayed peak {}{}",
+                plan.stats.peak_bytes,
+                r.peak,
+                if r.peak > 0 {
+                    format!(", reached at {peak_by}")
+                } else {
+                    String::new()
+                }
             )));
         }
         if r.host_peak > plan.host_bytes {
             return Err(ViolationKind::Stats(format!(
-                "host_bytes {} is below the host pool's peak {}",
+                "host_bytes {} is below the host pool's peak {}, reached at {host_peak_by}",
                 plan.host_bytes, r.host_peak
             )));
         }
@@ -803,13 +835,13 @@ fn check_weights(
 ) -> Result<(), ViolationKind> {
     let mut placed = vec![None; graph.tensors.len()];
     let mut spans = Vec::new();
-    for w in &plan.weights {
-        let t = *ids
-            .get(w.tensor.as_str())
-            .ok_or_else(|| ViolationKind::Unknown {
-                what: "tensor",
-                name: w.tensor.clone(),
-            })?;
+    for (i, w) in plan.weights.iter().enumerate() {
+        let t = *ids.get(w.tensor.as_str()).ok_or_else(|| {
+            ViolationKind::Weights(format!(
+                "weights[{i}] names {:?}, which is no tensor of the graph",
+                w.tensor
+            ))
+        })?;
         let tensor = graph.tensor(t);
         if tensor.kind != TensorKind::Weight {
             return Err(ViolationKind::Weights(format!(

@@ -160,6 +160,78 @@ fn a_wrong_peak_in_the_stats_is_reported() {
 }
 
 #[test]
+fn a_wrong_arena_or_peak_names_the_instruction_that_reached_the_peak() {
+    let g = graph(false);
+    let p = planned(&g, false);
+    let peak = p.stats.peak_bytes;
+    // The instruction whose reservation first reaches the peak, as the message must name it.
+    let v = validate(&g, &p, None).unwrap();
+    assert_eq!(v.peak, peak);
+    let mut small = p.clone();
+    small.arena_bytes = peak - 1;
+    let ViolationKind::Stats(m) = kind_of(&g, &small) else {
+        panic!("not a stats violation")
+    };
+    assert!(
+        m.contains(&format!("replayed peak {peak}, reached at instruction ")),
+        "{m}"
+    );
+    let at: usize = m
+        .split("reached at instruction ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Replaying the plan up to that instruction reaches the peak; up to the one before, not.
+    let upto = |n: usize| -> u64 {
+        let mut q = p.clone();
+        q.instructions.truncate(n);
+        let mut live = std::collections::HashMap::new();
+        let mut top = 0;
+        for ins in &q.instructions {
+            if let memplan::Instruction::Alloc { tensor, offset, .. } = ins {
+                let size = g.tensor(g.tensor_by_name(tensor).unwrap()).size;
+                live.insert(tensor.clone(), offset + size);
+                top = top.max(offset + size);
+            }
+            if let memplan::Instruction::Exec {
+                node,
+                workspace_offset: Some(w),
+                ..
+            } = ins
+            {
+                let op = g.ops.iter().find(|o| &o.name == node).unwrap();
+                top = top.max(w + op.workspace);
+            }
+        }
+        top
+    };
+    assert_eq!(upto(at + 1), peak, "{m}");
+    assert!(upto(at) < peak, "{m}");
+    let mut wrong = p.clone();
+    wrong.stats.peak_bytes += 1;
+    let ViolationKind::Stats(m) = kind_of(&g, &wrong) else {
+        panic!("not a stats violation")
+    };
+    assert!(m.contains(&format!("reached at instruction {at} ")), "{m}");
+}
+
+#[test]
+fn a_weight_entry_naming_no_tensor_is_named_by_its_index() {
+    let g = graph(false);
+    let mut p = planned(&g, false);
+    p.weights[0].tensor = "nonexistent".into();
+    let ViolationKind::Weights(m) = kind_of(&g, &p) else {
+        panic!("not a weights violation")
+    };
+    assert!(
+        m.contains("weights[0]") && m.contains("\"nonexistent\""),
+        "{m}"
+    );
+}
+
+#[test]
 fn a_budget_below_the_peak_is_reported() {
     let g = graph(false);
     let p = planned(&g, false);
