@@ -418,30 +418,14 @@ pub fn place_in_order(
     place_in_order_by(problem, order, Rule::BestFit)
 }
 
-/// [`place_in_order`] with the given gap rule.
+/// [`place_in_order`] with the given gap rule (the pass of [`place_in_order_within`] without
+/// limits: it runs to the end).
 pub fn place_in_order_by(
     problem: &PlacementProblem,
     order: &[usize],
     rule: Rule,
 ) -> Result<Placement, PlacementError> {
-    let buffers = &problem.buffers;
-    let mut occ = Occupancy::new(buffers);
-    let mut offsets = vec![0u64; buffers.len()];
-    for &i in order {
-        let b = &buffers[i];
-        let taken = occ.gather(b.lifetime);
-        let off = match rule {
-            Rule::BestFit => best_gap(taken, b.size, b.alignment),
-            Rule::LowestFit => lowest_gap(taken, b.size, b.alignment),
-        }
-        .ok_or(PlacementError::Overflow { index: i })?;
-        let end = off
-            .checked_add(b.size)
-            .ok_or(PlacementError::Overflow { index: i })?;
-        occ.insert(b.lifetime, off, end);
-        offsets[i] = off;
-    }
-    Ok(Placement { offsets })
+    place_in_order_within(problem, order, rule, &Limits::UNLIMITED).map(|(placement, _)| placement)
 }
 
 /// Buffers a greedy pass places between two looks at the clock in
