@@ -5,7 +5,7 @@
 //! [`PipelineOptions`] fields with their names and defaults (the JSON of the HTTP body's
 //! `options`), graphs and plans travel as JSON, and every error becomes a Python exception
 //! carrying the message the CLI prints for the same input. Planning, checking and placing
-//! release the GIL; planning and placing also heed Ctrl-C ([`interruptible`]). The Python
+//! release the GIL; planning and placing also heed Ctrl-C (`interruptible`). The Python
 //! package (`python/memplan/__init__.py`) re-exports this module.
 
 #![deny(missing_docs)]

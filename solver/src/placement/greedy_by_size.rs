@@ -35,7 +35,7 @@ impl Placer for GreedyBySize {
 
     /// Under a time limit or a stop flag the pass may be cut short: the buffers it has not
     /// reached then go above the others by the online allocator
-    /// ([`place_in_order_within`]).
+    /// (`place_in_order_within` in `fit.rs`).
     fn place(
         &self,
         problem: &PlacementProblem,

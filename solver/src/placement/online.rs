@@ -3,7 +3,7 @@
 //! free block left by the buffers that have ended (coalesced with its free neighbours), the
 //! arena growing at its top when no free block fits. It looks neither ahead nor at buffers
 //! placed by someone else, so it is the fallback of a greedy pass cut short by the clock
-//! ([`super::fit::place_in_order_within`]): the buffers the pass did not reach go above what
+//! (`place_in_order_within` in `fit.rs`): the buffers the pass did not reach go above what
 //! it placed, where nothing can conflict with them, or every buffer is placed online, which
 //! ever peak is lower.
 //!
