@@ -473,15 +473,11 @@ pub fn place_in_order_within(
                     .ok_or(PlacementError::Overflow { index: j })?;
                 above = above.max(offsets[j] + buffers[j].size);
             }
-            let all: Vec<usize> = (0..buffers.len()).collect();
-            let mut online = vec![0u64; buffers.len()];
-            let mut whole = 0u64;
-            for (j, o) in super::online::place(buffers, &all)? {
-                online[j] = o;
-                whole = whole.max(o + buffers[j].size);
+            let online = super::online::place_all(buffers)?;
+            if peak_of(buffers, &online) < above {
+                return Ok((online, true));
             }
-            let best = if whole < above { online } else { offsets };
-            return Ok((Placement { offsets: best }, true));
+            return Ok((Placement { offsets }, true));
         }
         let b = &buffers[i];
         let taken = occ.gather(b.lifetime);

@@ -94,13 +94,18 @@ impl Placer for Online {
         problem: &PlacementProblem,
         _limits: &Limits,
     ) -> Result<Placement, PlacementError> {
-        let all: Vec<usize> = (0..problem.buffers.len()).collect();
-        let mut offsets = vec![0u64; problem.buffers.len()];
-        for (i, o) in place(&problem.buffers, &all)? {
-            offsets[i] = o;
-        }
-        Ok(Placement { offsets })
+        place_all(&problem.buffers)
     }
+}
+
+/// Every buffer placed online (module doc), as a placement by index.
+pub(crate) fn place_all(buffers: &[Buffer]) -> Result<Placement, PlacementError> {
+    let all: Vec<usize> = (0..buffers.len()).collect();
+    let mut offsets = vec![0u64; buffers.len()];
+    for (i, o) in place(buffers, &all)? {
+        offsets[i] = o;
+    }
+    Ok(Placement { offsets })
 }
 
 /// Offsets for `which` (indices into `buffers`), relative to a base aligned to every
@@ -152,12 +157,7 @@ mod tests {
     use crate::problem::fixtures::aligned as buf;
 
     fn placed(buffers: &[Buffer]) -> (Placement, u64) {
-        let which: Vec<usize> = (0..buffers.len()).collect();
-        let mut offsets = vec![0; buffers.len()];
-        for (i, o) in place(buffers, &which).unwrap() {
-            offsets[i] = o;
-        }
-        let placement = Placement { offsets };
+        let placement = place_all(buffers).unwrap();
         let peak = PlacementProblem::new(buffers.to_vec())
             .check(&placement)
             .unwrap();
