@@ -403,6 +403,78 @@ fn value_at<'a>(doc: Option<&'a Value>, path: &serde_path_to_error::Path) -> Opt
     })
 }
 
+/// The first place where two JSON documents differ, as a path in the style of this module's
+/// errors (`ops[3] ("conv1@s0").attrs.padding`) with what each side holds there (`expected`
+/// is `a`'s value, `found` is `b`'s; a value over 80 characters is shortened, a missing key
+/// or element said so); `None` when they are equal. Objects are compared key by key in key
+/// order, arrays element by element. Linear in the documents' size.
+pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
+    fn show(v: Option<&Value>) -> String {
+        match v {
+            None => "nothing".to_string(),
+            Some(v) => {
+                let text = v.to_string();
+                match text.char_indices().nth(80) {
+                    Some((i, _)) => format!("{}…", &text[..i]),
+                    None => text,
+                }
+            }
+        }
+    }
+    fn walk(a: &Value, b: &Value, path: &mut String) -> Option<String> {
+        let here = |path: &String, x: Option<&Value>, y: Option<&Value>| {
+            let at = if path.is_empty() {
+                "the document"
+            } else {
+                path.as_str()
+            };
+            Some(format!("{at}: expected {}, found {}", show(x), show(y)))
+        };
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let len = path.len();
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(k);
+                    let found = match (x.get(k), y.get(k)) {
+                        (Some(u), Some(v)) => walk(u, v, path),
+                        (u, v) => here(path, u, v),
+                    };
+                    if found.is_some() {
+                        return found;
+                    }
+                    path.truncate(len);
+                }
+                None
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                for i in 0..x.len().max(y.len()) {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    if let Some(l) = x.get(i).or(y.get(i)).and_then(label) {
+                        path.push_str(&format!(" ({l})"));
+                    }
+                    let found = match (x.get(i), y.get(i)) {
+                        (Some(u), Some(v)) => walk(u, v, path),
+                        (u, v) => here(path, u, v),
+                    };
+                    if found.is_some() {
+                        return found;
+                    }
+                    path.truncate(len);
+                }
+                None
+            }
+            _ if a == b => None,
+            _ => here(path, Some(a), Some(b)),
+        }
+    }
+    walk(a, b, &mut String::new())
+}
+
 /// How an element of a document names itself: a tensor or op by `name`, an instruction by
 /// its `op` and `tensor` or `node`.
 fn label(v: &Value) -> Option<String> {
@@ -420,6 +492,31 @@ fn label(v: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_difference_is_named_by_its_path_and_both_values() {
+        let a = serde_json::json!({"ops": [{"name": "a", "size": 1}, {"name": "b", "attrs": {"p": [1, 1]}}]});
+        assert_eq!(first_difference(&a, &a), None);
+        let mut b = a.clone();
+        b["ops"][1]["attrs"]["p"][1] = serde_json::json!(0);
+        assert_eq!(
+            first_difference(&a, &b).unwrap(),
+            "ops[1] (\"b\").attrs.p[1]: expected 1, found 0"
+        );
+        b["ops"][0]["extra"] = serde_json::json!(true);
+        assert_eq!(
+            first_difference(&a, &b).unwrap(),
+            "ops[0] (\"a\").extra: expected nothing, found true"
+        );
+        let c = serde_json::json!({"ops": [{"name": "a", "size": 1}]});
+        assert!(first_difference(&a, &c)
+            .unwrap()
+            .starts_with("ops[1] (\"b\"): expected {"));
+        let long = serde_json::json!("x".repeat(200));
+        assert!(first_difference(&long, &serde_json::json!(1))
+            .unwrap()
+            .contains("…, found 1"));
+    }
     use serde::Deserialize;
 
     #[derive(Debug, Deserialize)]

@@ -13,8 +13,11 @@
 //! When a rewrite changed the graph, the plan carries the graph it refers to
 //! ([`Plan::rewritten_graph`]), so a plan can always be checked and run against the graph the
 //! user gave: [`graph_for_plan`] takes the original graph and the plan and returns the graph to
-//! replay, after proving that the carried graph was derived from the original (same inputs,
-//! weights and outputs).
+//! replay, after proving that the carried graph was derived from the original: the same
+//! inputs, weights and outputs, and exactly the graph that the plan's recorded rewrites
+//! ([`Plan::rewrites`]: each pass's decisions, such as the tiled regions and their strip
+//! counts) and the conv algorithms its execs name give when applied to the original again
+//! ([`passes::replay`], no search), so an edited carried graph is refused.
 //!
 //! **Determinism.** Effort is counted in work units ([`PipelineOptions::effort`]: search
 //! nodes, iterations, HiGHS branch-and-bound nodes); the wall-clock limit
@@ -681,7 +684,11 @@ pub fn run(
         list.push(Box::new(passes::fuse::Fuse::default()));
     }
     let refs: Vec<&dyn Pass> = list.iter().map(|p| p.as_ref()).collect();
-    let (g, reports) = passes::run_pipeline(graph, &refs)?;
+    let passes::PipelineOutcome {
+        graph: g,
+        reports,
+        steps,
+    } = passes::run_pipeline(graph, &refs)?;
     // 2. Planning, with conv algorithm choice where asked.
     let mode = options.conv_mode();
     let popts = options.plan_options(&stop, control.progress.clone());
@@ -782,6 +789,7 @@ pub fn run(
     let rewritten = planned != *graph;
     if rewritten {
         plan.rewritten_graph = Some(planned.to_value());
+        plan.rewrites = steps;
     }
     let conv_algos = (mode != ConvAlgoMode::Off).then(|| ConvAlgoReport {
         mode,
@@ -853,20 +861,41 @@ impl PlanGraphError {
 }
 
 /// The graph to replay `plan` against, given the graph the user planned (`original`): the
-/// plan's carried `rewritten_graph` when it has one (after proving it was derived from
-/// `original`: the same graph inputs, weights and outputs, by name and size), else `original`
-/// with the conv algorithms the plan names written in.
+/// plan's carried `rewritten_graph` when it has one, after proving it was derived from
+/// `original` (the same graph inputs, weights and outputs, by name and size, and exactly the
+/// graph that the plan's recorded `rewrites` and the conv algorithms its execs name give
+/// when applied to `original` again), else `original` with the conv algorithms the plan
+/// names written in. A plan that records rewrites but carries no graph is not derived.
 pub fn graph_for_plan(original: Graph, plan: &Plan) -> Result<Graph, PlanGraphError> {
+    let not_derived = |why: String| PlanGraphError::NotDerived {
+        graph: original.name.clone(),
+        why,
+    };
     if let Some(doc) = &plan.rewritten_graph {
         let carried = Graph::from_value(doc).map_err(PlanGraphError::Carried)?;
         // A plan checked against its own rewritten graph needs no derivation proof.
         if carried != original {
-            derived_from(&original, &carried).map_err(|why| PlanGraphError::NotDerived {
-                graph: original.name.clone(),
-                why,
-            })?;
+            derived_from(&original, &carried).map_err(not_derived)?;
+            let replayed = passes::replay(&original, &plan.rewrites)
+                .map_err(|e| not_derived(format!("its recorded rewrites do not apply: {e}")))?;
+            let derived = ca::graph_for_plan(&DeviceProfile::h200(), &replayed, plan)?;
+            if derived != carried {
+                let at = crate::json_path::first_difference(&derived.to_value(), doc)
+                    .unwrap_or_else(|| "a field the format does not write".to_string());
+                return Err(not_derived(format!(
+                    "it is not the graph its recorded rewrites ({}) and conv algorithms give: \
+                     {at}",
+                    rewrite_names(&plan.rewrites)
+                )));
+            }
         }
         return Ok(carried);
+    }
+    if !plan.rewrites.is_empty() {
+        return Err(not_derived(format!(
+            "the plan records rewrites ({}) but carries no rewritten_graph",
+            rewrite_names(&plan.rewrites)
+        )));
     }
     let names_algos = plan
         .instructions
@@ -876,6 +905,21 @@ pub fn graph_for_plan(original: Graph, plan: &Plan) -> Result<Graph, PlanGraphEr
         return Ok(original);
     }
     Ok(ca::graph_for_plan(&DeviceProfile::h200(), &original, plan)?)
+}
+
+/// The recorded rewrites' pass names, comma-separated (`none` for none).
+fn rewrite_names(steps: &[passes::RewriteStep]) -> String {
+    if steps.is_empty() {
+        return "none".to_string();
+    }
+    let names: Vec<&str> = steps
+        .iter()
+        .map(|s| match s {
+            passes::RewriteStep::Tile { .. } => passes::tile::NAME,
+            passes::RewriteStep::Fuse { .. } => passes::fuse::NAME,
+        })
+        .collect();
+    names.join(", ")
 }
 
 /// Whether `rewritten` keeps `original`'s interface: the same graph inputs, weights and

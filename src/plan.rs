@@ -480,9 +480,48 @@ pub struct Plan {
     /// Extension: the memplan-graph/1 document the plan refers to, when graph rewrites
     /// (fusion, tiling, conv algorithms) changed the graph that was planned. Absent when the
     /// plan refers to the input graph as given. `memplan check ORIGINAL PLAN` replays the plan
-    /// against it after proving it was derived from ORIGINAL.
+    /// against it after proving it was derived from ORIGINAL (`rewrites`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewritten_graph: Option<serde_json::Value>,
+    /// Extension: how `rewritten_graph` was derived from the graph the user gave, the passes
+    /// in the order they ran, each with the decisions it took (empty when nothing was
+    /// rewritten; the conv algorithms are the execs' `algo` fields). `memplan check ORIGINAL
+    /// PLAN` applies them to ORIGINAL again and accepts the carried graph only when it is
+    /// the graph they give.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrites: Vec<RewriteStep>,
+}
+
+/// One graph rewrite a plan records (the `rewrites` extension): a pass and what it decided,
+/// enough to apply it again to the original graph without searching.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "pass", rename_all = "snake_case")]
+pub enum RewriteStep {
+    /// Spatial tiling (`crate::passes::tile`): the regions cut into strips, in graph order.
+    Tile {
+        /// The tiled regions.
+        regions: Vec<TileRegionStep>,
+    },
+    /// Operator fusion (`crate::passes::fuse`) with its two rule switches; it decides
+    /// nothing else, so applying it again gives the same graph.
+    Fuse {
+        /// Constant-zero pads folded into the following conv.
+        fold_pad: bool,
+        /// `[conv] [batch_norm] elementwise*` chains fused.
+        chains: bool,
+    },
+}
+
+/// One tiled region of a [`RewriteStep::Tile`]: the ops from `first_op` to `last_op` (names
+/// in the graph the pass read, listed order) cut into `strips` horizontal strips.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileRegionStep {
+    /// The region's first op.
+    pub first_op: String,
+    /// The region's last op.
+    pub last_op: String,
+    /// Strips cut (≥ 2).
+    pub strips: usize,
 }
 
 /// An error reading a plan file.
@@ -527,6 +566,7 @@ impl Plan {
                 ..PlanStats::default()
             },
             rewritten_graph: None,
+            rewrites: Vec::new(),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use memplan::graph::Graph;
 use memplan::passes::tile::{tile_graph, Tile, TileSpec};
-use memplan::passes::{run_pipeline, Pass};
+use memplan::passes::{replay, run_pipeline, Pass};
 use memplan::{plan, validate, OrderMode, PlanOptions, Strategy};
 use memplan_executor::{self as executor, ExecOptions};
 use std::path::{Path, PathBuf};
@@ -53,7 +53,10 @@ fn resnet18_tiled_into_2_and_4_strips_plans_validates_and_computes_the_same_outp
     let untiled = plan(&g, &heuristic()).unwrap().stats.peak_bytes;
     for n in [2, 4] {
         let pass = Tile::new(TileSpec::Strips(n));
-        let (tiled, reports) = run_pipeline(&g, &[&pass as &dyn Pass]).unwrap();
+        let out = run_pipeline(&g, &[&pass as &dyn Pass]).unwrap();
+        let (tiled, reports) = (out.graph, out.reports);
+        // The recorded regions give the same graph again, without choosing.
+        assert_eq!(replay(&g, &out.steps).unwrap(), tiled);
         assert!(
             reports[0].notes.iter().any(|l| l.contains("strips")),
             "{:?}",

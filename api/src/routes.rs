@@ -401,8 +401,9 @@ pub async fn job_plan(
 ///
 /// Replays the plan (as `memplan check`) and answers its figures, or the first violation. A plan
 /// carrying a rewritten graph (`rewritten_graph`) is replayed against it once it is proven
-/// derived from the given graph (same inputs, weights and outputs); one that is not is
-/// invalid, naming the first difference. An invalid plan is a valid answer (200,
+/// derived from the given graph (same inputs, weights and outputs, and exactly the graph its
+/// recorded `rewrites` and conv algorithms give when applied to the given graph again); one
+/// that is not is invalid, naming the first difference. An invalid plan is a valid answer (200,
 /// `valid: false`); an unreadable one (or an unreadable carried graph) is 422.
 #[utoipa::path(
     post,

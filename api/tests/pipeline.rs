@@ -77,6 +77,27 @@ async fn a_bare_zoo_graph_planned_by_post_plan_checks_against_the_original_graph
     assert_eq!(v["valid"], false);
     let msg = v["violation"]["message"].as_str().unwrap();
     assert!(msg.contains("was not derived from graph"), "{msg}");
+    // A carried graph edited after planning (its interface kept): invalid, naming the field.
+    let mut edited = rewritten.clone();
+    assert!(
+        edited["rewrites"].is_array(),
+        "the plan records its rewrites"
+    );
+    let k = edited["rewritten_graph"]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|o| o.get("fused").is_some())
+        .expect("a fused op");
+    edited["rewritten_graph"]["ops"][k]["fused"][0]["type"] = json!("sigmoid");
+    let v = check(&api, &graph, &edited).await;
+    assert_eq!(v["valid"], false, "{v}");
+    let msg = v["violation"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("is not the graph its recorded rewrites"),
+        "{msg}"
+    );
+    assert!(msg.contains("found \"sigmoid\""), "{msg}");
     // An unreadable carried graph: 422.
     let mut broken = rewritten.clone();
     broken["rewritten_graph"] = json!({"format": "memplan-graph/1", "tensors": [], "ops": 3});

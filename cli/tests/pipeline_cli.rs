@@ -106,6 +106,58 @@ fn a_carried_graph_from_another_model_is_refused_naming_the_difference() {
 }
 
 #[test]
+fn a_carried_graph_edited_after_planning_is_refused_by_check_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(g) = zoo("resnet18.1.inference") else {
+        return;
+    };
+    let out = dir.path().join("tiled.plan.json");
+    let out = out.to_str().unwrap();
+    ok(
+        &memplan(&[
+            "plan",
+            &g,
+            "--rewrite",
+            "tile",
+            "--tile",
+            "2",
+            "--strategy",
+            "heuristic",
+            "-o",
+            out,
+        ]),
+        "plan",
+    );
+    ok(&memplan(&["check", &g, out]), "check as planned");
+    // Same interface, same sizes: a strip op now computes something else.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    assert_eq!(doc["rewrites"][0]["pass"], "tile", "{}", doc["rewrites"]);
+    let ops = doc["rewritten_graph"]["ops"].as_array_mut().unwrap();
+    let k = ops
+        .iter()
+        .position(|o| o["type"] == "relu")
+        .expect("a relu");
+    ops[k]["type"] = serde_json::json!("sigmoid");
+    let name = ops[k]["name"].as_str().unwrap().to_string();
+    let edited = dir.path().join("edited.plan.json");
+    std::fs::write(&edited, doc.to_string()).unwrap();
+    let edited = edited.to_str().unwrap();
+    for cmd in ["check", "run"] {
+        let r = memplan(&[cmd, &g, edited]);
+        assert_eq!(r.status.code(), Some(1), "{cmd}");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(
+            err.contains(&format!(
+                "is not the graph its recorded rewrites (tile) and conv algorithms give: \
+                 ops[{k}] ({name:?}).type: expected \"relu\", found \"sigmoid\""
+            )),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+#[test]
 fn the_cli_plan_equals_the_library_pipeline_plan_for_the_same_options() {
     let dir = tempfile::tempdir().unwrap();
     let Some(g) = zoo("mobilenet_v2.1.inference") else {

@@ -43,11 +43,14 @@
 //! extension, linear in practice).
 
 use super::rebuild::Rebuild;
-use super::{Pass, PassError, PassOutcome, PassReport};
+use super::{Pass, PassError, PassOutcome, PassReport, RewriteStep};
 use crate::fused::{Fused, InternalTensor, Member, Slot};
 use crate::graph::{Graph, Op, OpId, TensorId, TensorKind};
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+/// The pass's name.
+pub const NAME: &str = "fuse";
 
 /// The fusion pass. Every rule is on by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,14 +167,14 @@ fn readers(graph: &Graph) -> Vec<Vec<OpId>> {
 
 fn invalid(e: crate::GraphError) -> PassError {
     PassError::Invalid {
-        pass: "fuse",
+        pass: NAME,
         source: e,
     }
 }
 
 impl Pass for Fuse {
     fn name(&self) -> &'static str {
-        "fuse"
+        NAME
     }
 
     fn run(&self, graph: &Graph) -> Result<PassOutcome, PassError> {
@@ -188,7 +191,15 @@ impl Pass for Fuse {
         }
         let mut report = PassReport::compare(self.name(), graph, &g);
         report.notes = notes;
-        Ok(PassOutcome { graph: g, report })
+        let step = (g != *graph).then_some(RewriteStep::Fuse {
+            fold_pad: self.fold_pad,
+            chains: self.chains,
+        });
+        Ok(PassOutcome {
+            graph: g,
+            report,
+            step,
+        })
     }
 }
 
@@ -334,7 +345,7 @@ fn rebuild(
         ids.iter()
             .map(|t| {
                 rb.new_id(*t).ok_or_else(|| PassError::Unsupported {
-                    pass: "fuse",
+                    pass: NAME,
                     message: format!(
                         "tensor {:?} was removed but is still used",
                         graph.tensor(*t).name
@@ -356,7 +367,7 @@ fn rebuild(
             ..op
         });
     }
-    rb.finish(new_ops, "fuse")
+    rb.finish(new_ops, NAME)
 }
 
 /// The `recompute` flag of a fused op of `members`: forbidden when one member may not be

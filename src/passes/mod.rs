@@ -14,6 +14,7 @@ mod rebuild;
 pub mod tile;
 
 use crate::graph::{Graph, GraphError, TensorKind};
+pub use crate::plan::RewriteStep;
 use serde::Serialize;
 use thiserror::Error;
 
@@ -32,6 +33,9 @@ pub struct PassOutcome {
     pub graph: Graph,
     /// What changed.
     pub report: PassReport,
+    /// The pass's decisions, for a plan to record (`None` when the graph is unchanged):
+    /// [`replay`] applies them to the same input graph and gives `graph` again.
+    pub step: Option<RewriteStep>,
 }
 
 /// What a pass changed: counts before and after, and notes a person can read.
@@ -101,19 +105,56 @@ pub enum PassError {
     },
 }
 
-/// Applies `passes` in order; returns the final graph and one report per pass.
-pub fn run_pipeline(
-    graph: &Graph,
-    passes: &[&dyn Pass],
-) -> Result<(Graph, Vec<PassReport>), PassError> {
+/// A pipeline's result: the final graph, one report per pass, and the steps of the passes
+/// that changed the graph (in order; what a plan records as `rewrites`).
+#[derive(Debug, Clone)]
+pub struct PipelineOutcome {
+    /// The final graph.
+    pub graph: Graph,
+    /// One report per pass, in order.
+    pub reports: Vec<PassReport>,
+    /// The decisions of each pass that changed the graph, in order.
+    pub steps: Vec<RewriteStep>,
+}
+
+/// Applies `passes` in order.
+pub fn run_pipeline(graph: &Graph, passes: &[&dyn Pass]) -> Result<PipelineOutcome, PassError> {
     let mut current = graph.clone();
     let mut reports = Vec::with_capacity(passes.len());
+    let mut steps = Vec::new();
     for pass in passes {
         let out = pass.run(&current)?;
         current = out.graph;
         reports.push(out.report);
+        steps.extend(out.step);
     }
-    Ok((current, reports))
+    Ok(PipelineOutcome {
+        graph: current,
+        reports,
+        steps,
+    })
+}
+
+/// Applies recorded `steps` to `graph` in order, without searching: each pass takes the
+/// decisions its step names (a tiling its regions and strip counts). Deterministic, so the
+/// steps a pipeline recorded give back the graph it made. A step the graph cannot take (a
+/// region that is not one of the graph's, a strip count its rows do not allow) is an error
+/// naming it.
+pub fn replay(graph: &Graph, steps: &[RewriteStep]) -> Result<Graph, PassError> {
+    let mut current = graph.clone();
+    for step in steps {
+        current = match step {
+            RewriteStep::Tile { regions } => tile::replay(&current, regions)?,
+            RewriteStep::Fuse { fold_pad, chains } => {
+                let fuse = fuse::Fuse {
+                    fold_pad: *fold_pad,
+                    chains: *chains,
+                };
+                fuse.run(&current)?.graph
+            }
+        };
+    }
+    Ok(current)
 }
 
 #[cfg(test)]
@@ -129,6 +170,7 @@ mod tests {
             Ok(PassOutcome {
                 graph: graph.clone(),
                 report: PassReport::compare(self.name(), graph, graph),
+                step: None,
             })
         }
     }
@@ -136,8 +178,10 @@ mod tests {
     #[test]
     fn a_pipeline_reports_every_pass_in_order() {
         let g = Graph::parse(crate::graph::SAMPLE_JSON).unwrap();
-        let (out, reports) = run_pipeline(&g, &[&DropNothing, &DropNothing]).unwrap();
-        assert_eq!(out, g);
+        let out = run_pipeline(&g, &[&DropNothing, &DropNothing]).unwrap();
+        let reports = out.reports;
+        assert_eq!(out.graph, g);
+        assert!(out.steps.is_empty());
         assert_eq!(reports.len(), 2);
         assert_eq!(reports[0].ops_before, g.ops.len());
         assert_eq!(reports[1].arena_tensor_bytes_after, arena_tensor_bytes(&g));

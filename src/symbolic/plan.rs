@@ -1097,6 +1097,7 @@ impl SymbolicPlan {
                 ..PlanStats::default()
             },
             rewritten_graph: None,
+            rewrites: Vec::new(),
         })
     }
 

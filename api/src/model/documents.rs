@@ -652,6 +652,10 @@ pub struct CheckedPlanDoc {
     pub stats: CheckedPlanStatsDoc,
     /// Extension: the graph the plan refers to when rewrites changed it ([`PlanDoc`]).
     pub rewritten_graph: Option<GraphDoc>,
+    /// Extension: how `rewritten_graph` was derived ([`PlanDoc`]); applied to the given graph
+    /// again, they and the execs' conv algorithms must give exactly the carried graph.
+    #[schema(nullable = false)]
+    pub rewrites: Option<Vec<RewriteStepDoc>>,
 }
 
 /// A memory plan (memplan-plan/1, docs/FORMATS.md §2): an instruction stream over one arena.
@@ -682,6 +686,47 @@ pub struct PlanDoc {
     /// Extension: the memplan-graph/1 graph the plan refers to, when graph rewrites (option
     /// `rewrite`) changed the graph that was planned; absent when the plan refers to the
     /// graph as given. `POST /v1/check` with the original graph replays the plan against it
-    /// after proving it was derived from the original (same inputs, weights and outputs).
+    /// after proving it was derived from the original: the same inputs, weights and outputs,
+    /// and exactly the graph that `rewrites` and the execs' conv algorithms give when applied
+    /// to the original again.
     pub rewritten_graph: Option<GraphDoc>,
+    /// Extension: the rewrites that derived `rewritten_graph` from the graph given, in the
+    /// order they ran, each with its decisions (absent when nothing was rewritten, or only
+    /// conv algorithms were chosen: the execs name those).
+    #[schema(nullable = false)]
+    pub rewrites: Option<Vec<RewriteStepDoc>>,
+}
+
+/// One graph rewrite a plan records (`rewrites`), by `pass`: what it decided, enough to apply
+/// it to the original graph again without searching.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "pass", rename_all = "snake_case")]
+#[schema(examples(json!({"pass": "tile", "regions": [
+    {"first_op": "conv1", "last_op": "relu2", "strips": 4}]})))]
+pub enum RewriteStepDoc {
+    /// Spatial tiling: the regions cut into strips, in graph order.
+    Tile {
+        /// The tiled regions.
+        regions: Vec<TileRegionStepDoc>,
+    },
+    /// Operator fusion with its two rule switches.
+    Fuse {
+        /// Constant-zero pads folded into the following conv.
+        fold_pad: bool,
+        /// `[conv] [batch_norm] elementwise*` chains fused.
+        chains: bool,
+    },
+}
+
+/// One tiled region: the ops from `first_op` to `last_op` (names in the graph the pass read,
+/// listed order) cut into `strips` horizontal strips.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({"first_op": "conv1", "last_op": "relu2", "strips": 4})))]
+pub struct TileRegionStepDoc {
+    /// The region's first op.
+    pub first_op: String,
+    /// The region's last op.
+    pub last_op: String,
+    /// Strips cut (a count below 2, or above the output's rows, makes the plan invalid).
+    pub strips: u64,
 }

@@ -26,8 +26,8 @@ pub use check::{CheckRequest, CheckResponse, ViolationView};
 pub use documents::{
     example_graph, example_plan, BudgetStatDoc, CheckedPlanDoc, CheckedPlanStatsDoc, ExactStatDoc,
     FusedMemberDoc, GraphDoc, IlpStatDoc, InstructionDoc, InternalTensorDoc, MemberStatDoc, OpDoc,
-    OrderIlpStatDoc, PlanDoc, PlanStatsDoc, StreamCandidateDoc, StreamStatDoc, TensorDoc,
-    TensorKindDoc, TierStatDoc, TriedStatDoc, WeightSlotDoc,
+    OrderIlpStatDoc, PlanDoc, PlanStatsDoc, RewriteStepDoc, StreamCandidateDoc, StreamStatDoc,
+    TensorDoc, TensorKindDoc, TierStatDoc, TileRegionStepDoc, TriedStatDoc, WeightSlotDoc,
 };
 pub use health::Health;
 pub use instantiate::{InstantiateRequest, InstantiateResponse};

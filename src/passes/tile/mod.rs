@@ -56,9 +56,10 @@ mod emit;
 
 pub use classify::{input_rows, RowMap};
 
-use super::{Pass, PassError, PassOutcome, PassReport};
+use super::{Pass, PassError, PassOutcome, PassReport, RewriteStep};
 use crate::cost::DeviceProfile;
 use crate::graph::{Graph, TensorId};
+use crate::plan::TileRegionStep;
 use choose::{best_selection, region_table, Choice};
 use classify::{classify, components, shape4, Local};
 use emit::Rewrite;
@@ -236,8 +237,86 @@ impl Pass for Tile {
             100.0 * summary.overhead(),
             100.0 * self.max_overhead
         ));
-        Ok(PassOutcome { graph: out, report })
+        let step = (!summary.regions.is_empty()).then(|| RewriteStep::Tile {
+            regions: summary
+                .regions
+                .iter()
+                .map(|r| TileRegionStep {
+                    first_op: r.first_op.clone(),
+                    last_op: r.last_op.clone(),
+                    strips: r.strips,
+                })
+                .collect(),
+        });
+        Ok(PassOutcome {
+            graph: out,
+            report,
+            step,
+        })
     }
+}
+
+/// Tiles `graph` as a recorded [`RewriteStep::Tile`] says, without choosing: each region
+/// (first and last op by name, in graph order, not overlapping) must run from one cut of a
+/// component of tileable ops to a later one and be closed (module doc), and its strip count
+/// must be one the output's rows allow. The graph [`tile_graph`] made when it picked these
+/// regions comes back; a region the graph has not is an error naming it.
+pub fn replay(graph: &Graph, steps: &[TileRegionStep]) -> Result<Graph, PassError> {
+    let profile = DeviceProfile::h200();
+    let ctx = Ctx::new(graph, &profile);
+    let components = components(&ctx);
+    let ids = graph.op_indices();
+    let mut regions: Regions = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        let bad = |why: String| PassError::Unsupported {
+            pass: NAME,
+            message: format!(
+                "recorded region {i} ({:?}..{:?}, {} strips) {why}",
+                step.first_op, step.last_op, step.strips
+            ),
+        };
+        let op = |name: &str| {
+            ids.get(name)
+                .copied()
+                .ok_or_else(|| bad(format!("names op {name:?}, which the graph does not have")))
+        };
+        let (first, last) = (op(&step.first_op)?, op(&step.last_op)?);
+        let comp = components
+            .iter()
+            .find(|c| c.ops.contains(&first))
+            .ok_or_else(|| bad("does not start at a tileable op".into()))?;
+        let pos = |o: usize| comp.ops.iter().position(|&x| x == o);
+        let (Some(p), Some(l)) = (pos(first), pos(last)) else {
+            return Err(bad("does not end in its first op's component".into()));
+        };
+        let q = l + 1;
+        if p >= q {
+            return Err(bad("ends before it starts".into()));
+        }
+        let (Some(entry), Some(output)) = (comp.cuts_tensor(p), comp.cuts_tensor(q)) else {
+            return Err(bad("does not run from one cut to another".into()));
+        };
+        let ops = comp.ops[p..q].to_vec();
+        if !classify::region_is_closed(&ctx, &ops, output) {
+            return Err(bad("is read from outside before its output".into()));
+        }
+        if regions.last().is_some_and(|r| r.0[0] >= ops[0]) {
+            return Err(bad("is not after the region before it".into()));
+        }
+        if regions.iter().any(|r| r.0.iter().any(|o| ops.contains(o))) {
+            return Err(bad("overlaps an earlier region".into()));
+        }
+        let rw = ctx
+            .strips(&ops, entry, output, step.strips)
+            .ok_or_else(|| bad("cannot be cut into that many strips".into()))?;
+        let choice = Choice {
+            strips: step.strips,
+            peak: 0,
+            overhead_us: 0.0,
+        };
+        regions.push((ops, entry, output, choice, 0, rw));
+    }
+    emit::emit(&ctx, &regions)
 }
 
 /// A row interval `[lo, hi)`.
