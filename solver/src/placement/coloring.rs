@@ -22,9 +22,10 @@
 //! Blocks reserve their full size over every member's lifetime and a group moves as one, so
 //! this member is usually weaker than greedy by size. Cost: `O(n log n)` for the prefix,
 //! `O(E log E)` for graph and colouring, plus one occupancy query and insertion per profile
-//! interval (see `fit.rs`).
+//! interval (see `fit.rs`). The group placement looks at the limits every 64 groups; cut
+//! short, it ends as a cut greedy pass does (the groups not reached go online).
 
-use super::fit::{best_gap, normalize, Occupancy};
+use super::fit::{best_gap, finish_cut, normalize, Occupancy, CLOCK_EVERY};
 use super::greedy_by_size::size_order;
 use super::Placer;
 use crate::limits::Limits;
@@ -240,8 +241,13 @@ impl Placer for Coloring {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _limits: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
+        let clock = Limits {
+            nodes: None,
+            ..limits.clone()
+        }
+        .start();
         let buffers = &problem.buffers;
         let mut groups: Vec<Group> = groups(problem)
             .into_iter()
@@ -252,7 +258,16 @@ impl Placer for Coloring {
         let mut occ = Occupancy::new(buffers);
         let mut offsets = vec![0u64; buffers.len()];
         let mut taken: Vec<(u64, u64)> = Vec::new();
-        for g in &groups {
+        let mut peak = 0u64;
+        for (k, g) in groups.iter().enumerate() {
+            // Cut short: the groups not reached go online, as a cut greedy pass ends.
+            if k % CLOCK_EVERY == 0 && k > 0 && clock.exhausted().is_some() {
+                let rest: Vec<usize> = groups[k..]
+                    .iter()
+                    .flat_map(|g| g.members.iter().copied())
+                    .collect();
+                return finish_cut(buffers, offsets, peak, &rest);
+            }
             let first = g.members.first().copied().unwrap_or(0);
             let off = if let [lt] = g.profile[..] {
                 best_gap(occ.gather(lt), g.size, g.alignment)
@@ -274,6 +289,7 @@ impl Placer for Coloring {
             for &i in &g.members {
                 offsets[i] = off;
             }
+            peak = peak.max(end);
         }
         Ok(Placement { offsets })
     }

@@ -431,7 +431,7 @@ pub fn place_in_order_by(
 /// Buffers a greedy pass places between two looks at the clock in
 /// [`place_in_order_within`] (a few milliseconds at most, on 60,000 buffers each alive beside
 /// thousands).
-const CLOCK_EVERY: usize = 64;
+pub(super) const CLOCK_EVERY: usize = 64;
 
 /// [`place_in_order_by`] under `limits`' time and stop flag (its node limit does not apply):
 /// the pass looks at them every [`CLOCK_EVERY`] buffers, and once either is spent it ends with
@@ -458,26 +458,7 @@ pub fn place_in_order_within(
     let mut peak = 0u64;
     for (k, &i) in order.iter().enumerate() {
         if k % CLOCK_EVERY == 0 && k > 0 && clock.exhausted().is_some() {
-            let rest = &order[k..];
-            let alignment = rest
-                .iter()
-                .map(|&j| buffers[j].alignment.max(1))
-                .max()
-                .unwrap_or(1);
-            let base = align_up(peak, alignment).ok_or(PlacementError::Overflow { index: i })?;
-            let mut above = peak;
-            for (j, o) in super::online::place(buffers, rest)? {
-                offsets[j] = base
-                    .checked_add(o)
-                    .filter(|o| o.checked_add(buffers[j].size).is_some())
-                    .ok_or(PlacementError::Overflow { index: j })?;
-                above = above.max(offsets[j] + buffers[j].size);
-            }
-            let online = super::online::place_all(buffers)?;
-            if peak_of(buffers, &online) < above {
-                return Ok((online, true));
-            }
-            return Ok((Placement { offsets }, true));
+            return Ok((finish_cut(buffers, offsets, peak, &order[k..])?, true));
         }
         let b = &buffers[i];
         let taken = occ.gather(b.lifetime);
@@ -494,6 +475,39 @@ pub fn place_in_order_within(
         peak = peak.max(end);
     }
     Ok((Placement { offsets }, false))
+}
+
+/// Ends a placement pass cut short by its limits: `offsets` holds the buffers placed so far
+/// (peak `peak`), `rest` the buffers not reached. The lower of two placements, both
+/// `O(n log n)` (the online allocator, [`super::online`]): `rest` placed online above `peak`
+/// (aligned to every alignment among them), or every buffer placed online (where the pass's
+/// part was a small share, or sits across the whole time axis, as on a long chain).
+pub(super) fn finish_cut(
+    buffers: &[Buffer],
+    mut offsets: Vec<u64>,
+    peak: u64,
+    rest: &[usize],
+) -> Result<Placement, PlacementError> {
+    let alignment = rest
+        .iter()
+        .map(|&j| buffers[j].alignment.max(1))
+        .max()
+        .unwrap_or(1);
+    let first = rest.first().copied().unwrap_or(0);
+    let base = align_up(peak, alignment).ok_or(PlacementError::Overflow { index: first })?;
+    let mut above = peak;
+    for (j, o) in super::online::place(buffers, rest)? {
+        offsets[j] = base
+            .checked_add(o)
+            .filter(|o| o.checked_add(buffers[j].size).is_some())
+            .ok_or(PlacementError::Overflow { index: j })?;
+        above = above.max(offsets[j] + buffers[j].size);
+    }
+    let online = super::online::place_all(buffers)?;
+    if peak_of(buffers, &online) < above {
+        return Ok(online);
+    }
+    Ok(Placement { offsets })
 }
 
 /// The peak (max `offset + size`) of a placement, saturating.

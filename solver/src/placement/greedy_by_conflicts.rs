@@ -14,7 +14,7 @@
 //! pairwise scan); placement is one query and one insertion per buffer in the occupancy index
 //! of `fit.rs`.
 
-use super::fit::{conflict_bytes, place_in_order};
+use super::fit::{conflict_bytes, place_in_order_within, Rule};
 use super::Placer;
 use crate::limits::Limits;
 use crate::problem::{Placement, PlacementError, PlacementProblem};
@@ -49,9 +49,10 @@ impl Placer for GreedyByConflicts {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _limits: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
-        place_in_order(problem, &conflict_order(problem))
+        place_in_order_within(problem, &conflict_order(problem), Rule::BestFit, limits)
+            .map(|(p, _)| p)
     }
 }
 

@@ -122,7 +122,10 @@ pub struct PortfolioResult {
 /// ([`Placer::place_from`]), and keeps the lowest peak; once the best peak meets the lower
 /// bound ([`PlacementProblem::aligned_load`]) the remaining members are skipped. Each member's
 /// placement is checked with [`PlacementProblem::check`] (capacity ignored); a member whose
-/// placement fails the check is an internal error and is returned as such.
+/// placement fails the check is an internal error and is returned as such. `limits` bound the
+/// whole run: each member gets what is left of the time limit when it starts (and the stop
+/// flag and node limit as given), and every member that takes more than `O(n log n)` looks at
+/// them while it places, so the portfolio ends close to the limit.
 pub fn run_portfolio(
     placers: &[Box<dyn Placer>],
     problem: &PlacementProblem,
@@ -162,7 +165,9 @@ pub fn run_portfolio(
         }
         let t0 = Instant::now();
         let seed = best.as_ref().map(|(peak, placement, _)| (placement, *peak));
-        let placement = placer.place_from(problem, seed, limits)?;
+        // A member's time limit is what is left of the portfolio's (its node limit its own).
+        let left = limits.remaining_after(clock.elapsed());
+        let placement = placer.place_from(problem, seed, &left)?;
         let peak = uncapped.check(&placement)?;
         members.push(MemberResult {
             name: placer.name(),

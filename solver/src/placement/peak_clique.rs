@@ -18,7 +18,7 @@
 //! allocation as in the "ordering by lifetime at the peak" heuristics of Sekiyama et al.
 //! (2018) and TelaMalloc (ASPLOS 2023).
 
-use super::fit::place_in_order;
+use super::fit::{place_in_order_within, Rule};
 use super::greedy_by_size::size_order;
 use super::Placer;
 use crate::limits::Limits;
@@ -81,9 +81,10 @@ impl Placer for PeakClique {
     fn place(
         &self,
         problem: &PlacementProblem,
-        _limits: &Limits,
+        limits: &Limits,
     ) -> Result<Placement, PlacementError> {
-        place_in_order(problem, &clique_order(problem))
+        place_in_order_within(problem, &clique_order(problem), Rule::BestFit, limits)
+            .map(|(p, _)| p)
     }
 }
 

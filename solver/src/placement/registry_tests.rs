@@ -207,3 +207,86 @@ fn later_members_start_from_the_best_so_far_and_never_lose_it() {
         assert!(last.peak <= before_last, "{name}");
     }
 }
+
+#[test]
+fn every_pass_member_stops_at_a_raised_stop_flag_after_its_first_64_placements() {
+    use crate::limits::CancelToken;
+    use crate::problem::fixtures::buf;
+    // A [0,2) and B [1,3) of 100 bytes and C [2,4) of 200 go first in every member's order
+    // (largest, most in conflict, or alive at the LOAD step); 64 one-byte buffers alive at
+    // step 10 follow. The whole pass reaches LOAD (300); stopped, the pass places its first
+    // 64 and the last 3 go above (303), lower than all placed online (400: C finds no gap
+    // where A was).
+    let mut buffers = vec![buf(0, 2, 100), buf(1, 3, 100), buf(2, 4, 200)];
+    buffers.extend((0..64).map(|_| buf(10, 11, 1)));
+    let p = PlacementProblem::new(buffers);
+    assert_eq!(p.load(), 300);
+    let token = CancelToken::new();
+    token.cancel();
+    let stopped = Limits {
+        cancel: Some(token),
+        ..Limits::UNLIMITED
+    };
+    for name in ["greedy-size", "greedy-conflicts", "coloring", "peak-clique"] {
+        let placer = by_name(name).unwrap();
+        let full = placer.place(&p, &Limits::UNLIMITED).unwrap();
+        assert_eq!(p.check(&full), Ok(300), "{name}");
+        let cut = placer.place(&p, &stopped).unwrap();
+        assert_eq!(p.check(&cut), Ok(303), "{name}");
+    }
+}
+
+#[test]
+fn each_member_gets_what_is_left_of_the_portfolios_time_limit() {
+    use super::Placer;
+    use crate::problem::Placement;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    /// Stacks the buffers after sleeping, and records the time limit it was given.
+    struct Slow(Arc<Mutex<Vec<Option<Duration>>>>);
+    impl Placer for Slow {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn place(
+            &self,
+            problem: &PlacementProblem,
+            limits: &Limits,
+        ) -> Result<Placement, PlacementError> {
+            self.0.lock().unwrap().push(limits.time);
+            std::thread::sleep(Duration::from_millis(50));
+            let mut offsets = Vec::new();
+            let mut top = 0;
+            for b in &problem.buffers {
+                offsets.push(top);
+                top += b.size;
+            }
+            Ok(Placement { offsets })
+        }
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let placers: Vec<Box<dyn Placer>> =
+        vec![Box::new(Slow(seen.clone())), Box::new(Slow(seen.clone()))];
+    // Two buffers that never overlap, stacked: above LOAD (8), so neither member is skipped.
+    let p = PlacementProblem::new(vec![
+        Buffer {
+            lifetime: Lifetime::new(0, 1),
+            size: 8,
+            alignment: 1,
+        },
+        Buffer {
+            lifetime: Lifetime::new(1, 2),
+            size: 8,
+            alignment: 1,
+        },
+    ]);
+    let limit = Duration::from_secs(100);
+    run_portfolio(&placers, &p, &Limits::with_time(limit)).unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].unwrap() <= limit);
+    assert!(
+        seen[1].unwrap() <= limit - Duration::from_millis(50),
+        "{seen:?}"
+    );
+}
