@@ -454,7 +454,15 @@ pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
                 for i in 0..x.len().max(y.len()) {
                     let len = path.len();
                     path.push_str(&format!("[{i}]"));
-                    if let Some(l) = x.get(i).or(y.get(i)).and_then(label) {
+                    let (lx, ly) = (x.get(i).and_then(label), y.get(i).and_then(label));
+                    // Two elements that name themselves apart differ as elements: say both
+                    // names, not a field of one of them.
+                    if let (Some(lx), Some(ly)) = (&lx, &ly) {
+                        if lx != ly {
+                            return Some(format!("{path}: expected {lx}, found {ly}"));
+                        }
+                    }
+                    if let Some(l) = lx.or(ly) {
                         path.push_str(&format!(" ({l})"));
                     }
                     let found = match (x.get(i), y.get(i)) {
@@ -507,6 +515,12 @@ mod tests {
         assert_eq!(
             first_difference(&a, &b).unwrap(),
             "ops[0] (\"a\").extra: expected nothing, found true"
+        );
+        // Elements that name themselves apart are named, not a field of one of them.
+        let swapped = serde_json::json!({"ops": [{"name": "b", "attrs": {"p": [1, 1]}}, {"name": "a", "size": 1}]});
+        assert_eq!(
+            first_difference(&a, &swapped).unwrap(),
+            "ops[0]: expected \"a\", found \"b\""
         );
         let c = serde_json::json!({"ops": [{"name": "a", "size": 1}]});
         assert!(first_difference(&a, &c)

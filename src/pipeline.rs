@@ -871,21 +871,52 @@ pub fn graph_for_plan(original: Graph, plan: &Plan) -> Result<Graph, PlanGraphEr
         graph: original.name.clone(),
         why,
     };
+    let first_difference = |a: &Graph, b: &Graph| {
+        crate::json_path::first_difference(&a.to_value(), &b.to_value())
+            .unwrap_or_else(|| "a field the format does not write".to_string())
+    };
     if let Some(doc) = &plan.rewritten_graph {
         let carried = Graph::from_value(doc).map_err(PlanGraphError::Carried)?;
-        // A plan checked against its own rewritten graph needs no derivation proof.
+        let h200 = DeviceProfile::h200();
         if carried != original {
-            derived_from(&original, &carried).map_err(not_derived)?;
+            derived_from(&original, &carried).map_err(|why| {
+                not_derived(if plan.graph == original.name {
+                    why
+                } else {
+                    format!("the plan is for graph {:?}; {why}", plan.graph)
+                })
+            })?;
             let replayed = passes::replay(&original, &plan.rewrites)
                 .map_err(|e| not_derived(format!("its recorded rewrites do not apply: {e}")))?;
-            let derived = ca::graph_for_plan(&DeviceProfile::h200(), &replayed, plan)?;
+            let derived = ca::graph_for_plan(&h200, &replayed, plan)?;
             if derived != carried {
-                let at = crate::json_path::first_difference(&derived.to_value(), doc)
-                    .unwrap_or_else(|| "a field the format does not write".to_string());
                 return Err(not_derived(format!(
                     "it is not the graph its recorded rewrites ({}) and conv algorithms give: \
-                     {at}",
-                    rewrite_names(&plan.rewrites)
+                     {}",
+                    rewrite_names(&plan.rewrites),
+                    first_difference(&derived, &carried)
+                )));
+            }
+            return Ok(carried);
+        }
+        // Checked against its own carried graph (`--graph-out`): the records name the
+        // original's ops and cannot be applied to it, but the conv algorithms the execs name
+        // must be the graph's, and records that would rewrite the given graph further
+        // contradict a carried graph equal to it.
+        let with_algos = ca::graph_for_plan(&h200, &carried, plan)?;
+        if with_algos != carried {
+            return Err(not_derived(format!(
+                "the conv algorithms its execs name are not the carried graph's: {}",
+                first_difference(&carried, &with_algos)
+            )));
+        }
+        if let Ok(further) = passes::replay(&original, &plan.rewrites) {
+            if further != original {
+                return Err(not_derived(format!(
+                    "its recorded rewrites ({}) rewrite the graph given, yet the carried graph \
+                     is that graph unchanged: {}",
+                    rewrite_names(&plan.rewrites),
+                    first_difference(&original, &further)
                 )));
             }
         }

@@ -46,6 +46,12 @@ fn plan_that_derives(g: &Graph, opts: &PipelineOptions, what: &str) -> Plan {
     let replayed = graph_for_plan(g.clone(), &back).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(replayed, r.graph, "{what}");
     validate(&replayed, &back, None).unwrap_or_else(|e| panic!("{what}: {e}"));
+    // Against its own carried graph (`--graph-out`), as the README shows, it checks too.
+    assert_eq!(
+        graph_for_plan(r.graph.clone(), &back).unwrap_or_else(|e| panic!("{what}: {e}")),
+        r.graph,
+        "{what}"
+    );
     // The records alone (conv algorithms aside) give the graph the passes made.
     let passes_only = replay(g, &back.rewrites).unwrap();
     assert_eq!(
@@ -226,7 +232,11 @@ fn edited_tiling_records_are_refused_naming_the_region() {
         "{err}"
     );
     let err = with(&|r| r.strips = 1_000_000);
-    assert!(err.contains("cannot be cut into that many strips"), "{err}");
+    assert!(
+        err.contains("cannot be cut into that many strips (its output ")
+            && err.contains(" rows: 2 to "),
+        "{err}"
+    );
     let err = with(&|r| std::mem::swap(&mut r.first_op, &mut r.last_op));
     assert!(err.contains("recorded region 0"), "{err}");
     // A record of a pass memplan does not have is unreadable, naming where.
@@ -245,4 +255,81 @@ fn a_plan_checked_against_its_own_rewritten_graph_needs_no_records() {
     let carried = Graph::from_value(plan.rewritten_graph.as_ref().unwrap()).unwrap();
     plan.rewrites.clear();
     assert_eq!(graph_for_plan(carried.clone(), &plan).unwrap(), carried);
+}
+
+#[test]
+fn checked_against_its_own_carried_graph_the_execs_conv_algorithms_must_be_the_graphs() {
+    let Some(g) = zoo("resnet18.1.inference") else {
+        return;
+    };
+    let plan = plan_that_derives(&g, &options(&[Rewrite::ConvAlgos], "auto"), "algos");
+    let carried = Graph::from_value(plan.rewritten_graph.as_ref().unwrap()).unwrap();
+    let k = plan
+        .instructions
+        .iter()
+        .position(
+            |i| matches!(i, memplan::Instruction::Exec { algo: Some(a), .. } if a != "direct"),
+        )
+        .expect("a conv runs another algorithm than direct");
+    let with = |algo: &str| {
+        let mut p = plan.clone();
+        if let memplan::Instruction::Exec { algo: a, .. } = &mut p.instructions[k] {
+            *a = Some(algo.to_string());
+        }
+        graph_for_plan(carried.clone(), &reread(&p)).unwrap_err()
+    };
+    let e = with("magic");
+    assert!(e.makes_plan_invalid(), "{e}");
+    assert!(e.to_string().contains("magic"), "{e}");
+    // A known algorithm that applies, but not the one the carried graph runs.
+    let e = with("direct");
+    assert!(e.makes_plan_invalid(), "{e}");
+    assert!(
+        e.to_string()
+            .contains("the conv algorithms its execs name are not the carried graph's: ops["),
+        "{e}"
+    );
+    assert!(e.to_string().contains("found \"direct\""), "{e}");
+}
+
+#[test]
+fn records_that_would_rewrite_the_graph_given_contradict_a_carried_graph_equal_to_it() {
+    // A plain plan of the sample, carrying the sample itself and claiming it was fused.
+    let g = sample();
+    let mut plan = plan_that_derives(&g, &options(&[], "auto"), "plain");
+    plan.rewritten_graph = Some(g.to_value());
+    plan.rewrites = vec![RewriteStep::Fuse {
+        fold_pad: true,
+        chains: true,
+    }];
+    let err = refusal(&g, &plan);
+    assert!(
+        err.contains("its recorded rewrites (fuse) rewrite the graph given, yet the carried graph is that graph unchanged: ops["),
+        "{err}"
+    );
+    // Records that change nothing here (no pads to fold, no chains to fuse) are no
+    // contradiction.
+    plan.rewrites = vec![RewriteStep::Fuse {
+        fold_pad: false,
+        chains: false,
+    }];
+    graph_for_plan(g.clone(), &reread(&plan)).unwrap();
+}
+
+#[test]
+fn ops_out_of_order_in_a_carried_graph_are_named_both() {
+    let (g, mut plan, _) = fused_sample_plan();
+    let doc = plan.rewritten_graph.as_mut().unwrap();
+    let ops = doc["ops"].as_array_mut().unwrap();
+    let n = ops.len();
+    let (a, b) = (
+        ops[n - 2]["name"].as_str().unwrap().to_string(),
+        ops[n - 1]["name"].as_str().unwrap().to_string(),
+    );
+    ops.swap(n - 2, n - 1);
+    let err = refusal(&g, &plan);
+    assert!(
+        err.contains(&format!("ops[{}]: expected {a:?}, found {b:?}", n - 2)),
+        "{err}"
+    );
 }

@@ -308,7 +308,15 @@ pub fn replay(graph: &Graph, steps: &[TileRegionStep]) -> Result<Graph, PassErro
         }
         let rw = ctx
             .strips(&ops, entry, output, step.strips)
-            .ok_or_else(|| bad("cannot be cut into that many strips".into()))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "cannot be cut into that many strips (its output {:?} has {} rows: 2 to {} \
+                     strips, each reading some rows of the entry)",
+                    graph.tensor(output).name,
+                    ctx.h(output),
+                    ctx.h(output)
+                ))
+            })?;
         let choice = Choice {
             strips: step.strips,
             peak: 0,
