@@ -128,8 +128,15 @@ pub enum ConvAlgoError {
         algo: String,
     },
     /// Two execs of one op name different algorithms.
-    #[error("execs of {0:?} name different conv algorithms")]
-    Inconsistent(String),
+    #[error("execs of {node:?} name different conv algorithms: {first:?}, then {then:?}")]
+    Inconsistent {
+        /// The op.
+        node: String,
+        /// The algorithm its first exec names.
+        first: String,
+        /// The other algorithm a later exec names.
+        then: String,
+    },
     /// Planning failed.
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -516,11 +523,15 @@ pub fn graph_for_plan(
             workspace: elems * ELEM,
             us: algo_us(profile, graph, op, &c, algo, chunks),
         };
-        if choice
+        if let Some(prev) = choice
             .insert(k, o)
-            .is_some_and(|prev| (prev.algo, prev.chunks) != (algo, chunks))
+            .filter(|prev| (prev.algo, prev.chunks) != (algo, chunks))
         {
-            return Err(ConvAlgoError::Inconsistent(node.clone()));
+            return Err(ConvAlgoError::Inconsistent {
+                node: node.clone(),
+                first: prev.name(),
+                then: name.clone(),
+            });
         }
     }
     Ok(with_choice(graph, &choice))

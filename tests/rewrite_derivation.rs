@@ -290,6 +290,23 @@ fn checked_against_its_own_carried_graph_the_execs_conv_algorithms_must_be_the_g
         "{e}"
     );
     assert!(e.to_string().contains("found \"direct\""), "{e}");
+    // Two execs of one conv (a recompute) naming two algorithms: both are named.
+    let mut twice = plan.clone();
+    let (node, first) = match &plan.instructions[k] {
+        memplan::Instruction::Exec { node, algo, .. } => (node.clone(), algo.clone().unwrap()),
+        _ => unreachable!(),
+    };
+    let mut again = plan.instructions[k].clone();
+    if let memplan::Instruction::Exec { algo, .. } = &mut again {
+        *algo = Some("direct".into());
+    }
+    twice.instructions.push(again);
+    let e = graph_for_plan(g.clone(), &reread(&twice)).unwrap_err();
+    assert!(e.makes_plan_invalid(), "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!("execs of {node:?} name different conv algorithms: {first:?}, then \"direct\"")
+    );
 }
 
 #[test]
