@@ -421,15 +421,32 @@ pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
             }
         }
     }
-    fn walk(a: &Value, b: &Value, path: &mut String) -> Option<String> {
-        let here = |path: &String, x: Option<&Value>, y: Option<&Value>| {
-            let at = if path.is_empty() {
-                "the document"
-            } else {
-                path.as_str()
-            };
-            Some(format!("{at}: expected {}, found {}", show(x), show(y)))
+    fn here(path: &str, x: Option<&Value>, y: Option<&Value>) -> Option<String> {
+        let at = if path.is_empty() {
+            "the document"
+        } else {
+            path
         };
+        Some(format!("{at}: expected {}, found {}", show(x), show(y)))
+    }
+    /// The first difference under one key or element (`path` names it, and is cut back to
+    /// `len` when there is none).
+    fn child(
+        x: Option<&Value>,
+        y: Option<&Value>,
+        path: &mut String,
+        len: usize,
+    ) -> Option<String> {
+        let found = match (x, y) {
+            (Some(u), Some(v)) => walk(u, v, path),
+            (u, v) => here(path, u, v),
+        };
+        if found.is_none() {
+            path.truncate(len);
+        }
+        found
+    }
+    fn walk(a: &Value, b: &Value, path: &mut String) -> Option<String> {
         match (a, b) {
             (Value::Object(x), Value::Object(y)) => {
                 let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
@@ -439,14 +456,9 @@ pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
                         path.push('.');
                     }
                     path.push_str(k);
-                    let found = match (x.get(k), y.get(k)) {
-                        (Some(u), Some(v)) => walk(u, v, path),
-                        (u, v) => here(path, u, v),
-                    };
-                    if found.is_some() {
-                        return found;
+                    if let Some(found) = child(x.get(k), y.get(k), path, len) {
+                        return Some(found);
                     }
-                    path.truncate(len);
                 }
                 None
             }
@@ -465,14 +477,9 @@ pub fn first_difference(a: &Value, b: &Value) -> Option<String> {
                     if let Some(l) = lx.or(ly) {
                         path.push_str(&format!(" ({l})"));
                     }
-                    let found = match (x.get(i), y.get(i)) {
-                        (Some(u), Some(v)) => walk(u, v, path),
-                        (u, v) => here(path, u, v),
-                    };
-                    if found.is_some() {
-                        return found;
+                    if let Some(found) = child(x.get(i), y.get(i), path, len) {
+                        return Some(found);
                     }
-                    path.truncate(len);
                 }
                 None
             }

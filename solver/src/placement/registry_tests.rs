@@ -138,10 +138,9 @@ fn the_portfolio_beats_greedy_by_size_on_the_minimalloc_instances_when_present()
     }
 }
 
-#[test]
-fn members_after_one_that_reaches_load_are_skipped() {
-    // Two buffers that never overlap: greedy by size reaches LOAD at once.
-    let p = PlacementProblem::new(vec![
+/// Two 8-byte buffers alive `[0, 1)` and `[1, 2)`: LOAD 8.
+fn two_buffers_that_never_overlap() -> PlacementProblem {
+    PlacementProblem::new(vec![
         Buffer {
             lifetime: Lifetime::new(0, 1),
             size: 8,
@@ -152,7 +151,13 @@ fn members_after_one_that_reaches_load_are_skipped() {
             size: 8,
             alignment: 1,
         },
-    ]);
+    ])
+}
+
+#[test]
+fn members_after_one_that_reaches_load_are_skipped() {
+    // Two buffers that never overlap: greedy by size reaches LOAD at once.
+    let p = two_buffers_that_never_overlap();
     let result = run_portfolio(&registry(), &p, &Limits::UNLIMITED).unwrap();
     assert_eq!(result.stats.objective, 8);
     assert_eq!(result.method, "greedy-size");
@@ -268,18 +273,7 @@ fn each_member_gets_what_is_left_of_the_portfolios_time_limit() {
     let placers: Vec<Box<dyn Placer>> =
         vec![Box::new(Slow(seen.clone())), Box::new(Slow(seen.clone()))];
     // Two buffers that never overlap, stacked: above LOAD (8), so neither member is skipped.
-    let p = PlacementProblem::new(vec![
-        Buffer {
-            lifetime: Lifetime::new(0, 1),
-            size: 8,
-            alignment: 1,
-        },
-        Buffer {
-            lifetime: Lifetime::new(1, 2),
-            size: 8,
-            alignment: 1,
-        },
-    ]);
+    let p = two_buffers_that_never_overlap();
     let limit = Duration::from_secs(100);
     run_portfolio(&placers, &p, &Limits::with_time(limit)).unwrap();
     let seen = seen.lock().unwrap();
