@@ -188,6 +188,28 @@ fn a_carried_graph_without_records_is_refused_unless_nothing_but_conv_algorithms
 }
 
 #[test]
+fn a_record_that_changes_nothing_is_refused_naming_it() {
+    // An empty tiling after the fusion, or the fusion recorded twice: each step must have
+    // changed the graph, as the pipeline records only those.
+    let (g, plan, _) = fused_sample_plan();
+    for extra in [
+        RewriteStep::Tile { regions: vec![] },
+        RewriteStep::Fuse {
+            fold_pad: true,
+            chains: true,
+        },
+    ] {
+        let mut p = plan.clone();
+        p.rewrites.push(extra.clone());
+        let err = refusal(&g, &p);
+        assert!(
+            err.contains("recorded step 1 changes nothing in the graph it is applied to"),
+            "{extra:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn records_without_a_carried_graph_are_refused() {
     let (g, mut plan, _) = fused_sample_plan();
     plan.rewritten_graph = None;

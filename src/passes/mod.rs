@@ -139,20 +139,31 @@ pub fn run_pipeline(graph: &Graph, passes: &[&dyn Pass]) -> Result<PipelineOutco
 /// decisions its step names (a tiling its regions and strip counts). Deterministic, so the
 /// steps a pipeline recorded give back the graph it made. A step the graph cannot take (a
 /// region that is not one of the graph's, a strip count its rows do not allow) is an error
-/// naming it.
+/// naming it, and so is a step that changes nothing: a pipeline records only the passes that
+/// changed the graph.
 pub fn replay(graph: &Graph, steps: &[RewriteStep]) -> Result<Graph, PassError> {
     let mut current = graph.clone();
-    for step in steps {
-        current = match step {
-            RewriteStep::Tile { regions } => tile::replay(&current, regions)?,
+    for (i, step) in steps.iter().enumerate() {
+        let (pass, next) = match step {
+            RewriteStep::Tile { regions } => (tile::NAME, tile::replay(&current, regions)?),
             RewriteStep::Fuse { fold_pad, chains } => {
                 let fuse = fuse::Fuse {
                     fold_pad: *fold_pad,
                     chains: *chains,
                 };
-                fuse.run(&current)?.graph
+                (fuse::NAME, fuse.run(&current)?.graph)
             }
         };
+        if next == current {
+            return Err(PassError::Unsupported {
+                pass,
+                message: format!(
+                    "recorded step {i} changes nothing in the graph it is applied to (a plan \
+                     records only the passes that changed the graph)"
+                ),
+            });
+        }
+        current = next;
     }
     Ok(current)
 }

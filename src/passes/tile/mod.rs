@@ -298,7 +298,11 @@ pub fn replay(graph: &Graph, steps: &[TileRegionStep]) -> Result<Graph, PassErro
         };
         let ops = comp.ops[p..q].to_vec();
         if !classify::region_is_closed(&ctx, &ops, output) {
-            return Err(bad("is read from outside before its output".into()));
+            return Err(bad(format!(
+                "is not closed: a tensor made inside it other than its output {:?} is read \
+                 outside it or is a graph output, or that output has fewer than 2 rows",
+                graph.tensor(output).name
+            )));
         }
         if regions.last().is_some_and(|r| r.0[0] >= ops[0]) {
             return Err(bad("is not after the region before it".into()));
