@@ -943,13 +943,7 @@ fn rewrite_names(steps: &[passes::RewriteStep]) -> String {
     if steps.is_empty() {
         return "none".to_string();
     }
-    let names: Vec<&str> = steps
-        .iter()
-        .map(|s| match s {
-            passes::RewriteStep::Tile { .. } => passes::tile::NAME,
-            passes::RewriteStep::Fuse { .. } => passes::fuse::NAME,
-        })
-        .collect();
+    let names: Vec<&str> = steps.iter().map(passes::step_pass).collect();
     names.join(", ")
 }
 

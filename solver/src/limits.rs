@@ -194,6 +194,16 @@ impl Limits {
             nodes: 0,
         }
     }
+
+    /// Starts a clock that reads the time limit and the stop flag only: the node limit is
+    /// left to the caller (a work cap of its own, or its members' own).
+    pub fn start_time_and_flag(&self) -> LimitsClock {
+        Limits {
+            nodes: None,
+            ..self.clone()
+        }
+        .start()
+    }
 }
 
 /// Running limits: counts nodes and compares elapsed time against the limit.

@@ -135,6 +135,14 @@ pub fn run_pipeline(graph: &Graph, passes: &[&dyn Pass]) -> Result<PipelineOutco
     })
 }
 
+/// The name of the pass a recorded step is of (`tile`, `fuse`).
+pub fn step_pass(step: &RewriteStep) -> &'static str {
+    match step {
+        RewriteStep::Tile { .. } => tile::NAME,
+        RewriteStep::Fuse { .. } => fuse::NAME,
+    }
+}
+
 /// Applies recorded `steps` to `graph` in order, without searching: each pass takes the
 /// decisions its step names (a tiling its regions and strip counts). Deterministic, so the
 /// steps a pipeline recorded give back the graph it made. A step the graph cannot take (a
@@ -144,19 +152,19 @@ pub fn run_pipeline(graph: &Graph, passes: &[&dyn Pass]) -> Result<PipelineOutco
 pub fn replay(graph: &Graph, steps: &[RewriteStep]) -> Result<Graph, PassError> {
     let mut current = graph.clone();
     for (i, step) in steps.iter().enumerate() {
-        let (pass, next) = match step {
-            RewriteStep::Tile { regions } => (tile::NAME, tile::replay(&current, regions)?),
+        let next = match step {
+            RewriteStep::Tile { regions } => tile::replay(&current, regions)?,
             RewriteStep::Fuse { fold_pad, chains } => {
                 let fuse = fuse::Fuse {
                     fold_pad: *fold_pad,
                     chains: *chains,
                 };
-                (fuse::NAME, fuse.run(&current)?.graph)
+                fuse.run(&current)?.graph
             }
         };
         if next == current {
             return Err(PassError::Unsupported {
-                pass,
+                pass: step_pass(step),
                 message: format!(
                     "recorded step {i} changes nothing in the graph it is applied to (a plan \
                      records only the passes that changed the graph)"

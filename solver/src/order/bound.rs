@@ -27,7 +27,7 @@
 //! first/last-step facts above. No recursion.
 
 use super::lifetimes::inplace_fits;
-use super::mincut::{clock_of, min_cut_with_facts, DEFAULT_WORK};
+use super::mincut::{min_cut_with_facts, DEFAULT_WORK};
 use super::{LifetimeOptions, OrderProblem};
 use crate::limits::Limits;
 
@@ -69,7 +69,7 @@ pub fn order_lower_bound_within(
     let Some(topo) = topo else {
         return cheap;
     };
-    let clock = clock_of(limits);
+    let clock = limits.start_time_and_flag();
     min_cut_with_facts(
         problem,
         &facts,

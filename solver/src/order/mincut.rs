@@ -97,22 +97,13 @@ pub fn min_cut_bound_within(
     limits: &Limits,
 ) -> MinCutBound {
     let facts = Facts::new(problem, opts);
-    let clock = clock_of(limits);
+    let clock = limits.start_time_and_flag();
     min_cut_with_facts(problem, &facts, hint, None, floor, (work, &clock))
-}
-
-/// A clock that reads `limits`' time and stop flag only (no node limit).
-pub(crate) fn clock_of(limits: &Limits) -> LimitsClock {
-    Limits {
-        nodes: None,
-        ..limits.clone()
-    }
-    .start()
 }
 
 /// [`min_cut_bound`] with the in-place facts already computed; `listed` is the listed
 /// topological order when the caller has it; `effort` is the work cap and a clock that may
-/// stop the search earlier (see [`clock_of`]).
+/// stop the search earlier (see [`Limits::start_time_and_flag`]).
 pub(crate) fn min_cut_with_facts(
     problem: &OrderProblem,
     facts: &Facts,

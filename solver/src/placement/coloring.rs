@@ -243,11 +243,7 @@ impl Placer for Coloring {
         problem: &PlacementProblem,
         limits: &Limits,
     ) -> Result<Placement, PlacementError> {
-        let clock = Limits {
-            nodes: None,
-            ..limits.clone()
-        }
-        .start();
+        let clock = limits.start_time_and_flag();
         let buffers = &problem.buffers;
         let mut groups: Vec<Group> = groups(problem)
             .into_iter()

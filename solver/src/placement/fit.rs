@@ -447,11 +447,7 @@ pub fn place_in_order_within(
     rule: Rule,
     limits: &Limits,
 ) -> Result<(Placement, bool), PlacementError> {
-    let clock = Limits {
-        nodes: None,
-        ..limits.clone()
-    }
-    .start();
+    let clock = limits.start_time_and_flag();
     let buffers = &problem.buffers;
     let mut occ = Occupancy::new(buffers);
     let mut offsets = vec![0u64; buffers.len()];

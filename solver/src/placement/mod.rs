@@ -8,14 +8,16 @@
 //! each is handed the best placement of the members before it ([`Placer::place_from`]):
 //! constructive members ignore it, the improvement member ([`local_search`]) starts from it.
 //! [`peak_clique`] runs after it, so it changes a result only where it is strictly better.
-//! Once a member reaches LOAD (optimal) the later ones are skipped. The first member (greedy
-//! by size) always returns a placement, since every later stage starts from one: when the
-//! time limit or the stop flag cuts its pass short, the buffers it has not reached are placed
-//! by the online allocator ([`online`]: best fit in time order, freed blocks reused) above
-//! those it placed, or all buffers are placed online, whichever peak is lower (a million-op
-//! chain: LOAD either way), so the portfolio answers within the limit (`time_limit`) where
-//! the pass alone took about 3 s on 60,000 random buffers each alive alongside thousands of
-//! others; the whole portfolio takes 0.9 s on the 28,526-buffer trace iopddl_S_1.
+//! Once a member reaches LOAD (optimal) the later ones are skipped. Each member gets what is
+//! left of the time limit, and the first (greedy by size) always returns a placement, since
+//! every later stage starts from one: when the time limit or the stop flag cuts a member's
+//! pass short (greedy by size or by conflicts, colouring, peak clique), the buffers it has
+//! not reached are placed by the online allocator ([`online`]: best fit in time order, freed
+//! blocks reused) above those it placed, or all buffers are placed online, whichever peak is
+//! lower (a million-op chain: LOAD either way), so the portfolio answers within the limit
+//! (`time_limit`) where the first pass alone took about 3 s on 60,000 random buffers each
+//! alive alongside thousands of others; the whole portfolio takes 0.9 s on the 28,526-buffer
+//! trace iopddl_S_1.
 
 pub mod coloring;
 pub mod conflict;
@@ -133,11 +135,7 @@ pub fn run_portfolio(
 ) -> Result<PortfolioResult, PlacementError> {
     problem.validate()?;
     // The portfolio's clock: time and stop flag (a node limit is the members' own).
-    let clock = Limits {
-        nodes: None,
-        ..limits.clone()
-    }
-    .start();
+    let clock = limits.start_time_and_flag();
     let uncapped = PlacementProblem {
         buffers: problem.buffers.clone(),
         capacity: None,
