@@ -38,8 +38,9 @@ pub enum Command {
     /// Check a plan against its graph by replaying it; exit 0 if valid, 1 if not.
     Check(CheckArgs),
     /// Place buffers from a minimalloc CSV (`id,lower,upper,size[,alignment]`); writes the same
-    /// CSV (its columns, their order, extra ones) with an offset column. With --capacity: fit it (exit 1 if that fails); without:
-    /// minimise the peak. Heuristics first, then the exact search within the time limit.
+    /// CSV (its columns, their order, extra ones) with an offset column. With --capacity: fit
+    /// it (exit 1 if that fails); without: minimise the peak. Heuristics first, then the
+    /// exact search within the time limit.
     Place(PlaceArgs),
     /// Import a model from another framework as a memplan-graph/1 graph.
     Import(ImportArgs),
