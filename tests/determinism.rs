@@ -135,3 +135,44 @@ fn the_default_effort_places_a_wide_random_graph_at_its_bound_identically_under_
     assert!(c.identical, "the plans differ");
     memplan::validate(&c.idle.graph, &c.idle.plan, None).unwrap();
 }
+
+/// Budgeted plans (60 % of the unconstrained peak, the default spill strategy, which ends with
+/// the joint program) of four zoo training graphs whose joint program improves a window with
+/// the order fixed: the same plan at idle and under load. Each fixed-order model used to be
+/// capped at 1 s of wall clock and dropped when the cap bound, so what a plan kept could
+/// depend on the machine; its cap is now in LP iterations.
+#[test]
+fn budgeted_plans_are_identical_at_idle_and_under_load() {
+    let Some(zoo) = shared::shared_path("zoo") else {
+        return;
+    };
+    let options = PipelineOptions {
+        budget: Some(memplan::budget::BudgetSpec::Percent(60.0)),
+        ..PipelineOptions::default()
+    };
+    for name in [
+        "squeezenet1_0.32.train",
+        "vgg16.16.train",
+        "resnet50.32.train",
+        "mobilenet_v2.32.train",
+    ] {
+        let path = zoo.join(format!("{name}.json"));
+        let g = Graph::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let c = plan_idle_and_loaded(&g, &options, BUSY_THREADS).unwrap();
+        let budget = c.idle.plan.stats.budget.as_ref().expect("a budgeted plan");
+        let note = budget.solver.clone().unwrap_or_default();
+        eprintln!(
+            "{name}: idle {:.0} ms, loaded {:.0} ms, {} ({note})",
+            c.idle_ms, c.loaded_ms, budget.strategy
+        );
+        assert!(
+            note.contains("with the order fixed"),
+            "{name}: the joint program ran no fixed-order pass: {note}"
+        );
+        for p in [&c.idle.plan, &c.loaded.plan] {
+            assert_ne!(p.stats.status, Some(PlanStatus::TimeLimit), "{name}");
+        }
+        assert!(c.identical, "{name}: the plans differ");
+        memplan::validate(&c.idle.graph, &c.idle.plan, None).unwrap();
+    }
+}

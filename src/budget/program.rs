@@ -449,7 +449,8 @@ fn decode(
 
 /// What HiGHS answered, as plain data.
 pub(crate) struct Answer {
-    /// `optimal`, `node_limit`, `time_limit`, `cancelled`, `infeasible` or `stopped`.
+    /// `optimal`, `node_limit`, `iteration_limit`, `time_limit`, `cancelled`, `infeasible`
+    /// or `stopped`.
     pub(crate) label: &'static str,
     /// Branch-and-bound nodes explored.
     pub(crate) nodes: Option<u64>,
@@ -471,14 +472,23 @@ pub(crate) enum Run {
 /// `STOP_GRACE` even while HiGHS is in a phase that does not poll it, with the best solution
 /// HiGHS had reported.
 pub(crate) fn run_model(pb: Model, start: Vec<f64>, limits: &Limits) -> Run {
-    run_model_with(pb, start, limits, false)
+    run_model_with(pb, start, limits, false, None)
 }
 
 /// [`run_model`] with HiGHS' presolve on or off. On, a model that presolve solves outright
 /// may hand back the warm start's columns (HiGHS 1.x), which a caller must treat as "no
 /// better solution". The options are the module doc's; an option or warm start HiGHS refuses
 /// is skipped (the sweep is the fallback anyway).
-pub(crate) fn run_model_with(pb: Model, start: Vec<f64>, limits: &Limits, presolve: bool) -> Run {
+///
+/// `lp_cap` caps HiGHS' LP iterations in all (deterministic, like the node cap; see
+/// [`MipOptions::max_lp_iterations`]); a model it stops ends `iteration_limit`.
+pub(crate) fn run_model_with(
+    pb: Model,
+    start: Vec<f64>,
+    limits: &Limits,
+    presolve: bool,
+    lp_cap: Option<u64>,
+) -> Run {
     let nodes = limits.nodes;
     let options = MipOptions {
         // One thread and no time limit: with a node cap only, HiGHS is deterministic.
@@ -489,8 +499,8 @@ pub(crate) fn run_model_with(pb: Model, start: Vec<f64>, limits: &Limits, presol
         presolve,
         time_limit: limits.time.map(|t| t.as_secs_f64().max(0.01)),
         max_nodes: nodes,
-        max_lp_iterations: None,
-        switched_off: if nodes.is_some() {
+        max_lp_iterations: lp_cap,
+        switched_off: if nodes.is_some() || lp_cap.is_some() {
             memplan_solver::mip::NODE_CAPPED_OFF.to_vec()
         } else {
             Vec::new()
@@ -511,6 +521,7 @@ pub(crate) fn run_model_with(pb: Model, start: Vec<f64>, limits: &Limits, presol
         MipStatus::TimeLimit => "time_limit",
         // HiGHS reports its node cap (`mip_max_nodes`) as a solution limit.
         MipStatus::SolutionLimit => "node_limit",
+        MipStatus::IterationLimit => "iteration_limit",
         MipStatus::Interrupt => "cancelled",
         MipStatus::Infeasible => "infeasible",
         _ => "stopped",

@@ -564,3 +564,30 @@ fn the_budget_fit_gets_fewer_nodes_per_buffer_on_large_schedules() {
     assert_eq!(fit_nodes(0, 50), 0);
     assert_eq!(fit_nodes(u64::MAX, 0), FIT_WORK);
 }
+
+#[test]
+fn with_an_effort_every_joint_model_is_capped_by_work_and_never_by_the_clock() {
+    let g = chain();
+    let mut ctx = Ctx::new(
+        &g,
+        &[0, 1, 2, 3, 4],
+        DeviceProfile::h200(),
+        Params::default(),
+    );
+    for k in [1, 3] {
+        ctx.effort = Some(k);
+        let o = joint::JointOptions::for_ctx(&ctx);
+        assert_eq!(o.limits.time, None, "effort {k}");
+        assert_eq!(o.limits.nodes, Some(k * joint::DEFAULT_NODES), "effort {k}");
+        assert_eq!(
+            o.fixed_lp_iterations,
+            Some(k * joint::FIXED_LP_ITERATIONS),
+            "effort {k}"
+        );
+    }
+    // Without an effort the run is clock-capped anyway: 0.5 s a model, no iteration cap.
+    ctx.effort = None;
+    let o = joint::JointOptions::for_ctx(&ctx);
+    assert_eq!(o.limits.time, Some(joint::DEFAULT_TIME));
+    assert_eq!(o.fixed_lp_iterations, None);
+}
