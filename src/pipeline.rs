@@ -622,6 +622,22 @@ impl PipelineOptions {
         serde_json::to_string(&self.normalised()).unwrap_or_default()
     }
 
+    /// The options as every front end shows them (the HTTP service's jobs and plans, the zoo's
+    /// `results.json`): [`Self::normalised`], with `conv_algos` `off` when `rewrite` lacks
+    /// `conv-algos` and `tile` `off` when it lacks `tile`. A mode other than `off` given
+    /// adds its rewrite ([`Self::apply_given_modes`]), so these options, sent back to any
+    /// front end, plan the same; the modes of rewrites not asked for would add them.
+    pub fn echoed(&self) -> PipelineOptions {
+        let mut o = self.normalised();
+        if !o.rewrite.contains(&Rewrite::ConvAlgos) {
+            o.conv_algos = ConvAlgoMode::Off;
+        }
+        if !o.rewrite.contains(&Rewrite::Tile) {
+            o.tile = passes::tile::OFF.to_string();
+        }
+        o
+    }
+
     /// The conv algorithm mode that applies: `off` unless the conv-algos rewrite is asked.
     pub fn conv_mode(&self) -> ConvAlgoMode {
         if self.rewrite.contains(&Rewrite::ConvAlgos) {

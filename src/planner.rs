@@ -725,14 +725,31 @@ pub struct GraphStats {
     pub peak_lower_bound: u64,
 }
 
-/// Computes [`GraphStats`].
-pub fn graph_stats(graph: &Graph) -> Result<GraphStats, PlanError> {
+/// The lifetimes of `graph`'s arena buffers in its listed order, with the order problem.
+fn listed_lifetimes(
+    graph: &Graph,
+    lopts: &LifetimeOptions,
+) -> Result<(OrderProblem, OrderLifetimes), PlanError> {
     let problem = graph.order_problem();
-    let lopts = LifetimeOptions::default();
     let listed = problem
         .listed_topological_order()
         .map_err(|e| graph.order_error(e))?;
-    let lt = lifetimes(&problem, &listed, &lopts);
+    let lt = lifetimes(&problem, &listed, lopts);
+    Ok((problem, lt))
+}
+
+/// LOAD of `graph`'s listed order (bytes): [`GraphStats::listed_load`] alone.
+pub fn listed_load(graph: &Graph) -> Result<u64, PlanError> {
+    Ok(listed_lifetimes(graph, &LifetimeOptions::default())?
+        .1
+        .problem
+        .load())
+}
+
+/// Computes [`GraphStats`].
+pub fn graph_stats(graph: &Graph) -> Result<GraphStats, PlanError> {
+    let lopts = LifetimeOptions::default();
+    let (problem, lt) = listed_lifetimes(graph, &lopts)?;
     let naive_bytes = lt
         .problem
         .buffers

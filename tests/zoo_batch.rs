@@ -87,8 +87,8 @@ fn a_batch_writes_consistent_results_and_a_self_contained_report_and_resumes() {
     assert_same(&doc.results, &s.results);
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + inputs.len());
-    // The resume key holds the pipeline options' canonical JSON.
-    let canonical = o.pipeline.canonical_json();
+    // The resume key holds the pipeline options as every front end echoes them.
+    let canonical = serde_json::to_string(&o.pipeline.echoed()).unwrap();
     for r in &doc.results {
         assert!(r.options.contains(&canonical), "{}", r.options);
         // Effort in work units decides the plan: the (generous) time cap does not bind.
@@ -207,6 +207,64 @@ fn rewritten_plans_carry_their_graph_and_check_against_the_original() {
     let plain = run_zoo(&[sample()], out, &defaults(), &mut |_| {}).unwrap();
     assert_eq!((plain.planned, plain.skipped), (1, 0));
     assert!(!plain.results[0].rewritten);
+}
+
+/// The `full=` JSON of a result's options, as `results.json` records it.
+fn full_options(r: &GraphResult) -> serde_json::Value {
+    let (_, full) = r.options.split_once(" full=").expect("a full= part");
+    let json = full.split(" budgets=").next().unwrap();
+    serde_json::from_str(json).unwrap()
+}
+
+#[test]
+fn the_options_a_batch_records_plan_the_full_way_again_when_sent_back() {
+    let g = memplan::Graph::parse(&std::fs::read_to_string(sample()).unwrap()).unwrap();
+    for rewrite in [vec![], vec![Rewrite::Fuse], Rewrite::ALL.to_vec()] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = defaults();
+        o.pipeline.rewrite = rewrite.clone();
+        let s = run_zoo(&[sample()], dir.path(), &o, &mut |_| {}).unwrap();
+        let r = &s.results[0];
+        // Read back as the C API, Python and (with its richer requests) the HTTP service read
+        // options: modes of rewrites not asked for would add them.
+        let back = PipelineOptions::from_json(full_options(r)).unwrap();
+        assert_eq!(
+            back.normalised(),
+            o.pipeline.normalised(),
+            "{rewrite:?}: {}",
+            r.options
+        );
+        let again = pipeline::run(&g, &back, &Control::default()).unwrap();
+        let saved = std::fs::read_to_string(dir.path().join(&r.plans.full)).unwrap();
+        assert_eq!(
+            without_timing(&again.plan),
+            without_timing(&memplan::Plan::parse(&saved).unwrap()),
+            "{rewrite:?}"
+        );
+        // LOAD is of the graph the listed plan refers to: no placement of it is below.
+        assert!(
+            r.listed_load_bytes <= r.listed_peak_bytes,
+            "{rewrite:?}: LOAD {} above the listed peak {}",
+            r.listed_load_bytes,
+            r.listed_peak_bytes
+        );
+    }
+    // Tiling takes resnet18's listed peak far below the untiled graph's LOAD.
+    if let Some(path) = shared::zoo_path("resnet18.1.inference") {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = defaults();
+        o.pipeline.rewrite = Rewrite::ALL.to_vec();
+        let r = &run_zoo(&[path], dir.path(), &o, &mut |_| {})
+            .unwrap()
+            .results[0];
+        assert!(r.rewritten);
+        assert!(
+            r.listed_load_bytes <= r.listed_peak_bytes,
+            "LOAD {} above the listed peak {}",
+            r.listed_load_bytes,
+            r.listed_peak_bytes
+        );
+    }
 }
 
 #[test]

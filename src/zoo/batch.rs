@@ -14,7 +14,8 @@
 //! [`pipeline::graph_for_plan`], as `memplan check ORIGINAL PLAN` does.
 //!
 //! Resumable: a result is keyed by the graph file's content hash (FNV-1a 64) and the options
-//! key ([`ZooOptions::key`], which holds the base options' canonical JSON); when
+//! key ([`ZooOptions::key`], which holds the base options as every front end echoes them,
+//! [`PipelineOptions::echoed`]); when
 //! `results.json` in the output folder already holds a result with both, and its plan files
 //! still say what it records (each read back, checked against the graph as a new plan is, its
 //! peak and status the recorded ones), the graph is skipped; otherwise it is planned again.
@@ -135,13 +136,12 @@ impl ZooOptions {
     }
 
     /// The options as they affect the results (the resume key; `jobs` does not): the base
-    /// options' canonical JSON ([`PipelineOptions::canonical_json`]), the derived ways, and
-    /// the budgets.
+    /// options as every front end echoes them ([`PipelineOptions::echoed`], so that the
+    /// `full` JSON, sent to the HTTP service, Python or the C API, plans the
+    /// full way again), the derived ways, and the budgets.
     pub fn key(&self) -> String {
-        let mut k = format!(
-            "zoo/2 listed=given/heuristic heuristic=auto/heuristic full={}",
-            self.pipeline.canonical_json()
-        );
+        let full = serde_json::to_string(&self.pipeline.echoed()).unwrap_or_default();
+        let mut k = format!("zoo/2 listed=given/heuristic heuristic=auto/heuristic full={full}");
         if !self.budgets.is_empty() {
             let b: Vec<String> = self.budgets.iter().map(|b| format!("{b}")).collect();
             k.push_str(&format!(
@@ -189,7 +189,9 @@ pub struct GraphResult {
     pub tensors: usize,
     /// Every arena buffer of the listed order without reuse.
     pub naive_bytes: u64,
-    /// LOAD (most bytes live at once) of the listed order.
+    /// LOAD (most bytes live at once) of the listed order of the graph the listed plan
+    /// refers to (the rewritten graph when a rewrite changed it): no placement of that plan
+    /// is below it.
     pub listed_load_bytes: u64,
     /// Peak of the listed way (listed order placed by the heuristics).
     pub listed_peak_bytes: u64,
@@ -883,7 +885,12 @@ fn plan_one(
         ops: stats.ops,
         tensors: stats.tensors,
         naive_bytes: stats.naive_bytes,
-        listed_load_bytes: stats.listed_load,
+        // Of the graph the listed plan refers to, so that no placement of it is below.
+        listed_load_bytes: if listed.rewritten {
+            planner::listed_load(&listed.graph).map_err(|e| ZooError::plan(&input.path, e))?
+        } else {
+            stats.listed_load
+        },
         listed_peak_bytes: listed.plan.stats.peak_bytes,
         heuristic_peak_bytes: heuristic.plan.stats.peak_bytes,
         heuristic_seconds,

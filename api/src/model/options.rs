@@ -6,7 +6,6 @@ use super::{
     example_graph, BudgetValue, ConvAlgoName, GraphDoc, OrderName, RewriteName, SpillStrategyName,
     StrategyName,
 };
-use memplan::conv_algo::ConvAlgoMode;
 use memplan::{PipelineOptions, Rewrite};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -252,19 +251,10 @@ impl ResolvedOptions {
     /// plan the same (a given mode other than `off` adds its rewrite, `off` reads back as the
     /// rewrite absent and the field at its default: `PipelineOptions::apply_given_modes`).
     pub fn echoed(mut self) -> ResolvedOptions {
-        let rewrites = &self.pipeline.rewrite;
-        if !rewrites.contains(&Rewrite::ConvAlgos) {
-            self.pipeline.conv_algos = ConvAlgoMode::Off;
-        }
-        if !rewrites.contains(&Rewrite::Tile) {
-            self.pipeline.tile = OFF.to_string();
-        }
+        self.pipeline = self.pipeline.echoed();
         self
     }
 }
-
-/// The mode that leaves a rewrite out (`conv_algos`, `tile`).
-const OFF: &str = "off";
 
 impl PartialSchema for ResolvedOptions {
     fn schema() -> RefOr<Schema> {

@@ -85,6 +85,9 @@ pub enum TileSpec {
     Auto,
 }
 
+/// The `tile` value that leaves the tile rewrite out.
+pub const OFF: &str = "off";
+
 /// Largest strip count `tile` takes (nine digits).
 pub const MAX_TILE_STRIPS: usize = 999_999_999;
 
@@ -105,7 +108,7 @@ impl TileSpec {
                 .filter(|&n| (2..=MAX_TILE_STRIPS).contains(&n))
         };
         match text {
-            "off" => Ok(None),
+            OFF => Ok(None),
             "auto" => Ok(Some(TileSpec::Auto)),
             _ => match strips() {
                 Some(n) => Ok(Some(TileSpec::Strips(n))),
