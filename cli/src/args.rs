@@ -297,7 +297,8 @@ pub struct PlaceArgs {
     /// Heuristics only (no exact search).
     #[arg(long)]
     pub heuristic: bool,
-    /// Time limit in seconds.
+    /// Time limit in seconds, for the whole command (reading the CSV counts; a little is
+    /// kept back per buffer for finishing and writing the answer).
     #[arg(long, default_value_t = 1.0)]
     pub time_limit: f64,
     /// Alignment for buffers when the CSV has no alignment column.

@@ -338,6 +338,70 @@ fn files_that_start_with_a_byte_order_mark_are_read_as_without_one() {
 }
 
 #[test]
+fn place_names_the_line_of_a_buffer_whose_alignment_overflows_and_a_missing_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("huge-alignment.csv");
+    std::fs::write(
+        &csv,
+        "id,lower,upper,size\nfoo,0,2,4\nbar,0,2,9223372036854775809\n",
+    )
+    .unwrap();
+    let r = memplan(&[
+        "place",
+        csv.to_str().unwrap(),
+        "--alignment",
+        "9223372036854775808",
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("line 2, buffer `foo` (size 4, alignment 9223372036854775808)")
+            && err.contains("--alignment"),
+        "{err}"
+    );
+    let csv = dir.path().join("no-header.csv");
+    std::fs::write(&csv, "0,0,1,4\n1,0,2,8\n").unwrap();
+    let r = memplan(&["place", csv.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("line 1 is not a header"), "{err}");
+}
+
+#[test]
+fn place_answers_a_capacity_below_the_bound_at_once_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // LOAD 30 B: a capacity of 29 B is refused by the bound, without a placement searched.
+    let csv = dir.path().join("two.csv");
+    std::fs::write(&csv, "id,lower,upper,size\na,0,2,10\nb,1,3,20\n").unwrap();
+    let out = dir.path().join("out.csv");
+    std::fs::write(&out, "ORIGINAL\n").unwrap();
+    let r = memplan(&[
+        "place",
+        csv.to_str().unwrap(),
+        "--capacity",
+        "29",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("the capacity 29 B is below the lower bound 30 B")
+            && err.contains("no placement searched")
+            && err.contains("does not fit")
+            && err.contains("(proven)")
+            && !err.contains("gap"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "ORIGINAL\n");
+    // At the bound it fits, and the line says so.
+    let r = memplan(&["place", csv.to_str().unwrap(), "--capacity", "30"]);
+    assert!(r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("fits the capacity 30 B"), "{err}");
+}
+
+#[test]
 fn place_refuses_buffers_that_no_64_bit_arena_holds_naming_the_line() {
     let dir = tempfile::tempdir().unwrap();
     // Three buffers of 2^63 - 1 bytes alive together: before, a placer's overflow ended the

@@ -809,9 +809,15 @@ fn place(
             },
             exact: !heuristic,
         };
-        place_step::place(&problem, &opts).map(|r| (r, problem))
+        match place_step::place(&problem, &opts) {
+            Ok(r) => Ok((r, problem)),
+            Err(e) => Err(format!(
+                "buffers: {}",
+                csv::placement_error(&e, &ids, &problem)
+            )),
+        }
     })?
-    .map_err(|e| bad(format!("buffers: {e}")))?;
+    .map_err(bad)?;
     let placed: Vec<serde_json::Value> = ids
         .iter()
         .zip(&r.placement.offsets)

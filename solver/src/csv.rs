@@ -16,21 +16,28 @@ pub struct BufferCsv {
     pub ids: Vec<String>,
     /// Buffers by index (capacity unset).
     pub problem: PlacementProblem,
-    /// Offsets when the file had an `offset` column.
+    /// Offsets when the file had an `offset` column with a value on every row (an offset
+    /// column left empty on every row, a template for the answer, reads as none).
     pub offsets: Option<Placement>,
+    /// The 1-based line of each buffer's row, by index (for messages).
+    pub lines: Vec<usize>,
     /// The file's columns as read, without its `offset` column ([`write_table`] writes them
     /// back with the offsets: the same CSV with an offset column).
     pub table: Table,
 }
 
 /// The columns of a buffer CSV as read: header names as written (trimmed) and each row's
-/// fields (unquoted), in file order, without an `offset` column.
+/// fields (unquoted; the columns memplan reads trimmed, the others as written), in file
+/// order, without an `offset` column.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Table {
     /// Column names.
     pub header: Vec<String>,
     /// One row of fields per buffer, by index.
     pub rows: Vec<Vec<String>>,
+    /// Where the file's `offset` column stood among [`Self::header`] (the index it is written
+    /// back at); `None`: the file had none, and it is written last.
+    pub offset_at: Option<usize>,
 }
 
 /// An error in a buffer CSV.
@@ -53,6 +60,18 @@ pub enum CsvError {
     /// A header names a column twice.
     #[error("header names column `{0}` twice")]
     DuplicateColumn(String),
+    /// The first line holds numbers, not column names.
+    #[error(
+        "line {line} is not a header: `{text}` holds numbers where the column names belong; \
+         the first line must name the columns (`id,lower,upper,size`, optionally \
+         `alignment`, `offset` and columns of your own)"
+    )]
+    NoHeader {
+        /// 1-based line number.
+        line: usize,
+        /// The line, control characters escaped.
+        text: String,
+    },
     /// A row has the wrong number of fields.
     #[error("line {line}: expected {expected} fields, found {found}")]
     FieldCount {
@@ -99,49 +118,66 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
     let mut lines = text
         .lines()
         .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty());
-    let (_, header) = lines.next().ok_or(CsvError::Empty)?;
+        .map(|(i, l)| (i + 1, l))
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (header_line, header) = lines.next().ok_or(CsvError::Empty)?;
+    let header = header.trim();
     let cols: Vec<String> = header
         .split(',')
         .map(|c| c.trim().to_ascii_lowercase())
         .collect();
+    let known = ["id", "lower", "upper", "size", "alignment", "offset"];
+    if !cols.iter().any(|c| known.contains(&c.as_str()))
+        && cols
+            .iter()
+            .any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(CsvError::NoHeader {
+            line: header_line,
+            text: escaped(header),
+        });
+    }
     for (i, c) in cols.iter().enumerate() {
         if cols[..i].contains(c) {
-            return Err(CsvError::DuplicateColumn(c.clone()));
+            return Err(CsvError::DuplicateColumn(escaped(c)));
         }
     }
     let find = |name: &str| cols.iter().position(|c| c == name);
     let need = |name: &'static str| find(name).ok_or(CsvError::MissingColumn(name));
     if find("id").is_none() && (find("buffer").is_some() || find("buffer_id").is_some()) {
-        return Err(CsvError::NewerHeader(header.to_string()));
+        return Err(CsvError::NewerHeader(escaped(header)));
     }
     let (c_id, c_lo, c_hi, c_size) = (need("id")?, need("lower")?, need("upper")?, need("size")?);
     let (c_align, c_off) = (find("alignment"), find("offset"));
-    let kept = |fields: &[String]| -> Vec<String> {
-        fields
-            .iter()
-            .enumerate()
-            .filter(|&(c, _)| Some(c) != c_off)
-            .map(|(_, f)| f.clone())
+    // Columns memplan reads are trimmed; the others are kept as written.
+    let read = [Some(c_id), Some(c_lo), Some(c_hi), Some(c_size), c_align];
+    let kept = |fields: &[String], raw: &[String]| -> Vec<String> {
+        (0..fields.len())
+            .filter(|&c| Some(c) != c_off)
+            .map(|c| {
+                if read.contains(&Some(c)) {
+                    fields[c].clone()
+                } else {
+                    raw[c].clone()
+                }
+            })
             .collect()
     };
+    let names: Vec<String> = header.split(',').map(|c| c.trim().to_string()).collect();
     let mut table = Table {
-        header: kept(
-            &header
-                .split(',')
-                .map(|c| c.trim().to_string())
-                .collect::<Vec<_>>(),
-        ),
+        header: kept(&names, &names),
         rows: Vec::new(),
+        offset_at: c_off,
     };
     let mut ids = Vec::new();
     let mut buffers = Vec::new();
+    // The offsets given, and the line of the first row that leaves its offset empty.
     let mut offsets = Vec::new();
+    let mut empty_offset = None;
     let mut lines_of = Vec::new();
     let mut seen = std::collections::BTreeMap::new();
     for (line, row) in lines {
-        let fields = split_row(row).ok_or(CsvError::Quote { line })?;
+        let (fields, raw) = split_row(row).ok_or(CsvError::Quote { line })?;
         if fields.len() != cols.len() {
             return Err(CsvError::FieldCount {
                 line,
@@ -152,14 +188,14 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         let num = |c: usize| -> Result<u64, CsvError> {
             fields[c].parse::<u64>().map_err(|_| CsvError::NotInteger {
                 line,
-                column: cols[c].clone(),
-                value: fields[c].to_string(),
+                column: escaped(&cols[c]),
+                value: escaped(&fields[c]),
             })
         };
         let id = fields[c_id].to_string();
         let rule = |rule: String| CsvError::Rule {
             line,
-            id: id.clone(),
+            id: escaped(&id),
             rule,
         };
         let (lo, hi, size) = (num(c_lo)?, num(c_hi)?, num(c_size)?);
@@ -172,27 +208,80 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
             return Err(rule(format!("id already used on line {first}")));
         }
         if let Some(c) = c_off {
-            offsets.push(num(c)?);
+            if fields[c].is_empty() {
+                empty_offset.get_or_insert(line);
+            } else {
+                offsets.push(num(c)?);
+            }
         }
-        table.rows.push(kept(&fields));
+        table.rows.push(kept(&fields, &raw));
         ids.push(id);
         buffers.push(buffer);
         lines_of.push(line);
+    }
+    if let (Some(line), false) = (empty_offset, offsets.is_empty()) {
+        return Err(CsvError::Rule {
+            line,
+            id: escaped(&ids[lines_of.iter().position(|&l| l == line).unwrap_or(0)]),
+            rule: "its offset is empty while other rows give one: give every offset, or none \
+                   (an offset column left empty on every row is a template for the answer)"
+                .into(),
+        });
     }
     let problem = PlacementProblem::new(buffers);
     if let Some((step, i, bytes)) = problem.address_space_overflow() {
         return Err(CsvError::Rule {
             line: lines_of[i],
-            id: ids[i].clone(),
+            id: escaped(&ids[i]),
             rule: too_large(step, bytes),
         });
     }
     Ok(BufferCsv {
         ids,
         problem,
-        offsets: c_off.map(|_| Placement { offsets }),
+        offsets: (c_off.is_some() && empty_offset.is_none()).then_some(Placement { offsets }),
+        lines: lines_of,
         table,
     })
+}
+
+/// What a placement error says about the buffers of a list (`ids` by index): an overflow
+/// (`offset + size` past `u64`, which only huge sizes and alignments cause) names the buffer
+/// by its id, size and alignment; any other error as it is.
+pub fn placement_error(
+    e: &crate::problem::PlacementError,
+    ids: &[String],
+    problem: &PlacementProblem,
+) -> String {
+    match *e {
+        crate::problem::PlacementError::Overflow { index } => {
+            let id = ids.get(index).map_or("?", String::as_str);
+            let (size, alignment) = problem
+                .buffers
+                .get(index)
+                .map_or((0, 1), |b| (b.size, b.alignment));
+            format!(
+                "buffer `{}` (size {size}, alignment {alignment}): offset + size overflows u64 \
+                 with that alignment; use a smaller alignment",
+                escaped(id)
+            )
+        }
+        ref other => other.to_string(),
+    }
+}
+
+/// `text` for a message: control characters escaped as Rust's `escape_default` writes them (a
+/// tab `\t`, a NUL byte `\u{0}`), everything else as it is.
+pub fn escaped(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// One buffer of a JSON buffer list (`POST /v1/place`, Python's `memplan.place`): id,
@@ -283,26 +372,30 @@ pub fn write_table(table: &Table, problem: &PlacementProblem, placement: &Placem
         .iter()
         .any(|c| c.eq_ignore_ascii_case("alignment"));
     let add_align = !has_align && problem.buffers.iter().any(|b| b.alignment > 1);
-    let mut out = String::new();
-    let header: Vec<String> = table.header.iter().map(|c| field(c).into_owned()).collect();
-    out.push_str(&header.join(","));
-    out.push_str(if add_align {
-        ",alignment,offset\n"
-    } else {
-        ",offset\n"
-    });
+    // The offset column (after the added alignment column) goes where the file had its own,
+    // else last.
+    let at = table.offset_at.unwrap_or(table.header.len());
+    let line = |fields: &[String], align: String, offset: String| -> String {
+        let mut cells: Vec<String> = fields.iter().map(|f| field(f).into_owned()).collect();
+        let mut new = Vec::new();
+        if add_align {
+            new.push(align);
+        }
+        new.push(offset);
+        let k = at.min(cells.len());
+        cells.splice(k..k, new);
+        let mut l = cells.join(",");
+        l.push('\n');
+        l
+    };
+    let mut out = line(&table.header, "alignment".into(), "offset".into());
     for ((row, b), off) in table
         .rows
         .iter()
         .zip(&problem.buffers)
         .zip(&placement.offsets)
     {
-        let fields: Vec<String> = row.iter().map(|f| field(f).into_owned()).collect();
-        out.push_str(&fields.join(","));
-        if add_align {
-            let _ = write!(out, ",{}", b.alignment);
-        }
-        let _ = writeln!(out, ",{off}");
+        out.push_str(&line(row, b.alignment.to_string(), off.to_string()));
     }
     out
 }
@@ -313,10 +406,12 @@ pub fn write_buffers(ids: &[String], problem: &PlacementProblem) -> String {
     rows(ids, problem, None)
 }
 
-/// The fields of one CSV row: unquoted ones trimmed, quoted ones (RFC 4180) as written with
-/// `""` read as `"`; `None` when a quote is not closed or text follows a closing quote.
-fn split_row(row: &str) -> Option<Vec<String>> {
+/// The fields of one CSV row, twice: unquoted ones trimmed, and as written (untrimmed);
+/// quoted ones (RFC 4180) as written between the quotes with `""` read as `"` in both.
+/// `None` when a quote is not closed or text follows a closing quote.
+fn split_row(row: &str) -> Option<(Vec<String>, Vec<String>)> {
     let mut fields = Vec::new();
+    let mut raw = Vec::new();
     let mut rest = row;
     loop {
         let t = rest.trim_start();
@@ -333,23 +428,24 @@ fn split_row(row: &str) -> Option<Vec<String>> {
                     (_, c) => field.push(c),
                 }
             };
+            raw.push(field.clone());
             fields.push(field);
             let after = after.trim_start();
             match after.strip_prefix(',') {
                 Some(r) => rest = r,
-                None if after.is_empty() => return Some(fields),
+                None if after.is_empty() => return Some((fields, raw)),
                 None => return None,
             }
         } else {
-            match t.split_once(',') {
-                Some((f, r)) => {
-                    fields.push(f.trim().to_string());
-                    rest = r;
-                }
-                None => {
-                    fields.push(t.trim().to_string());
-                    return Some(fields);
-                }
+            let (f, next) = match rest.split_once(',') {
+                Some((f, r)) => (f, Some(r)),
+                None => (rest, None),
+            };
+            fields.push(f.trim().to_string());
+            raw.push(f.to_string());
+            match next {
+                Some(r) => rest = r,
+                None => return Some((fields, raw)),
             }
         }
     }
@@ -553,5 +649,79 @@ mod tests {
             text.contains("id,lower,upper,size") && text.contains("inclusive"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_offset_column_is_written_back_where_it_stood_and_may_be_left_empty_as_a_template() {
+        let text = "id,offset,lower,upper,size,x\na,,0,2,10,p\nb,,1,3,20,q\n";
+        let parsed = parse(text, 1).unwrap();
+        assert_eq!(parsed.offsets, None);
+        assert_eq!(parsed.lines, vec![2, 3]);
+        let placement = Placement {
+            offsets: vec![0, 10],
+        };
+        assert_eq!(
+            write_table(&parsed.table, &parsed.problem, &placement),
+            "id,offset,lower,upper,size,x\na,0,0,2,10,p\nb,10,1,3,20,q\n"
+        );
+        // An added alignment column (`--alignment`) goes before the offsets, where they stood.
+        let aligned = parse(text, 8).unwrap();
+        assert_eq!(
+            write_table(&aligned.table, &aligned.problem, &placement),
+            "id,alignment,offset,lower,upper,size,x\na,8,0,0,2,10,p\nb,8,10,1,3,20,q\n"
+        );
+        // Given on every row, the offsets are read; on some rows only, the first empty one is
+        // named.
+        let given = parse("id,offset,lower,upper,size\na,5,0,2,10\n", 1).unwrap();
+        assert_eq!(given.offsets.unwrap().offsets, vec![5]);
+        let e = parse("id,offset,lower,upper,size\na,5,0,2,10\nb,,1,3,20\n", 1).unwrap_err();
+        assert!(
+            matches!(&e, CsvError::Rule { line: 3, id, .. } if id == "b"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("offset is empty"), "{e}");
+    }
+
+    #[test]
+    fn columns_of_ones_own_keep_their_text_as_written_spaces_included() {
+        let text = "id, lower, upper, size, note\na,0,1,4, padded \nb,0,1,4,\"quoted \"\n";
+        let parsed = parse(text, 1).unwrap();
+        assert_eq!(parsed.table.rows[0][4], " padded ");
+        assert_eq!(parsed.table.rows[1][4], "quoted ");
+        let out = write_table(
+            &parsed.table,
+            &parsed.problem,
+            &Placement {
+                offsets: vec![0, 4],
+            },
+        );
+        assert_eq!(
+            out,
+            "id,lower,upper,size,note,offset\na,0,1,4,\" padded \",0\nb,0,1,4,\"quoted \",4\n"
+        );
+        // Read back, the texts are the same.
+        let again = parse(&out, 1).unwrap();
+        assert_eq!(again.table.rows, parsed.table.rows);
+    }
+
+    #[test]
+    fn a_first_line_of_numbers_is_named_as_a_missing_header() {
+        let e = parse("0,0,1,4\n1,0,2,8\n", 1).unwrap_err();
+        assert_eq!(
+            e,
+            CsvError::NoHeader {
+                line: 1,
+                text: "0,0,1,4".into()
+            }
+        );
+        assert!(e.to_string().contains("is not a header"), "{e}");
+    }
+
+    #[test]
+    fn control_characters_in_a_message_are_escaped() {
+        let e = parse("id,lower,upper,size\na,0,1,4\u{0}\n", 1).unwrap_err();
+        assert!(e.to_string().contains("`4\\u{0}`"), "{e}");
+        let e = parse("id,lower,upper,size\n\u{7}a,0,0,4\n", 1).unwrap_err();
+        assert!(e.to_string().contains("buffer `\\u{7}a`"), "{e}");
     }
 }

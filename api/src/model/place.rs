@@ -138,7 +138,9 @@ pub struct PlaceResponse {
     pub load_bytes: u64,
     /// optimal / heuristic / time_limit / node_limit / infeasible.
     pub status: String,
-    /// Algorithm of the placement.
+    /// Algorithm of the placement; `online (capacity below the lower bound)` when the
+    /// capacity is below the lower bound, answered at once (every buffer placed online, no
+    /// heuristic or search run).
     pub method: String,
     /// Time taken (milliseconds).
     pub elapsed_ms: f64,

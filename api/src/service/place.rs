@@ -56,12 +56,25 @@ impl Service {
         };
         let started = Instant::now();
         let out = self
-            .solve("place", permit, ticket, limit, cancel, move || {
-                place::place(&problem, &opts).map(|r| (r, problem))
-            })
+            .solve(
+                "place",
+                permit,
+                ticket,
+                limit,
+                cancel,
+                move || match place::place(&problem, &opts) {
+                    Ok(r) => Ok((r, problem)),
+                    Err(e) => Err((e, problem)),
+                },
+            )
             .await?;
         guard.0 = None;
-        let (r, problem) = out.map_err(|e| ApiError::buffers(e.to_string()))?;
+        let (r, problem) = match out {
+            Ok(r) => r,
+            Err((e, problem)) => {
+                return Err(ApiError::buffers(csv::placement_error(&e, &ids, &problem)))
+            }
+        };
         // A CSV comes back as sent with an offset column; a JSON list in the canonical columns.
         let csv = match &table {
             Some(t) => csv::write_table(t, &problem, &r.placement),

@@ -6,6 +6,7 @@ use crate::args::PlaceArgs;
 use crate::common::{bad, read, seconds};
 use crate::output::{check_outputs, write_out};
 use anyhow::Result;
+use memplan_solver::exact::ExactStatus;
 use memplan_solver::placement::step::{self as place, PlaceOptions};
 use memplan_solver::{csv, Limits, PlacementError};
 use std::process::ExitCode;
@@ -28,27 +29,25 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
         csv::parse(&text, alignment).map_err(|e| bad(format!("{}: {e}", a.buffers.display())))?;
     let mut problem = parsed.problem;
     problem.capacity = a.capacity;
+    // The time limit bounds the whole command: reading the CSV counts.
+    let limit = seconds("time-limit", a.time_limit)?;
     let opts = PlaceOptions {
-        limits: Limits::with_time(seconds("time-limit", a.time_limit)?),
+        limits: Limits::with_time(limit.saturating_sub(started.elapsed())),
         exact: !a.heuristic,
     };
     let result = place::place(&problem, &opts).map_err(|e| match e {
         // Sizes and alignments whose offsets cannot be expressed: the input's fault.
         PlacementError::Overflow { index } => {
-            let id = parsed.ids.get(index).map_or("?", String::as_str);
-            let (size, own) = problem
-                .buffers
-                .get(index)
-                .map_or((0, alignment), |b| (b.size, b.alignment));
+            let line = parsed.lines.get(index).copied().unwrap_or(0);
             let cause = if has_alignment_column(&text) {
-                format!("its alignment {own} (the CSV's alignment column)")
+                "the alignment comes from the CSV's alignment column".to_string()
             } else {
-                format!("--alignment {alignment}")
+                format!("the alignment comes from --alignment {alignment}")
             };
             bad(format!(
-                "{}: buffer {id} (size {size}): offset + size overflows u64 with {cause}; use \
-                 a smaller alignment",
-                a.buffers.display()
+                "{}: line {line}, {} ({cause})",
+                a.buffers.display(),
+                csv::placement_error(&e, &parsed.ids, &problem)
             ))
         }
         e => anyhow::Error::new(e),
@@ -63,18 +62,52 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
             &csv::write_table(&parsed.table, &problem, &result.placement),
         )?;
     }
+    let ratio = if load == 0 {
+        1.0
+    } else {
+        peak as f64 / load as f64
+    };
+    // With a capacity the question is whether it fits: the line says the answer, and the
+    // exact search's status reads as what it established about the fit.
+    let answer = match a.capacity {
+        None => format!(
+            "peak {peak} B ({ratio:.4}x LOAD) by {}, lower bound {} B (gap {:.2}%)",
+            result.method,
+            result.stats.lower_bound,
+            result.stats.gap() * 100.0
+        ),
+        Some(c) if result.fits => format!(
+            "peak {peak} B ({ratio:.4}x LOAD) by {}, fits the capacity {c} B, lower bound {} B \
+             (gap {:.2}%)",
+            result.method,
+            result.stats.lower_bound,
+            result.stats.gap() * 100.0
+        ),
+        Some(c) if result.method == place::BELOW_THE_BOUND => format!(
+            "the capacity {c} B is below the lower bound {} B (LOAD tightened by alignment): \
+             no placement searched",
+            result.stats.lower_bound
+        ),
+        Some(c) => format!(
+            "best peak {peak} B ({ratio:.4}x LOAD) by {}, over the capacity {c} B, lower bound \
+             {} B",
+            result.method, result.stats.lower_bound
+        ),
+    };
+    let exact = result.exact.map(|e| {
+        let what = match (a.capacity, e.status) {
+            (Some(_), ExactStatus::Optimal) => "found a fit".to_string(),
+            (Some(_), ExactStatus::Infeasible) => "proved that nothing fits".to_string(),
+            (Some(_), ExactStatus::Timeout) => "stopped at its limit".to_string(),
+            (_, status) => status.as_str().to_string(),
+        };
+        format!(", exact search {what} after {} nodes", e.nodes)
+    });
     eprintln!(
-        "{} buffers: LOAD {load} B, peak {peak} B ({:.4}x LOAD) by {}, lower bound {} B (gap {:.2}%), status {}{}{}, {:.1} ms",
+        "{} buffers: LOAD {load} B, {answer}, status {}{}{}, {:.1} ms",
         problem.buffers.len(),
-        if load == 0 { 1.0 } else { peak as f64 / load as f64 },
-        result.method,
-        result.stats.lower_bound,
-        result.stats.gap() * 100.0,
         result.stats.status,
-        result
-            .exact
-            .map(|e| format!(", exact search {:?} after {} nodes", e.status, e.nodes))
-            .unwrap_or_default(),
+        exact.unwrap_or_default(),
         result
             .ilp
             .map(|i| format!(
@@ -86,7 +119,13 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
     );
     if !result.fits {
         let capacity = a.capacity.unwrap_or(0);
-        if result.stats.status == memplan_solver::SolveStatus::Infeasible {
+        if result.method == place::BELOW_THE_BOUND {
+            eprintln!(
+                "does not fit: the capacity {capacity} B is below the lower bound {} B, which \
+                 every placement reaches (proven)",
+                result.stats.lower_bound
+            );
+        } else if result.stats.status == memplan_solver::SolveStatus::Infeasible {
             eprintln!("does not fit: no placement fits the capacity {capacity} B (proven)");
         } else if a.heuristic {
             eprintln!(
