@@ -768,4 +768,31 @@ mod tests {
         let out = place(&p, &PlaceOptions::default()).unwrap();
         assert!(out.fits && !out.members.is_empty(), "{}", out.method);
     }
+
+    #[test]
+    fn a_spent_time_limit_skips_the_search_and_says_time_limit() {
+        let p = small();
+        let start = stacked(&p);
+        let out = refine(&p, &start, &Limits::with_time(Duration::ZERO)).unwrap();
+        assert!(out.exact.is_none() && out.ilp.is_none());
+        assert_eq!(out.placement, start.placement);
+        assert_eq!(out.stats.status, SolveStatus::TimeLimit);
+        // With time, the search runs and reaches LOAD.
+        let out = refine(&p, &start, &Limits::with_time(Duration::from_secs(5))).unwrap();
+        assert!(out.exact.is_some());
+        assert_eq!(out.stats.status, SolveStatus::Optimal);
+    }
+
+    #[test]
+    fn finishing_time_is_kept_back_per_buffer_up_to_a_quarter_of_the_limit() {
+        let many = |n: u64| PlacementProblem::new((0..n).map(|i| buf(i, i + 1, 1)).collect());
+        let second = Limits::with_time(Duration::from_secs(1));
+        let kept = |n: u64| keep_back_finishing(&many(n), &second).time.unwrap();
+        assert_eq!(kept(1000), Duration::from_millis(998));
+        assert_eq!(kept(1_000_000), Duration::from_millis(750));
+        assert_eq!(
+            keep_back_finishing(&many(10), &Limits::UNLIMITED).time,
+            None
+        );
+    }
 }
