@@ -161,15 +161,20 @@ fn two_budgeted_plans_with_an_effort_are_identical() {
     assert_eq!(a.stats.budget, b.stats.budget);
 }
 
-#[test]
-fn a_raised_token_stops_the_sweep_with_the_schedule_so_far() {
-    let g = chain();
-    let mut ctx = Ctx::new(
-        &g,
+/// [`chain`]'s context in its listed order on the H200 profile.
+fn chain_ctx(g: &Graph) -> Ctx<'_> {
+    Ctx::new(
+        g,
         &[0, 1, 2, 3, 4],
         DeviceProfile::h200(),
         Params::default(),
-    );
+    )
+}
+
+#[test]
+fn a_raised_token_stops_the_sweep_with_the_schedule_so_far() {
+    let g = chain();
+    let mut ctx = chain_ctx(&g);
     let token = memplan_solver::CancelToken::new();
     token.cancel();
     ctx.cancel = Some(token);
@@ -568,12 +573,7 @@ fn the_budget_fit_gets_fewer_nodes_per_buffer_on_large_schedules() {
 #[test]
 fn with_an_effort_every_joint_model_is_capped_by_work_and_never_by_the_clock() {
     let g = chain();
-    let mut ctx = Ctx::new(
-        &g,
-        &[0, 1, 2, 3, 4],
-        DeviceProfile::h200(),
-        Params::default(),
-    );
+    let mut ctx = chain_ctx(&g);
     for k in [1, 3] {
         ctx.effort = Some(k);
         let o = joint::JointOptions::for_ctx(&ctx);

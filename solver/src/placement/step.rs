@@ -169,7 +169,7 @@ pub fn place(
     refine(problem, &heur, &remaining)
 }
 
-/// Method of the answer to a capacity below the lower bound ([`below_the_bound`]).
+/// Method of the answer to a capacity below the lower bound, which [`place`] gives at once.
 pub const BELOW_THE_BOUND: &str = "online (capacity below the lower bound)";
 
 /// A capacity below the lower bound (the aligned LOAD, `O(k · n log n)`) is answered at once,
