@@ -47,8 +47,13 @@ pub enum CsvError {
     #[error("buffer CSV is empty: expected a header `id,lower,upper,size`")]
     Empty,
     /// A required column is missing from the header.
-    #[error("header lacks column `{0}` (need id, lower, upper, size)")]
-    MissingColumn(&'static str),
+    #[error("header lacks column `{column}` (need id, lower, upper, size; read: {read})")]
+    MissingColumn {
+        /// The column missing.
+        column: &'static str,
+        /// The header's column names as read, each in backquotes, control characters escaped.
+        read: String,
+    },
     /// The header is MiniMalloc's newer `buffer,start,end` form, whose `end` is ambiguous.
     #[error(
         "header `{0}` uses MiniMalloc's newer column names (`buffer`, `start`, `end`); memplan \
@@ -122,10 +127,12 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         .filter(|(_, l)| !l.trim().is_empty());
     let (header_line, header) = lines.next().ok_or(CsvError::Empty)?;
     let header = header.trim();
-    let cols: Vec<String> = header
-        .split(',')
-        .map(|c| c.trim().to_ascii_lowercase())
-        .collect();
+    // The header is a CSV row like any other: a quoted name is unquoted (`"tag"` is `tag`,
+    // `"my,note"` one name).
+    let names = split_row(header)
+        .ok_or(CsvError::Quote { line: header_line })?
+        .0;
+    let cols: Vec<String> = names.iter().map(|c| c.to_ascii_lowercase()).collect();
     let known = ["id", "lower", "upper", "size", "alignment", "offset"];
     if !cols.iter().any(|c| known.contains(&c.as_str()))
         && cols
@@ -143,7 +150,16 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         }
     }
     let find = |name: &str| cols.iter().position(|c| c == name);
-    let need = |name: &'static str| find(name).ok_or(CsvError::MissingColumn(name));
+    let need = |column: &'static str| {
+        find(column).ok_or_else(|| CsvError::MissingColumn {
+            column,
+            read: names
+                .iter()
+                .map(|n| format!("`{}`", escaped(n)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    };
     if find("id").is_none() && (find("buffer").is_some() || find("buffer_id").is_some()) {
         return Err(CsvError::NewerHeader(escaped(header)));
     }
@@ -163,7 +179,6 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
             })
             .collect()
     };
-    let names: Vec<String> = header.split(',').map(|c| c.trim().to_string()).collect();
     let mut table = Table {
         header: kept(&names, &names),
         rows: Vec::new(),
@@ -636,7 +651,10 @@ mod tests {
             .contains("line 2"));
         assert_eq!(
             parse("id,lower,size\n", 1).unwrap_err(),
-            CsvError::MissingColumn("upper")
+            CsvError::MissingColumn {
+                column: "upper",
+                read: "`id`, `lower`, `size`".into()
+            }
         );
     }
 
@@ -723,5 +741,31 @@ mod tests {
         assert!(e.to_string().contains("`4\\u{0}`"), "{e}");
         let e = parse("id,lower,upper,size\n\u{7}a,0,0,4\n", 1).unwrap_err();
         assert!(e.to_string().contains("buffer `\\u{7}a`"), "{e}");
+    }
+
+    #[test]
+    fn a_quoted_header_name_is_unquoted_as_a_field_is_and_round_trips() {
+        let text = "\"id\",\"lower\",upper,size,\"tag\",\"my,note\"\na,0,10,4,x,y\n";
+        let parsed = parse(text, 1).unwrap();
+        assert_eq!(
+            parsed.table.header,
+            vec!["id", "lower", "upper", "size", "tag", "my,note"]
+        );
+        let out = write_table(
+            &parsed.table,
+            &parsed.problem,
+            &Placement { offsets: vec![0] },
+        );
+        assert_eq!(
+            out,
+            "id,lower,upper,size,tag,\"my,note\",offset\na,0,10,4,x,y,0\n"
+        );
+        assert_eq!(parse(&out, 1).unwrap().table.header, parsed.table.header);
+        // A quoted `offset` is the offset column.
+        let p = parse("id,\"offset\",lower,upper,size\na,,0,1,4\n", 1).unwrap();
+        assert_eq!(p.table.offset_at, Some(1));
+        // A header name with a control character is shown escaped.
+        let e = parse("id,lo\u{7}wer,upper,size\n", 1).unwrap_err();
+        assert!(e.to_string().contains("`lo\\u{7}wer`"), "{e}");
     }
 }

@@ -84,9 +84,13 @@ pub fn place(a: PlaceArgs) -> Result<ExitCode> {
             result.stats.gap() * 100.0
         ),
         Some(c) if result.method == place::BELOW_THE_BOUND => format!(
-            "the capacity {c} B is below the lower bound {} B (LOAD tightened by alignment): \
-             no placement searched",
-            result.stats.lower_bound
+            "the capacity {c} B is below the lower bound {} B ({}): no placement searched",
+            result.stats.lower_bound,
+            if result.stats.lower_bound > load {
+                "LOAD tightened by alignment"
+            } else {
+                "LOAD"
+            }
         ),
         Some(c) => format!(
             "best peak {peak} B ({ratio:.4}x LOAD) by {}, over the capacity {c} B, lower bound \
