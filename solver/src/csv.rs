@@ -186,7 +186,7 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
     };
     let mut ids = Vec::new();
     let mut buffers = Vec::new();
-    // The offsets given, and the line of the first row that leaves its offset empty.
+    // The offsets given, and the first row (its index) that leaves its offset empty.
     let mut offsets = Vec::new();
     let mut empty_offset = None;
     let mut lines_of = Vec::new();
@@ -224,7 +224,7 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         }
         if let Some(c) = c_off {
             if fields[c].is_empty() {
-                empty_offset.get_or_insert(line);
+                empty_offset.get_or_insert(ids.len());
             } else {
                 offsets.push(num(c)?);
             }
@@ -234,10 +234,10 @@ pub fn parse(text: &str, default_alignment: u64) -> Result<BufferCsv, CsvError> 
         buffers.push(buffer);
         lines_of.push(line);
     }
-    if let (Some(line), false) = (empty_offset, offsets.is_empty()) {
+    if let (Some(i), false) = (empty_offset, offsets.is_empty()) {
         return Err(CsvError::Rule {
-            line,
-            id: escaped(&ids[lines_of.iter().position(|&l| l == line).unwrap_or(0)]),
+            line: lines_of[i],
+            id: escaped(&ids[i]),
             rule: "its offset is empty while other rows give one: give every offset, or none \
                    (an offset column left empty on every row is a template for the answer)"
                 .into(),

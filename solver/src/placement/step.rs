@@ -58,12 +58,10 @@ pub const FINISH_PER_BUFFER: Duration = Duration::from_micros(2);
 /// `limits` with [`FINISH_PER_BUFFER`] per buffer of `problem` kept back from its time.
 fn keep_back_finishing(problem: &PlacementProblem, limits: &Limits) -> Limits {
     let n = u32::try_from(problem.buffers.len()).unwrap_or(u32::MAX);
-    Limits {
-        time: limits
-            .time
-            .map(|t| t.saturating_sub(FINISH_PER_BUFFER.saturating_mul(n).min(t / 4))),
-        ..limits.clone()
-    }
+    let kept = limits.time.map_or(Duration::ZERO, |t| {
+        FINISH_PER_BUFFER.saturating_mul(n).min(t / 4)
+    });
+    limits.remaining_after(kept)
 }
 
 /// Least time left after the HiGHS model's turn for the minimisation to resume (below it the
